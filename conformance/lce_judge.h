@@ -1,0 +1,50 @@
+/* lce_judge.h — the verdict on one subject run: class checks, then metrics, then the golden bound.
+ *
+ * Fixed order (STYLE.md rule 6):
+ *   1. class checks: every element written (no poison NaN left), guard regions intact, NaN/±Inf
+ *      positions and signs equal to the oracle's, buffers that must stay untouched bit-identical
+ *      (d_embedding when untied; padded rows of d_weight), exact outputs exact (zero gradients of
+ *      an all-ignored batch);
+ *   2. metrics (lce_metrics.h) on decisive elements;
+ *   3. each metric against its golden bound, with the % of budget used. A missing golden entry for
+ *      a judged (class, dtype, output, metric) is an error, not a pass. */
+#ifndef LCE_JUDGE_H
+#define LCE_JUDGE_H
+
+#include "lce_golden.h"
+
+typedef struct lce_output_verdict {
+  int judged;                         /* 0 when the output does not apply to the case */
+  int class_ok;
+  char class_msg[256];                /* first class violation, e.g. "element 17: NaN (expected finite)" */
+  lce_metric_values metrics;
+  double bound[LCE_METRIC_COUNT];
+  double budget_pct[LCE_METRIC_COUNT]; /* 100 * metric / bound (|bias| for bias) */
+  int metric_ok[LCE_METRIC_COUNT];
+  int pass;
+} lce_output_verdict;
+
+typedef struct lce_verdict {
+  int pass;
+  lce_output_verdict out[LCE_OUT_COUNT];
+  lce_output_id worst_output;  /* the output and metric with the highest budget use */
+  lce_metric worst_metric;     /* (or the first class failure) */
+  double worst_pct;
+  int64_t inconclusive;        /* oracle elements that could not be judged */
+  char summary[256];           /* "FAIL d_hidden relerr 412% of budget" / "pass (max 38% d_hidden relerr)" */
+  char repro[512];             /* one-line repro command */
+} lce_verdict;
+
+/* Judges subject outputs out (produced by subject_name, bounded by golden class subject_class)
+ * against oracle result ref. g may be NULL: class checks and metrics only, no bounds (used by
+ * `lcecheck measure`, which feeds golden regeneration). Returns LCE_EINVAL when a golden entry is
+ * missing; the
+ * verdict itself (pass/fail) is in v. */
+lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
+                   const lce_outputs *out, const lce_golden *g, const char *subject_name,
+                   const char *subject_class, lce_verdict *v, lce_status *st);
+
+/* "build/lcecheck repro --subject S <case id>" */
+void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size);
+
+#endif

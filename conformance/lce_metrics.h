@@ -1,0 +1,38 @@
+/* lce_metrics.h — error metrics of one subject output against the oracle's unrounded values.
+ *
+ * Computed over the elements the oracle marks decisive (and, for lse, valid tokens only):
+ *   relerr    = ||x - r||_2 / ||r||_2                   (||x||_2 when r == 0 everywhere)
+ *   bias      = <x - r, r> / <r, r>                      (signed: < 0 means the output shrinks)
+ *   ulpfrac   = fraction of elements with |x - r| > LCE_ULPFRAC_K ulps of the output format at r
+ *   maxscaled = max_i |x_i - r_i| / mag_i               (mag = sum of |terms|; 0/0 counts as 0)
+ * Sums run in long double with compensation so the metric itself adds no visible error. */
+#ifndef LCE_METRICS_H
+#define LCE_METRICS_H
+
+#include "lce_oracle.h"
+
+#define LCE_ULPFRAC_K 1.0
+
+typedef enum lce_metric {
+  LCE_METRIC_RELERR = 0,
+  LCE_METRIC_BIAS = 1,
+  LCE_METRIC_ULPFRAC = 2,
+  LCE_METRIC_MAXSCALED = 3,
+  LCE_METRIC_COUNT = 4
+} lce_metric;
+
+const char *lce_metric_name(lce_metric m); /* "relerr", "bias", "ulpfrac", "maxscaled" */
+int lce_metric_parse(const char *s, lce_metric *out);
+
+typedef struct lce_metric_values {
+  double v[LCE_METRIC_COUNT];
+  int64_t judged;      /* elements that entered the metrics */
+  int64_t inconclusive;/* elements skipped because the oracle could not certify them */
+  double ref_norm;     /* ||r||_2 over judged elements (non-zero norms are asserted by tests) */
+} lce_metric_values;
+
+/* Metrics of subject output o against reference ref; mask (may be NULL) selects elements. */
+void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_id o,
+                         const lce_ref_output *ref, const unsigned char *mask, lce_metric_values *mv);
+
+#endif

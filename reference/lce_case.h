@@ -1,0 +1,125 @@
+/* lce_case.h — one struct that describes an FLCE problem completely, its stable case id, the
+ * input tensors it regenerates bit-for-bit, and the output buffers a subject fills.
+ *
+ * The math (what the oracle computes exactly and every subject approximates):
+ *   W        = embedding when tied, weight when untied; rows [V, Vp) are padding and never enter
+ *              the softmax (their logits do not exist, their gradient rows stay as they were).
+ *   z[n,v]   = sum_k hidden[n,k] * W[v,k]                  for v in [0, V)
+ *   lse[n]   = log sum_v exp(z[n,v])
+ *   loss[n]  = lse[n] - z[n, label[n]]      (0 when label[n] == ignore_index)
+ *   loss     = none: loss[] itself | sum: sum_n loss[n] | mean: sum / #valid (0 when #valid == 0)
+ *   g[n]     = none: grad_output[n] | sum: grad_output[0] | mean: grad_output[0] / #valid
+ *              (0 for ignored tokens; all zero when #valid == 0)
+ *   dz[n,v]  = g[n] * (softmax(z[n])[v] - [v == label[n]])
+ *   d_hidden = dz · W                                         (written, [N, H], input dtype)
+ *   grad of W += dz^T · hidden  into the fp32 buffer of the parameter that IS the output weight:
+ *              tied → grad_embedding, untied → grad_weight; when untied, grad_embedding must be
+ *              left exactly as it was.
+ * Gradient buffers start with a prior gradient when prior_grad is set (the embedding lookup's
+ * gradient, or an earlier micro-batch), and the run must add to it.
+ *
+ * Case id: dot-separated tokens in a fixed order, e.g.
+ *   bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1
+ * dtype . tied|untied . tp<k> . n<N> . h<H> . v<V> . vp<Vp> . vc<vocab chunk> . none|sum|mean .
+ * ign<percent ignored> [. ii<ignore_index> when not -100] . prior|fresh . <dist> . s<seed> */
+#ifndef LCE_CASE_H
+#define LCE_CASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lce_dtype.h"
+#include "lce_status.h"
+
+typedef enum lce_reduction { LCE_RED_NONE = 0, LCE_RED_SUM = 1, LCE_RED_MEAN = 2 } lce_reduction;
+
+/* Value distributions. MIXED cycles token rows through the special row kinds below. */
+typedef enum lce_dist {
+  LCE_DIST_MIXED = 0,     /* every row kind below, in turn */
+  LCE_DIST_NORMAL = 1,    /* logits of standard deviation ~3 */
+  LCE_DIST_PEAKED = 2,    /* one logit far above the rest */
+  LCE_DIST_FLAT = 3,      /* all logits within ~1e-2 of each other */
+  LCE_DIST_CONFIDENT = 4, /* the target logit dominates: p_y -> 1 */
+  LCE_DIST_NEGATIVE = 5,  /* every logit below -87 (exp underflows in fp32 without a max shift) */
+  LCE_DIST_COUNT = 6
+} lce_dist;
+
+#define LCE_DEFAULT_IGNORE_INDEX (-100)
+#define LCE_MAX_DIM ((int64_t)1 << 24)
+
+typedef struct lce_case {
+  int64_t n, h, v, vp;   /* tokens, hidden, vocab, padded vocab (vp >= v) */
+  int32_t tp;            /* vocab shards: rank r owns padded rows [r*vp/tp, (r+1)*vp/tp) */
+  int64_t vocab_chunk;   /* rows of W per chunk inside a shard */
+  lce_dtype dtype;       /* hidden, embedding, weight and d_hidden format */
+  int tied;              /* 1: the output weight IS the embedding table */
+  int prior_grad;        /* 1: gradient buffers already hold a gradient that must be added to */
+  lce_reduction reduction;
+  int64_t ignore_index;
+  int32_t ignore_pct;    /* percent of tokens labelled ignore_index (100: all ignored) */
+  lce_dist dist;
+  uint64_t seed;
+} lce_case;
+
+/* Inputs, regenerated from the case. Dtype buffers hold raw format bits (uint16 for bf16/fp16,
+ * float for fp32); read them with lce_load(). */
+typedef struct lce_tensors {
+  void *hidden;                 /* [n*h] dtype */
+  void *embedding;              /* [vp*h] dtype: embedding table, the output weight when tied */
+  void *weight;                 /* [vp*h] dtype: separate output weight; NULL when tied */
+  int64_t *labels;              /* [n] in [0, v) or ignore_index */
+  float *grad_output;           /* [n] for reduction none, [1] otherwise */
+  float *grad_embedding_prior;  /* [vp*h] fp32: what the embedding gradient holds before the run */
+  float *grad_weight_prior;     /* [vp*h] fp32; NULL when tied */
+} lce_tensors;
+
+/* Outputs a subject fills. Created by lce_outputs_alloc: value outputs are poisoned with NaN,
+ * gradient buffers hold copies of the priors, and every buffer has guard regions on both sides
+ * filled with a sentinel that lce_outputs_guards_intact() checks. */
+typedef struct lce_outputs {
+  float *loss;            /* [1]: reduced loss (reduction none: the sum of loss_token, for logging) */
+  float *loss_token;      /* [n]: per-token loss (0 for ignored tokens) */
+  float *lse;             /* [n]: log-sum-exp (value of ignored tokens unconstrained: not judged) */
+  void *d_hidden;         /* [n*h] dtype */
+  float *grad_embedding;  /* [vp*h] in/out */
+  float *grad_weight;     /* [vp*h] in/out; NULL when tied */
+  void *block_;           /* owner of all storage (private) */
+} lce_outputs;
+
+#define LCE_GUARD_ELEMS 16
+
+const char *lce_reduction_name(lce_reduction r);
+int lce_reduction_parse(const char *s, lce_reduction *out);
+const char *lce_dist_name(lce_dist d);
+int lce_dist_parse(const char *s, lce_dist *out);
+
+/* A valid small case with every field at its default (bf16, untied, tp 1, ...). */
+lce_case lce_case_default(void);
+
+/* Checks shapes and options: n, h, v >= 1; vp >= v; tp >= 1 dividing vp; vocab_chunk >= 1;
+ * ignore_pct in [0, 100]; ignore_index outside [0, v); sizes within LCE_MAX_DIM. */
+lce_code lce_case_validate(const lce_case *c, lce_status *st);
+
+/* Case id <-> struct. Format writes into buf (>= 160 bytes) and returns buf. Parse validates. */
+char *lce_case_format(const lce_case *c, char *buf, size_t size);
+lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st);
+
+/* Checks labels (each in [0, v) or == ignore_index) and tensor presence; used by subjects before
+ * touching any output buffer. */
+lce_code lce_tensors_validate(const lce_case *c, const lce_tensors *in, lce_status *st);
+
+lce_code lce_case_generate(const lce_case *c, lce_tensors *out, lce_status *st);
+void lce_tensors_free(lce_tensors *t);
+
+/* Number of tokens whose label is not ignore_index. */
+int64_t lce_count_valid(const lce_case *c, const lce_tensors *in);
+
+/* Rows of the padded vocab owned by shard r: [*lo, *hi); real rows are those below v. */
+void lce_shard_range(const lce_case *c, int r, int64_t *lo, int64_t *hi);
+
+lce_code lce_outputs_alloc(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
+/* 1 when every guard element still holds the sentinel; otherwise 0 and names the buffer. */
+int lce_outputs_guards_intact(const lce_case *c, const lce_outputs *out, char *which, size_t size);
+void lce_outputs_free(lce_outputs *out);
+
+#endif

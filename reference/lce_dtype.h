@@ -1,0 +1,42 @@
+/* lce_dtype.h — the input formats (bf16, fp16, fp32) and exact conversions between them and double.
+ *
+ * Every dtype value is exactly representable in double, so loads are exact. Stores round once,
+ * from double, with round-to-nearest-even, gradual underflow and overflow to ±Inf; NaN stays NaN
+ * (quietened, sign kept). Callers that hold an unrounded MPFR value must use lce_mpfr_round_to()
+ * (lce_mpfr_dtype.h) instead, because rounding to double first and then to bf16/fp16 can
+ * double-round. */
+#ifndef LCE_DTYPE_H
+#define LCE_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum lce_dtype { LCE_BF16 = 0, LCE_FP16 = 1, LCE_FP32 = 2, LCE_DTYPE_COUNT = 3 } lce_dtype;
+
+const char *lce_dtype_name(lce_dtype t);         /* "bf16", "fp16", "fp32" */
+int lce_dtype_parse(const char *s, lce_dtype *out); /* 1 on success, 0 if unknown */
+size_t lce_dtype_size(lce_dtype t);              /* storage bytes: 2, 2, 4 */
+int lce_dtype_precision(lce_dtype t);            /* significand bits incl. implicit: 8, 11, 24 */
+int lce_dtype_emin(lce_dtype t);                 /* exponent of the smallest normal: -126, -14, -126 */
+int lce_dtype_emax(lce_dtype t);                 /* exponent of the largest finite: 127, 15, 127 */
+double lce_dtype_max(lce_dtype t);               /* largest finite value */
+double lce_dtype_unit_roundoff(lce_dtype t);     /* u = 2^-precision */
+
+/* Bit-level conversions (round-to-nearest-even from double). */
+uint16_t lce_bf16_from_double(double x);
+double lce_bf16_to_double(uint16_t bits);
+uint16_t lce_fp16_from_double(double x);
+double lce_fp16_to_double(uint16_t bits);
+
+/* x rounded to format t, returned as a double holding that exact value. */
+double lce_round_to(lce_dtype t, double x);
+
+/* Element i of a buffer stored in format t. */
+double lce_load(lce_dtype t, const void *buf, size_t i);
+void lce_store(lce_dtype t, void *buf, size_t i, double x); /* rounds with lce_round_to */
+
+/* Size of one unit in the last place of format t at magnitude |x| (subnormal-aware; for |x| at or
+ * above the largest finite value, the ulp of the top binade). */
+double lce_ulp(lce_dtype t, double x);
+
+#endif

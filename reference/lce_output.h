@@ -1,0 +1,32 @@
+/* lce_output.h — the named outputs of an FLCE run, shared by the oracle, subjects and the judge. */
+#ifndef LCE_OUTPUT_H
+#define LCE_OUTPUT_H
+
+#include "lce_case.h"
+
+typedef enum lce_output_id {
+  LCE_OUT_LOSS = 0,        /* reduced loss, fp32 (reduction none: sum of per-token losses) */
+  LCE_OUT_LOSS_TOKEN = 1,  /* per-token loss, fp32 [n] */
+  LCE_OUT_LSE = 2,         /* log-sum-exp, fp32 [n] (valid tokens only are judged) */
+  LCE_OUT_D_HIDDEN = 3,    /* gradient of hidden, dtype [n*h] */
+  LCE_OUT_D_WEIGHT = 4,    /* the output weight's fp32 gradient buffer after the run [vp*h] */
+  LCE_OUT_D_EMBEDDING = 5, /* untied only: the embedding's gradient buffer, must equal its prior */
+  LCE_OUT_COUNT = 6
+} lce_output_id;
+
+const char *lce_output_name(lce_output_id o); /* "loss", "loss_token", "lse", "d_hidden", ... */
+int lce_output_parse(const char *s, lce_output_id *out);
+
+/* Whether output o exists for case c (d_embedding only when untied). */
+int lce_output_applies(const lce_case *c, lce_output_id o);
+/* Element count of output o for case c. */
+int64_t lce_output_count(const lce_case *c, lce_output_id o);
+/* Storage format of output o (d_hidden: the case dtype; all others fp32). */
+lce_dtype lce_output_format(const lce_case *c, lce_output_id o);
+/* Inner size K of the reduction that produces output o (shape-aware golden bounds):
+ * loss: n; loss_token, lse, d_hidden: v; d_weight, d_embedding: n. */
+int64_t lce_output_inner(const lce_case *c, lce_output_id o);
+/* Element i of a subject's output o, exactly, as double. */
+double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i);
+
+#endif
