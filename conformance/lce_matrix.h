@@ -1,0 +1,21 @@
+/* lce_matrix.h — named conformance matrices: deterministic lists of cases.
+ *   default: tied/untied × tp {1,2,4} × bf16/fp16/fp32 × none/sum/mean × vocab-chunk counts from
+ *            1 to >= 32, with ignored labels, labels on every shard, padding, prior gradients,
+ *            every value distribution; small shapes (runs in seconds).
+ *   smoke:   a handful of default's cases, for quick checks. */
+#ifndef LCE_MATRIX_H
+#define LCE_MATRIX_H
+
+#include "lce_case.h"
+
+typedef struct lce_matrix {
+  const char *name;
+  const char *description;
+} lce_matrix;
+
+size_t lce_matrix_count(void);
+const lce_matrix *lce_matrix_at(size_t i);
+/* Allocates *cases (free() it) with every case of the named matrix. */
+lce_code lce_matrix_cases(const char *name, lce_case **cases, size_t *count, lce_status *st);
+
+#endif
