@@ -9,7 +9,7 @@
 
 uint64_t lce_rand_u64(uint64_t seed, uint64_t stream, uint64_t index);
 double lce_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index); /* in (0, 1), 53 bits */
-double lce_rand_normal(uint64_t seed, uint64_t stream, uint64_t index);  /* N(0,1), Box–Muller */
+double lce_rand_normal(uint64_t seed, uint64_t stream, uint64_t index);  /* mean 0, variance 1, |x| < 3.47 */
 uint64_t lce_rand_below(uint64_t seed, uint64_t stream, uint64_t index, uint64_t bound); /* [0, bound) */
 
 #endif

@@ -1,0 +1,102 @@
+/* lce_case_id.c — the stable, human-readable case id (format and strict parse; see lce_case.h).
+ *
+ * Tokens appear in one fixed order so that every case has exactly one id: a parsed id formats back
+ * to the same string, and ids can be compared as strings. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lce_case.h"
+
+char *lce_case_format(const lce_case *c, char *buf, size_t size) {
+  char ii[32] = "";
+  if (c->ignore_index != LCE_DEFAULT_IGNORE_INDEX) snprintf(ii, sizeof ii, ".ii%lld", (long long)c->ignore_index);
+  snprintf(buf, size, "%s.%s.tp%d.n%lld.h%lld.v%lld.vp%lld.vc%lld.%s.ign%d%s.%s.%s.s%" PRIu64,
+           lce_dtype_name(c->dtype), c->tied ? "tied" : "untied", c->tp, (long long)c->n, (long long)c->h,
+           (long long)c->v, (long long)c->vp, (long long)c->vocab_chunk, lce_reduction_name(c->reduction),
+           c->ignore_pct, ii, c->prior_grad ? "prior" : "fresh", lce_dist_name(c->dist), c->seed);
+  return buf;
+}
+
+/* Parses the decimal integer after prefix in token tok into *out; 0 on any malformation. */
+static int parse_int_token(const char *tok, const char *prefix, int64_t *out) {
+  size_t lp = strlen(prefix);
+  if (strncmp(tok, prefix, lp) != 0) return 0;
+  const char *p = tok + lp;
+  if (*p == '\0' || (*p == '-' && p[1] == '\0')) return 0;
+  for (const char *q = (*p == '-') ? p + 1 : p; *q; q++)
+    if (*q < '0' || *q > '9') return 0;
+  errno = 0;
+  long long v = strtoll(p, NULL, 10);
+  if (errno == ERANGE) return 0;
+  *out = v;
+  return 1;
+}
+
+lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
+  LCE_CHECK(st, id != NULL, LCE_EPARSE, "case id is NULL");
+  char buf[256];
+  LCE_CHECK(st, strlen(id) < sizeof buf, LCE_EPARSE, "case id too long (%zu characters)", strlen(id));
+  strcpy(buf, id);
+  char *tok[16];
+  int nt = 0;
+  for (char *p = buf;;) { /* split on '.', rejecting empty tokens */
+    LCE_CHECK(st, nt < 16, LCE_EPARSE, "case id '%s' has too many tokens", id);
+    tok[nt++] = p;
+    char *dot = strchr(p, '.');
+    LCE_CHECK(st, dot != p && *p != '\0', LCE_EPARSE, "case id '%s' has an empty token", id);
+    if (dot == NULL) break;
+    *dot = '\0';
+    p = dot + 1;
+  }
+  const int has_ii = nt == 14;
+  LCE_CHECK(st, nt == 13 || nt == 14, LCE_EPARSE,
+            "case id '%s' has %d dot-separated tokens; expected 13 or 14, e.g. "
+            "bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1", id, nt);
+  lce_case c = lce_case_default();
+  int64_t x;
+  int t = 0;
+  LCE_CHECK(st, lce_dtype_parse(tok[t], &c.dtype), LCE_EPARSE, "case id '%s': unknown dtype '%s' (bf16|fp16|fp32)", id, tok[t]);
+  t++;
+  LCE_CHECK(st, strcmp(tok[t], "tied") == 0 || strcmp(tok[t], "untied") == 0, LCE_EPARSE,
+            "case id '%s': expected tied|untied, got '%s'", id, tok[t]);
+  c.tied = strcmp(tok[t++], "tied") == 0;
+  static const char *const prefixes[] = {"tp", "n", "h", "v", "vp", "vc"};
+  int64_t vals[6];
+  for (int k = 0; k < 6; k++, t++) {
+    /* "v" must not accept "vp…"/"vc…": the digit check after the prefix rejects them. */
+    LCE_CHECK(st, parse_int_token(tok[t], prefixes[k], &vals[k]), LCE_EPARSE,
+              "case id '%s': expected %s<integer>, got '%s'", id, prefixes[k], tok[t]);
+  }
+  LCE_CHECK(st, vals[0] >= 1 && vals[0] <= 1024, LCE_EPARSE, "case id '%s': tp %lld outside [1, 1024]", id,
+            (long long)vals[0]);
+  c.tp = (int32_t)vals[0];
+  c.n = vals[1]; c.h = vals[2]; c.v = vals[3]; c.vp = vals[4]; c.vocab_chunk = vals[5];
+  LCE_CHECK(st, lce_reduction_parse(tok[t], &c.reduction), LCE_EPARSE,
+            "case id '%s': unknown reduction '%s' (none|sum|mean)", id, tok[t]);
+  t++;
+  LCE_CHECK(st, parse_int_token(tok[t], "ign", &x) && x >= 0 && x <= 100, LCE_EPARSE,
+            "case id '%s': expected ign<percent 0..100>, got '%s'", id, tok[t]);
+  c.ignore_pct = (int32_t)x;
+  t++;
+  if (has_ii) {
+    LCE_CHECK(st, parse_int_token(tok[t], "ii", &c.ignore_index), LCE_EPARSE,
+              "case id '%s': expected ii<ignore_index>, got '%s'", id, tok[t]);
+    t++;
+  }
+  LCE_CHECK(st, strcmp(tok[t], "prior") == 0 || strcmp(tok[t], "fresh") == 0, LCE_EPARSE,
+            "case id '%s': expected prior|fresh, got '%s'", id, tok[t]);
+  c.prior_grad = strcmp(tok[t++], "prior") == 0;
+  LCE_CHECK(st, lce_dist_parse(tok[t], &c.dist), LCE_EPARSE,
+            "case id '%s': unknown value distribution '%s' (mixed|normal|peaked|flat|confident|negative)", id,
+            tok[t]);
+  t++;
+  LCE_CHECK(st, parse_int_token(tok[t], "s", &x) && x >= 0, LCE_EPARSE,
+            "case id '%s': expected s<seed>, got '%s'", id, tok[t]);
+  c.seed = (uint64_t)x;
+  LCE_TRY(lce_case_validate(&c, st));
+  *out = c;
+  return LCE_OK;
+}

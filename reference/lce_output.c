@@ -1,0 +1,54 @@
+/* lce_output.c — names, shapes, formats and element access of the judged outputs (lce_output.h). */
+#include "lce_output.h"
+
+#include <string.h>
+
+static const char *const OUTPUT_NAMES[LCE_OUT_COUNT] = {"loss", "loss_token", "lse",
+                                                        "d_hidden", "d_weight", "d_embedding"};
+
+const char *lce_output_name(lce_output_id o) { return (unsigned)o < LCE_OUT_COUNT ? OUTPUT_NAMES[o] : "?"; }
+
+int lce_output_parse(const char *s, lce_output_id *out) {
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    if (strcmp(s, OUTPUT_NAMES[o]) == 0) return *out = (lce_output_id)o, 1;
+  return 0;
+}
+
+int lce_output_applies(const lce_case *c, lce_output_id o) { return o != LCE_OUT_D_EMBEDDING || !c->tied; }
+
+int64_t lce_output_count(const lce_case *c, lce_output_id o) {
+  if (!lce_output_applies(c, o)) return 0;
+  switch (o) {
+    case LCE_OUT_LOSS: return 1;
+    case LCE_OUT_LOSS_TOKEN:
+    case LCE_OUT_LSE: return c->n;
+    case LCE_OUT_D_HIDDEN: return c->n * c->h;
+    default: return c->vp * c->h;
+  }
+}
+
+lce_dtype lce_output_format(const lce_case *c, lce_output_id o) {
+  return o == LCE_OUT_D_HIDDEN ? c->dtype : LCE_FP32;
+}
+
+int64_t lce_output_inner(const lce_case *c, lce_output_id o) {
+  switch (o) {
+    case LCE_OUT_LOSS_TOKEN:
+    case LCE_OUT_LSE:
+    case LCE_OUT_D_HIDDEN: return c->v;
+    default: return c->n;
+  }
+}
+
+double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i) {
+  switch (o) {
+    case LCE_OUT_LOSS: return out->loss[0];
+    case LCE_OUT_LOSS_TOKEN: return out->loss_token[i];
+    case LCE_OUT_LSE: return out->lse[i];
+    case LCE_OUT_D_HIDDEN: return lce_load(c->dtype, out->d_hidden, (size_t)i);
+    /* The output weight's gradient lives in the buffer of the parameter that IS the output
+     * weight: the embedding's when tied. */
+    case LCE_OUT_D_WEIGHT: return c->tied ? out->grad_embedding[i] : out->grad_weight[i];
+    default: return out->grad_embedding[i];
+  }
+}
