@@ -15,6 +15,9 @@ typedef struct lce_case_result {
   lce_status status;
   lce_verdict verdict;    /* valid when !skipped && !error */
   double subject_seconds, oracle_seconds;
+  int64_t n_valid;                   /* tokens not labelled ignore_index */
+  int64_t oracle_decisive, oracle_total;
+  double oracle_worst_rel_err;       /* the oracle's certified accuracy on this case */
 } lce_case_result;
 
 /* Runs subject s on case c and judges it against g (NULL: metrics only, no bounds).

@@ -8,7 +8,7 @@
  *                that lets them into the softmax is visibly wrong;
  *   hidden row = one of the row kinds of lce_dist, built against W:
  *     normal     3/sqrt(H)·N(0,1)                          logits ~ N(0, 9)
- *     peaked     normal/3 + 12·W[j*]/|W[j*]|²               one logit ~12 above the rest
+ *     peaked     normal/3 + 20·W[j*]/|W[j*]|²               one logit ~20, the rest ~N(0, 1)
  *     flat       1e-3/sqrt(H)·N(0,1)                       logits within ~1e-3 (fp16: subnormals)
  *     confident  30·W[y]/|W[y]|² + tiny noise              p_y → 1 (1 − p_y ~ V·e^-30)
  *     negative   normal/3 with column 0 at −120            every logit < −100
@@ -168,7 +168,7 @@ static void fill_hidden(const lce_case *c, const void *w, const int64_t *labels,
     if (kind == LCE_DIST_PEAKED || kind == LCE_DIST_NEGATIVE) noise = scale / 3.0;
     if (kind == LCE_DIST_PEAKED) {
       target = (int64_t)lce_rand_below(c->seed, STREAM_PEAK, (uint64_t)i, (uint64_t)c->v);
-      amp = 12.0;
+      amp = 20.0;
     } else if (kind == LCE_DIST_CONFIDENT) {
       target = labels[i] == c->ignore_index ? 0 : labels[i];
       amp = 30.0;

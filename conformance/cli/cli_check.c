@@ -1,0 +1,149 @@
+/* cli_check.c — `lcecheck check` (judge a matrix against goldens) and `lcecheck measure` (the same
+ * run with no bounds: the numbers golden regeneration starts from).
+ *
+ * Progress goes to stderr, one line per case; stdout carries the final tables, or one JSON object
+ * with --json. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+
+typedef struct tally {
+  size_t pass, fail, skip, error;
+  int64_t inconclusive;
+  /* Worst value per (output, dtype): budget % (check) and metric (|bias| for bias). */
+  double worst_pct[LCE_OUT_COUNT][LCE_DTYPE_COUNT];
+  lce_metric worst_pct_metric[LCE_OUT_COUNT][LCE_DTYPE_COUNT];
+  double worst[LCE_OUT_COUNT][LCE_DTYPE_COUNT][LCE_METRIC_COUNT];
+  int seen[LCE_OUT_COUNT][LCE_DTYPE_COUNT];
+} tally;
+
+static void tally_add(tally *t, const lce_case_result *r) {
+  if (r->error) { t->error++; return; }
+  if (r->skipped) { t->skip++; return; }
+  r->verdict.pass ? t->pass++ : t->fail++;
+  t->inconclusive += r->verdict.inconclusive;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_output_verdict *ov = &r->verdict.out[o];
+    if (!ov->judged) continue;
+    int d = r->c.dtype;
+    t->seen[o][d] = 1;
+    for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+      double x = fabs(ov->metrics.v[m]);
+      if (x > t->worst[o][d][m]) t->worst[o][d][m] = x;
+      if (ov->budget_pct[m] > t->worst_pct[o][d]) {
+        t->worst_pct[o][d] = ov->budget_pct[m];
+        t->worst_pct_metric[o][d] = (lce_metric)m;
+      }
+    }
+  }
+}
+
+static void print_budget_table(const tally *t) {
+  printf("\nworst use of the golden budget per output (%% of bound, metric):\n%-12s", "output");
+  for (int d = 0; d < LCE_DTYPE_COUNT; d++) printf("  %-20s", lce_dtype_name((lce_dtype)d));
+  printf("\n");
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    printf("%-12s", lce_output_name((lce_output_id)o));
+    for (int d = 0; d < LCE_DTYPE_COUNT; d++) {
+      char cell[32] = "-";
+      if (t->seen[o][d] && t->worst_pct[o][d] > 0)
+        snprintf(cell, sizeof cell, "%7.1f%% %s", t->worst_pct[o][d], lce_metric_name(t->worst_pct_metric[o][d]));
+      else if (t->seen[o][d]) snprintf(cell, sizeof cell, "%7.1f%%", 0.0);
+      printf("  %-20s", cell);
+    }
+    printf("\n");
+  }
+}
+
+static void print_metric_table(const tally *t) {
+  printf("\nworst measured error per output and dtype (|bias| for bias):\n%-12s %-5s", "output", "dtype");
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) printf(" %11s", lce_metric_name((lce_metric)m));
+  printf("\n");
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    for (int d = 0; d < LCE_DTYPE_COUNT; d++) {
+      if (!t->seen[o][d]) continue;
+      printf("%-12s %-5s", lce_output_name((lce_output_id)o), lce_dtype_name((lce_dtype)d));
+      for (int m = 0; m < LCE_METRIC_COUNT; m++) printf(" %11.3e", t->worst[o][d][m]);
+      printf("\n");
+    }
+}
+
+int cli_check(int argc, char **argv, int measure_only) {
+  const char *verb = measure_only ? "measure" : "check";
+  cli_args a;
+  int rc = cli_parse_args(argc, argv, 2, 0, &a);
+  if (rc != CLI_PASS) return rc;
+  if (measure_only && a.golden) {
+    fprintf(stderr, "lcecheck measure: --golden makes no sense here (measure uses no bounds)\n");
+    return CLI_USAGE;
+  }
+  const lce_subject *s = cli_subject(&a);
+  if (s == NULL) return CLI_USAGE;
+  lce_golden g;
+  memset(&g, 0, sizeof g);
+  char golden_path[512] = "";
+  if (!measure_only && (rc = cli_load_golden(&a, s, &g, golden_path, sizeof golden_path)) != CLI_PASS) return rc;
+  lce_case *cases = NULL;
+  size_t n = 0;
+  if ((rc = cli_cases(&a, &cases, &n)) != CLI_PASS) {
+    lce_golden_free(&g);
+    return rc;
+  }
+  const char *scope = a.case_id ? a.case_id : (a.matrix ? a.matrix : "default");
+  if (!a.json)
+    printf("lcecheck %s: subject %s (golden class %s), %s %s, %zu case%s%s%s\n", verb, s->name, s->golden_class,
+           a.case_id ? "case" : "matrix", scope, n, n == 1 ? "" : "s", measure_only ? "" : ", golden ", golden_path);
+  lce_case_result *results = calloc(n, sizeof *results);
+  tally t;
+  memset(&t, 0, sizeof t);
+  for (size_t i = 0; i < n && results; i++) {
+    lce_case_result *r = &results[i];
+    lce_run_case(s, &cases[i], measure_only ? NULL : &g, r, NULL);
+    tally_add(&t, r);
+    if (!a.quiet) {
+      const char *detail = r->error || r->skipped ? r->status.msg : r->verdict.summary;
+      fprintf(stderr, "[%4zu/%zu] %-5s %s  %s\n", i + 1, n, cli_case_status(r), r->id, detail);
+    }
+  }
+  int ran = (int)(t.pass + t.fail);
+  int code = (results == NULL || t.fail || t.error || ran == 0) ? CLI_FAIL : CLI_PASS;
+  if (a.json) {
+    printf("{\"verb\":\"%s\",\"subject\":", verb);
+    cli_json_string(stdout, s->name);
+    printf(",\"golden_class\":");
+    cli_json_string(stdout, s->golden_class);
+    printf(",\"%s\":", a.case_id ? "case" : "matrix");
+    cli_json_string(stdout, scope);
+    printf(",\"golden\":");
+    cli_json_string(stdout, golden_path);
+    printf(",\"cases\":[");
+    for (size_t i = 0; i < n && results; i++) {
+      if (i) putchar(',');
+      cli_json_case(stdout, &results[i], !measure_only);
+    }
+    printf("],\"summary\":{\"cases\":%zu,\"pass\":%zu,\"fail\":%zu,\"skip\":%zu,\"error\":%zu,\"inconclusive\":%lld,"
+           "\"ok\":%s}}\n", n, t.pass, t.fail, t.skip, t.error, (long long)t.inconclusive, code == CLI_PASS ? "true" : "false");
+  } else {
+    if (measure_only) print_metric_table(&t);
+    else print_budget_table(&t);
+    size_t shown = 0;
+    for (size_t i = 0; i < n && results; i++) {
+      const lce_case_result *r = &results[i];
+      if (!r->error && (r->skipped || r->verdict.pass)) continue;
+      if (shown++ == 0) printf("\nfailures:\n");
+      if (shown > 20) continue;
+      if (r->error) printf("  ERROR %s: %s\n", r->id, r->status.msg);
+      else printf("  %s: %s\n    repro: %s\n", r->id, r->verdict.summary, r->verdict.repro);
+    }
+    if (shown > 20) printf("  ... and %zu more\n", shown - 20);
+    printf("\ncases: %zu  pass %zu  fail %zu  skip %zu  error %zu  inconclusive oracle elements: %lld\n", n, t.pass,
+           t.fail, t.skip, t.error, (long long)t.inconclusive);
+    printf("%s\n", code == CLI_PASS ? "PASS" : (ran == 0 && !t.fail && !t.error ? "FAIL: no case ran" : "FAIL"));
+  }
+  free(results);
+  free(cases);
+  lce_golden_free(&g);
+  return code;
+}

@@ -1,0 +1,54 @@
+/* cli_list.c — `lcecheck list`: the subjects (production first, then mutants) and the matrices. */
+#include <mpfr.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "lce_matrix.h"
+
+static const struct { unsigned bit; const char *name; } CAPS[] = {
+    {LCE_CAP_BF16, "bf16"}, {LCE_CAP_FP16, "fp16"}, {LCE_CAP_FP32, "fp32"}, {LCE_CAP_UNTIED, "untied"},
+    {LCE_CAP_TP, "tp"}, {LCE_CAP_PADDING, "padding"}, {LCE_CAP_RED_NONE, "reduction-none"},
+    {LCE_CAP_PRIOR_GRAD, "prior-grad"}, {LCE_CAP_MUTANT, "mutant"}, {LCE_CAP_NEEDS_GPU, "gpu"},
+};
+
+int cli_list(int argc, char **argv) {
+  cli_args a;
+  int rc = cli_parse_args(argc, argv, 2, 0, &a);
+  if (rc != CLI_PASS) return rc;
+  size_t ns = lce_subject_count(), nm = lce_matrix_count(), ncaps = sizeof CAPS / sizeof CAPS[0];
+  if (a.json) {
+    printf("{\"verb\":\"list\",\"mpfr_version\":\"%s\",\"subjects\":[", mpfr_get_version());
+    for (size_t i = 0; i < ns; i++) {
+      const lce_subject *s = lce_subject_at(i);
+      printf("%s{\"name\":", i ? "," : "");
+      cli_json_string(stdout, s->name);
+      printf(",\"golden_class\":");
+      cli_json_string(stdout, s->golden_class);
+      printf(",\"description\":");
+      cli_json_string(stdout, s->description);
+      printf(",\"caps\":[");
+      for (size_t c = 0, first = 1; c < ncaps; c++)
+        if (s->caps & CAPS[c].bit) printf("%s\"%s\"", first ? "" : ",", CAPS[c].name), first = 0;
+      printf("]}");
+    }
+    printf("],\"matrices\":[");
+    for (size_t i = 0; i < nm; i++) {
+      printf("%s{\"name\":", i ? "," : "");
+      cli_json_string(stdout, lce_matrix_at(i)->name);
+      printf(",\"description\":");
+      cli_json_string(stdout, lce_matrix_at(i)->description);
+      printf("}");
+    }
+    printf("]}\n");
+    return CLI_PASS;
+  }
+  printf("subjects (%zu):\n", ns);
+  for (size_t i = 0; i < ns; i++) {
+    const lce_subject *s = lce_subject_at(i);
+    printf("  %-34s %s\n", s->name, s->description);
+  }
+  printf("matrices (%zu):\n", nm);
+  for (size_t i = 0; i < nm; i++) printf("  %-34s %s\n", lce_matrix_at(i)->name, lce_matrix_at(i)->description);
+  printf("oracle: MPFR %s\n", mpfr_get_version());
+  return CLI_PASS;
+}

@@ -1,0 +1,78 @@
+/* cli_repro.c — `lcecheck repro [--subject S] ID`: one case in full detail — the case, the oracle's
+ * certification, and for every output the class check, each metric, its bound and budget. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+
+static void print_case(const lce_case *c) {
+  printf("case: n=%lld h=%lld v=%lld vp=%lld tp=%d vocab_chunk=%lld dtype=%s %s reduction=%s\n", (long long)c->n,
+         (long long)c->h, (long long)c->v, (long long)c->vp, c->tp, (long long)c->vocab_chunk, lce_dtype_name(c->dtype),
+         c->tied ? "tied" : "untied", lce_reduction_name(c->reduction));
+  printf("      ignored=%d%% ignore_index=%lld gradient buffers=%s values=%s seed=%llu\n", c->ignore_pct,
+         (long long)c->ignore_index, c->prior_grad ? "prior" : "fresh", lce_dist_name(c->dist),
+         (unsigned long long)c->seed);
+}
+
+int cli_repro(int argc, char **argv) {
+  cli_args a;
+  int rc = cli_parse_args(argc, argv, 2, 1, &a);
+  if (rc != CLI_PASS) return rc;
+  if (a.case_id == NULL || a.matrix) {
+    fprintf(stderr, "lcecheck repro: give exactly one case id (see lcecheck --help)\n");
+    return CLI_USAGE;
+  }
+  const lce_subject *s = cli_subject(&a);
+  if (s == NULL) return CLI_USAGE;
+  lce_golden g;
+  char golden_path[512];
+  if ((rc = cli_load_golden(&a, s, &g, golden_path, sizeof golden_path)) != CLI_PASS) return rc;
+  lce_case *cases = NULL;
+  size_t n = 0;
+  if ((rc = cli_cases(&a, &cases, &n)) != CLI_PASS) {
+    lce_golden_free(&g);
+    return rc;
+  }
+  lce_case_result r;
+  lce_run_case(s, &cases[0], &g, &r, NULL);
+  rc = r.error ? CLI_FAIL : (r.skipped || r.verdict.pass) ? CLI_PASS : CLI_FAIL;
+  if (a.json) {
+    printf("{\"verb\":\"repro\",\"subject\":");
+    cli_json_string(stdout, s->name);
+    printf(",\"golden\":");
+    cli_json_string(stdout, golden_path);
+    printf(",\"oracle\":{\"decisive\":%lld,\"total\":%lld,\"worst_rel_err\":%.3e},\"result\":",
+           (long long)r.oracle_decisive, (long long)r.oracle_total, r.oracle_worst_rel_err);
+    cli_json_case(stdout, &r, 1);
+    printf("}\n");
+  } else {
+    printf("subject %s (golden class %s), golden %s\n", s->name, s->golden_class, golden_path);
+    printf("id:   %s\n", r.id);
+    print_case(&r.c);
+    if (r.error || r.skipped) {
+      printf("%s: %s\n", r.error ? "ERROR" : "skipped", r.status.msg);
+    } else {
+      printf("valid tokens: %lld   subject %.3f s   oracle %.3f s (%lld/%lld elements decisive, certified "
+             "relative accuracy %.1e)\n\n", (long long)r.n_valid, r.subject_seconds, r.oracle_seconds,
+             (long long)r.oracle_decisive, (long long)r.oracle_total, r.oracle_worst_rel_err);
+      printf("%-12s %-6s %-10s %12s %12s %9s  %s\n", "output", "class", "metric", "value", "bound", "budget", "verdict");
+      for (int o = 0; o < LCE_OUT_COUNT; o++) {
+        const lce_output_verdict *ov = &r.verdict.out[o];
+        if (!ov->judged) continue;
+        const char *name = lce_output_name((lce_output_id)o);
+        if (!ov->class_ok) printf("%-12s %-6s %s\n", name, "FAIL", ov->class_msg);
+        for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+          if (ov->metrics.v[m] != ov->metrics.v[m]) continue; /* NaN: metric not computed for this output */
+          printf("%-12s %-6s %-10s %12.4e %12.4e %8.1f%%  %s\n", name, ov->class_ok ? "ok" : "FAIL",
+                 lce_metric_name((lce_metric)m), ov->metrics.v[m], ov->bound[m], ov->budget_pct[m],
+                 ov->metric_ok[m] ? "ok" : "OVER");
+        }
+      }
+      printf("\n%s\n", r.verdict.summary);
+      if (!r.verdict.pass) printf("repro: %s\n", r.verdict.repro);
+    }
+  }
+  free(cases);
+  lce_golden_free(&g);
+  return rc;
+}

@@ -1,0 +1,37 @@
+/* lcecheck — command-line front end of the conformance suite.
+ *   lcecheck list                              subjects (with mutants) and matrices
+ *   lcecheck check   --subject S [--matrix M | --case ID] [--golden P]   judge against goldens
+ *   lcecheck measure --subject S [--matrix M | --case ID]               metrics only (regeneration)
+ *   lcecheck repro   [--subject S] ID [--golden P]                      one case in full detail
+ * Every verb takes --json. Exit status: 0 pass, 1 a case failed or errored, 2 bad usage or input. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_common.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: lcecheck <verb> [options]\n"
+          "  list                                      subjects, mutants and matrices\n"
+          "  check   --subject S [--matrix M | --case ID] [--golden PATH] [--quiet]\n"
+          "                                            run a conformance matrix, judge against goldens;\n"
+          "                                            exit 0 only if every case passes\n"
+          "  measure --subject S [--matrix M | --case ID] [--quiet]\n"
+          "                                            error metrics without bounds (feeds golden regeneration)\n"
+          "  repro   [--subject S] ID [--golden PATH]  one case in full detail\n"
+          "every verb accepts --json; default subject fused-host, default matrix default\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? CLI_USAGE : CLI_PASS;
+  }
+  if (strcmp(argv[1], "list") == 0) return cli_list(argc, argv);
+  if (strcmp(argv[1], "check") == 0) return cli_check(argc, argv, 0);
+  if (strcmp(argv[1], "measure") == 0) return cli_check(argc, argv, 1);
+  if (strcmp(argv[1], "repro") == 0) return cli_repro(argc, argv);
+  fprintf(stderr, "lcecheck: unknown verb '%s'\n", argv[1]);
+  usage(stderr);
+  return CLI_USAGE;
+}

@@ -1,0 +1,94 @@
+/* lce_matrix.c — the named conformance matrices (see lce_matrix.h).
+ *
+ * The default matrix is a full cross of the axes where bugs live — tied/untied, tp, dtype,
+ * reduction, vocab-chunk count — with the secondary axes (padding, prior gradients, ignored labels,
+ * value distribution, seed) rotated through the cross so that every value of each appears many
+ * times and in many combinations, plus the edge batches (all tokens ignored, one valid token).
+ * Shapes are small (n=16, h=32, v=300) so the MPFR oracle keeps the whole matrix to seconds. */
+#include "lce_matrix.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const lce_matrix MATRICES[] = {
+    {"default", "tied/untied x tp{1,2,4} x bf16/fp16/fp32 x none/sum/mean x chunks{1,~6,>=32} + edge batches"},
+    {"smoke", "every 9th case of default: a quick look"},
+};
+
+size_t lce_matrix_count(void) { return sizeof MATRICES / sizeof MATRICES[0]; }
+const lce_matrix *lce_matrix_at(size_t i) { return i < lce_matrix_count() ? &MATRICES[i] : NULL; }
+
+/* Vocab chunk size giving about `chunks` chunks over the whole padded vocab (at least one per
+ * shard): chunk counts are what the seed bug's error grows with. */
+static int64_t chunk_size_for(const lce_case *c, int chunks) {
+  int64_t per_shard = c->vp / c->tp;
+  int64_t per_shard_chunks = (chunks + c->tp - 1) / c->tp;
+  int64_t vc = (per_shard + per_shard_chunks - 1) / per_shard_chunks;
+  return vc < 1 ? 1 : vc;
+}
+
+static size_t build_default(lce_case *out) {
+  static const int TPS[] = {1, 2, 4};
+  static const int CHUNKS[] = {1, 6, 40};
+  static const int IGNORE[] = {0, 10, 25};
+  size_t k = 0;
+  for (int tied = 0; tied < 2; tied++)
+    for (int ti = 0; ti < 3; ti++)
+      for (int dt = 0; dt < LCE_DTYPE_COUNT; dt++)
+        for (int red = 0; red < 3; red++)
+          for (int ci = 0; ci < 3; ci++) {
+            lce_case c = lce_case_default();
+            c.n = 16, c.h = 32, c.v = 300;
+            c.tied = tied, c.tp = TPS[ti], c.dtype = (lce_dtype)dt, c.reduction = (lce_reduction)red;
+            c.vp = (k % 2) ? 384 : 300; /* 384: Megatron-style padding to a multiple of 128 */
+            c.prior_grad = (int)((k / 2) % 2);
+            c.ignore_pct = IGNORE[k % 3];
+            c.dist = (lce_dist)(k % LCE_DIST_COUNT);
+            c.seed = 1000 + k;
+            c.vocab_chunk = chunk_size_for(&c, CHUNKS[ci]);
+            if (out) out[k] = c;
+            k++;
+          }
+  /* Edge batches: no valid token at all, and exactly one. */
+  for (int dt = 0; dt < LCE_DTYPE_COUNT; dt++)
+    for (int red = 0; red < 3; red++)
+      for (int edge = 0; edge < 2; edge++) {
+        lce_case c = lce_case_default();
+        c.n = 16, c.h = 32, c.v = 300, c.vp = 384, c.tp = 2;
+        c.dtype = (lce_dtype)dt, c.reduction = (lce_reduction)red;
+        c.tied = edge, c.prior_grad = 1;
+        c.ignore_pct = edge ? 100 : 94; /* 94% of 16 tokens ignored: exactly one valid */
+        c.seed = 5000 + k;
+        c.vocab_chunk = chunk_size_for(&c, 40);
+        if (out) out[k] = c;
+        k++;
+      }
+  return k;
+}
+
+lce_code lce_matrix_cases(const char *name, lce_case **cases, size_t *count, lce_status *st) {
+  *cases = NULL;
+  *count = 0;
+  int smoke = strcmp(name, "smoke") == 0;
+  LCE_CHECK(st, smoke || strcmp(name, "default") == 0, LCE_EINVAL,
+            "unknown matrix '%s' (known: default, smoke)", name);
+  size_t n = build_default(NULL);
+  lce_case *all = malloc(n * sizeof *all);
+  LCE_ALLOC_CHECK(st, all);
+  build_default(all);
+  if (smoke) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i += 9) all[m++] = all[i];
+    n = m;
+  }
+  for (size_t i = 0; i < n; i++) {
+    lce_code rc = lce_case_validate(&all[i], st);
+    if (rc != LCE_OK) {
+      free(all);
+      return rc;
+    }
+  }
+  *cases = all;
+  *count = n;
+  return LCE_OK;
+}
