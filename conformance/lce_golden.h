@@ -7,7 +7,9 @@
  *   <class> <dtype> <output> <metric> const <a>          bound = a
  *   <class> <dtype> <output> <metric> sqrtk <a> <b>      bound = a + b*sqrt(K)
  *   <class> <dtype> <output> <metric> lineark <a> <b>    bound = a + b*K
- * with K = lce_output_inner() of the judged case, a and b finite, >= 0, written as hex floats (%a;
+ *   <class> <dtype> <output> <metric> cond <a> <b>       bound = a + b*kappa
+ * with K = lce_output_inner() of the judged case, kappa = the output's normwise condition
+ * ||mag||/||r|| on that case (lce_metric_values.cond, >= 1), a and b finite, >= 0, written as hex floats (%a;
  * decimal is accepted on input). For bias the bound applies to |bias|. Duplicate keys are errors.
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
@@ -15,7 +17,12 @@
 
 #include "lce_metrics.h"
 
-typedef enum lce_bound_form { LCE_FORM_CONST = 0, LCE_FORM_SQRTK = 1, LCE_FORM_LINEARK = 2 } lce_bound_form;
+typedef enum lce_bound_form {
+  LCE_FORM_CONST = 0,
+  LCE_FORM_SQRTK = 1,
+  LCE_FORM_LINEARK = 2,
+  LCE_FORM_COND = 3
+} lce_bound_form;
 
 typedef struct lce_golden_entry {
   char subject_class[64];
@@ -42,7 +49,8 @@ lce_code lce_golden_parse(const char *text, size_t len, const char *name, lce_go
 lce_code lce_golden_write(const char *path, const lce_golden *g, lce_status *st);
 const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject_class, lce_dtype t,
                                         lce_output_id o, lce_metric m);
-double lce_golden_bound(const lce_golden_entry *e, int64_t k);
+/* The bound of entry e for a case with inner size k and output condition cond (kappa). */
+double lce_golden_bound(const lce_golden_entry *e, int64_t k, double cond);
 void lce_golden_free(lce_golden *g);
 
 #endif

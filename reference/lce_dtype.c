@@ -87,7 +87,7 @@ double lce_fp16_to_double(uint16_t bits) {
   double sign = (bits & 0x8000u) ? -1.0 : 1.0;
   int exp = (bits >> 10) & 0x1f;
   int mant = bits & 0x3ff;
-  if (exp == 0x1f) return mant ? sign * NAN : sign * INFINITY;
+  if (exp == 0x1f) return mant ? copysign(NAN, sign) : sign * INFINITY;
   if (exp == 0) return sign * ldexp((double)mant, -24);
   return sign * ldexp(1024.0 + mant, exp - 25);
 }

@@ -19,16 +19,9 @@
 
 #include <math.h>
 
-double lce_mpfr_round_to(lce_dtype t, mpfr_srcptr x) {
-  if (mpfr_nan_p(x)) return mpfr_signbit(x) ? -NAN : NAN;
-  if (mpfr_inf_p(x)) return mpfr_signbit(x) ? -INFINITY : INFINITY;
-  if (mpfr_zero_p(x)) return mpfr_signbit(x) ? -0.0 : 0.0;
-
+/* Rounds x into y, whose precision is the format's, with the format's exponent range. */
+static double round_into(lce_dtype t, mpfr_ptr y, mpfr_srcptr x) {
   const int prec = lce_dtype_precision(t);
-  /* Stack storage for up to 64 bits (the widest format needs 24), resized without allocation. */
-  MPFR_DECL_INIT(y, 64);
-  mpfr_set_prec_raw(y, (mpfr_prec_t)prec);
-
   mpfr_flags_t saved_flags = mpfr_flags_save();
   mpfr_exp_t saved_emin = mpfr_get_emin(), saved_emax = mpfr_get_emax();
 
@@ -43,4 +36,17 @@ double lce_mpfr_round_to(lce_dtype t, mpfr_srcptr x) {
   mpfr_set_emax(saved_emax);
   mpfr_flags_restore(saved_flags, MPFR_FLAGS_ALL);
   return r;
+}
+
+double lce_mpfr_round_to(lce_dtype t, mpfr_srcptr x) {
+  if (mpfr_nan_p(x)) return mpfr_signbit(x) ? -NAN : NAN;
+  if (mpfr_inf_p(x)) return mpfr_signbit(x) ? -INFINITY : INFINITY;
+  if (mpfr_zero_p(x)) return mpfr_signbit(x) ? -0.0 : 0.0;
+  /* Stack storage of exactly the format's precision: no allocation per call. */
+  switch (t) {
+    case LCE_BF16: { MPFR_DECL_INIT(y, 8); return round_into(t, y, x); }
+    case LCE_FP16: { MPFR_DECL_INIT(y, 11); return round_into(t, y, x); }
+    case LCE_FP32: { MPFR_DECL_INIT(y, 24); return round_into(t, y, x); }
+    default: return NAN;
+  }
 }

@@ -138,6 +138,8 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
             first ? "" : ",", lce_output_name((lce_output_id)o), (long long)lce_output_inner(&r->c, (lce_output_id)o),
             (long long)ov->metrics.judged, (long long)ov->metrics.inconclusive, ov->class_ok ? "true" : "false");
     cli_json_string(f, ov->class_msg);
+    fputs(",\"cond\":", f);
+    json_number(f, ov->metrics.cond);
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));
       json_number(f, ov->metrics.v[m]);

@@ -24,13 +24,13 @@ int cli_repro(int argc, char **argv) {
   }
   const lce_subject *s = cli_subject(&a);
   if (s == NULL) return CLI_USAGE;
-  lce_golden g;
-  char golden_path[512];
-  if ((rc = cli_load_golden(&a, s, &g, golden_path, sizeof golden_path)) != CLI_PASS) return rc;
   lce_case *cases = NULL;
   size_t n = 0;
-  if ((rc = cli_cases(&a, &cases, &n)) != CLI_PASS) {
-    lce_golden_free(&g);
+  if ((rc = cli_cases(&a, &cases, &n)) != CLI_PASS) return rc;
+  lce_golden g;
+  char golden_path[512];
+  if ((rc = cli_load_golden(&a, s, &g, golden_path, sizeof golden_path)) != CLI_PASS) {
+    free(cases);
     return rc;
   }
   lce_case_result r;
@@ -61,6 +61,7 @@ int cli_repro(int argc, char **argv) {
         if (!ov->judged) continue;
         const char *name = lce_output_name((lce_output_id)o);
         if (!ov->class_ok) printf("%-12s %-6s %s\n", name, "FAIL", ov->class_msg);
+        printf("%-12s %-6s %-10s %12.4e\n", name, ov->class_ok ? "ok" : "FAIL", "cond", ov->metrics.cond);
         for (int m = 0; m < LCE_METRIC_COUNT; m++) {
           if (ov->metrics.v[m] != ov->metrics.v[m]) continue; /* NaN: metric not computed for this output */
           printf("%-12s %-6s %-10s %12.4e %12.4e %8.1f%%  %s\n", name, ov->class_ok ? "ok" : "FAIL",

@@ -1,0 +1,415 @@
+/* lce_golden.c — strict parser, atomic writer and lookup for golden bound files (format in
+ * lce_golden.h).
+ *
+ * A golden file decides pass or fail for every subject, so the parser accepts exactly the format
+ * and nothing near it: every deviation is an LCE_EPARSE naming "file:line: what is wrong", and a
+ * file that parses always means what it says. The writer validates with the same rules before it
+ * writes, so it can never produce a file the parser rejects, and it replaces the file atomically
+ * (temp file in the same directory, fsync, rename) so that a crash or a full disk during golden
+ * regeneration never leaves a half-written bound file behind. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fsync, fileno, strdup */
+
+#include "lce_golden.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GOLDEN_MAGIC "lcecheck-golden"
+#define GOLDEN_VERSION "1"
+#define MAX_LINE 4096
+#define MAX_FIELDS 7
+
+static const char *const FORM_NAMES[] = {"const", "sqrtk", "lineark", "cond"};
+enum { FORM_COUNT = 4 };
+
+const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
+
+static int form_parse(const char *s, lce_bound_form *out) {
+  for (int f = 0; f < FORM_COUNT; f++)
+    if (strcmp(s, FORM_NAMES[f]) == 0) return *out = (lce_bound_form)f, 1;
+  return 0;
+}
+
+/* Number of constants each form takes (a; or a and b). */
+static int form_constants(lce_bound_form f) { return f == LCE_FORM_CONST ? 1 : 2; }
+
+/* Subject class names are identifiers that also appear in file names and CLI arguments. */
+static int class_char_ok(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+         ch == '-' || ch == '.' || ch == '/';
+}
+
+/* Checks a class name; on failure writes why into why and returns 0. */
+static int class_name_ok(const char *s, char *why, size_t size) {
+  size_t len = strlen(s);
+  if (len == 0) return snprintf(why, size, "empty subject class"), 0;
+  if (len >= sizeof(((lce_golden_entry *)0)->subject_class))
+    return snprintf(why, size, "subject class '%.80s' longer than %zu characters", s,
+                    sizeof(((lce_golden_entry *)0)->subject_class) - 1), 0;
+  for (size_t i = 0; i < len; i++)
+    if (!class_char_ok(s[i]))
+      return snprintf(why, size, "invalid character '%c' (0x%02x) in subject class '%.80s' (allowed: A-Z a-z 0-9 _ - . /)",
+                      s[i], (unsigned char)s[i], s), 0;
+  return 1;
+}
+
+static int same_key(const lce_golden_entry *x, const lce_golden_entry *y) {
+  return strcmp(x->subject_class, y->subject_class) == 0 && x->dtype == y->dtype && x->output == y->output &&
+         x->metric == y->metric;
+}
+
+void lce_golden_free(lce_golden *g) {
+  if (g == NULL) return;
+  for (size_t i = 0; i < g->ncomments; i++) free(g->comments[i]);
+  free(g->comments);
+  free(g->entries);
+  memset(g, 0, sizeof *g);
+}
+
+/* ---- parser --------------------------------------------------------------------------------- */
+
+typedef struct parser {
+  const char *name;
+  int line;
+  lce_golden *g;
+  int *entry_lines; /* line of each entry, for duplicate messages */
+  size_t cap_entries, cap_comments;
+  lce_status *st;
+} parser;
+
+static lce_code parse_error(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static lce_code parse_error(parser *p, const char *fmt, ...) {
+  char what[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return lce_fail(p->st, LCE_EPARSE, __FILE__, __LINE__, "%.300s:%d: %.420s", p->name, p->line, what);
+}
+
+static lce_code add_comment(parser *p, const char *text, size_t len) {
+  lce_golden *g = p->g;
+  if (g->ncomments == p->cap_comments) {
+    size_t cap = p->cap_comments ? 2 * p->cap_comments : 8;
+    char **grown = realloc(g->comments, cap * sizeof *grown);
+    LCE_ALLOC_CHECK(p->st, grown);
+    g->comments = grown;
+    p->cap_comments = cap;
+  }
+  char *copy = malloc(len + 1);
+  LCE_ALLOC_CHECK(p->st, copy);
+  memcpy(copy, text, len);
+  copy[len] = '\0';
+  g->comments[g->ncomments++] = copy;
+  return LCE_OK;
+}
+
+static lce_code add_entry(parser *p, const lce_golden_entry *e) {
+  lce_golden *g = p->g;
+  for (size_t i = 0; i < g->count; i++)
+    if (same_key(&g->entries[i], e))
+      return parse_error(p, "duplicate entry for %s %s %s %s (first on line %d)", e->subject_class,
+                         lce_dtype_name(e->dtype), lce_output_name(e->output), lce_metric_name(e->metric),
+                         p->entry_lines[i]);
+  if (g->count == p->cap_entries) {
+    size_t cap = p->cap_entries ? 2 * p->cap_entries : 16;
+    lce_golden_entry *grown = realloc(g->entries, cap * sizeof *grown);
+    LCE_ALLOC_CHECK(p->st, grown);
+    g->entries = grown;
+    int *lines = realloc(p->entry_lines, cap * sizeof *lines);
+    LCE_ALLOC_CHECK(p->st, lines);
+    p->entry_lines = lines;
+    p->cap_entries = cap;
+  }
+  p->entry_lines[g->count] = p->line;
+  g->entries[g->count++] = *e;
+  return LCE_OK;
+}
+
+/* One bound constant: a finite, non-negative number, the whole token (hex float or decimal). */
+static lce_code parse_constant(parser *p, const char *which, const char *tok, double *out) {
+  char *end = NULL;
+  double x = strtod(tok, &end);
+  if (end == tok) return parse_error(p, "constant %s: '%.80s' is not a number", which, tok);
+  if (*end != '\0') return parse_error(p, "constant %s: trailing garbage '%.80s' after number", which, end);
+  if (!isfinite(x)) return parse_error(p, "constant %s: non-finite value '%.80s'", which, tok);
+  if (signbit(x)) return parse_error(p, "constant %s: negative value '%.80s' (bounds are >= 0)", which, tok);
+  *out = x;
+  return LCE_OK;
+}
+
+/* Splits buf in place on spaces and tabs; returns the number of fields (up to MAX_FIELDS + 1, so
+ * that one too many is still seen). */
+static int split_fields(char *buf, char **fields) {
+  int n = 0;
+  char *s = buf;
+  while (*s != '\0' && n <= MAX_FIELDS) {
+    while (*s == ' ' || *s == '\t') s++;
+    if (*s == '\0') break;
+    fields[n++] = s;
+    while (*s != '\0' && *s != ' ' && *s != '\t') s++;
+    if (*s != '\0') *s++ = '\0';
+  }
+  return n;
+}
+
+static lce_code parse_entry(parser *p, char *buf) {
+  char *f[MAX_FIELDS + 1];
+  int n = split_fields(buf, f);
+  if (n < 5)
+    return parse_error(p, "expected '<class> <dtype> <output> <metric> <form> <constants>', got %d field%s", n,
+                       n == 1 ? "" : "s");
+  lce_golden_entry e;
+  memset(&e, 0, sizeof e);
+  char why[256];
+  if (!class_name_ok(f[0], why, sizeof why)) return parse_error(p, "%s", why);
+  snprintf(e.subject_class, sizeof e.subject_class, "%s", f[0]);
+  if (!lce_dtype_parse(f[1], &e.dtype))
+    return parse_error(p, "unknown dtype '%.40s' (expected bf16, fp16 or fp32)", f[1]);
+  if (!lce_output_parse(f[2], &e.output))
+    return parse_error(p, "unknown output '%.40s' (expected loss, loss_token, lse, d_hidden, d_weight or d_embedding)",
+                       f[2]);
+  if (!lce_metric_parse(f[3], &e.metric))
+    return parse_error(p, "unknown metric '%.40s' (expected relerr, bias, ulpfrac or maxscaled)", f[3]);
+  if (!form_parse(f[4], &e.form))
+    return parse_error(p, "unknown bound form '%.40s' (expected const, sqrtk, lineark or cond)", f[4]);
+  int want = 5 + form_constants(e.form);
+  if (n != want)
+    return parse_error(p, "wrong field count: form %s takes %d fields, got %s%d", f[4], want,
+                       n > MAX_FIELDS ? "more than " : "", n > MAX_FIELDS ? MAX_FIELDS : n);
+  LCE_TRY(parse_constant(p, "a", f[5], &e.a));
+  if (e.form != LCE_FORM_CONST) LCE_TRY(parse_constant(p, "b", f[6], &e.b));
+  return add_entry(p, &e);
+}
+
+static int is_blank(const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    if (s[i] != ' ' && s[i] != '\t') return 0;
+  return 1;
+}
+
+static lce_code parse_line(parser *p, const char *s, size_t len) {
+  if (memchr(s, '\0', len)) return parse_error(p, "NUL byte in line");
+  if (memchr(s, '\r', len)) return parse_error(p, "carriage return in line (golden files use \\n line endings)");
+  if (len > MAX_LINE) return parse_error(p, "line longer than %d characters", MAX_LINE);
+  char buf[MAX_LINE + 1];
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  if (p->line == 1) {
+    if (strcmp(buf, GOLDEN_MAGIC " " GOLDEN_VERSION) == 0) return LCE_OK;
+    if (strncmp(buf, GOLDEN_MAGIC " ", strlen(GOLDEN_MAGIC) + 1) == 0)
+      return parse_error(p, "unsupported version '%.40s' (expected " GOLDEN_VERSION ")", buf + strlen(GOLDEN_MAGIC) + 1);
+    return parse_error(p, "bad magic: expected '" GOLDEN_MAGIC " " GOLDEN_VERSION "', got '%.40s'", buf);
+  }
+  if (buf[0] == '#') return add_comment(p, buf, len);
+  if (is_blank(buf, len)) return LCE_OK;
+  if (buf[strspn(buf, " \t")] == '#') return parse_error(p, "comment must start in column 1");
+  return parse_entry(p, buf);
+}
+
+lce_code lce_golden_parse(const char *text, size_t len, const char *name, lce_golden *g, lce_status *st) {
+  LCE_CHECK(st, g != NULL && name != NULL && (text != NULL || len == 0), LCE_EINVAL, "lce_golden_parse: NULL argument");
+  memset(g, 0, sizeof *g);
+  snprintf(g->path, sizeof g->path, "%s", name);
+  parser p = {.name = name, .line = 0, .g = g, .st = st};
+  if (len == 0) {
+    p.line = 1;
+    return parse_error(&p, "empty file, expected '" GOLDEN_MAGIC " " GOLDEN_VERSION "'");
+  }
+  lce_code rc = LCE_OK;
+  size_t pos = 0;
+  while (pos < len && rc == LCE_OK) {
+    const char *nl = memchr(text + pos, '\n', len - pos);
+    size_t end = nl ? (size_t)(nl - text) : len;
+    p.line++;
+    rc = parse_line(&p, text + pos, end - pos);
+    pos = end + 1;
+  }
+  free(p.entry_lines);
+  if (rc != LCE_OK) {
+    lce_golden_free(g);
+    snprintf(g->path, sizeof g->path, "%s", name);
+  }
+  return rc;
+}
+
+lce_code lce_golden_load(const char *path, lce_golden *g, lce_status *st) {
+  LCE_CHECK(st, path != NULL && g != NULL, LCE_EINVAL, "lce_golden_load: NULL argument");
+  memset(g, 0, sizeof *g);
+  FILE *f = fopen(path, "rb");
+  LCE_CHECK(st, f != NULL, LCE_EIO, "cannot open golden file '%s': %s", path, strerror(errno));
+  size_t len = 0, cap = 4096;
+  char *text = malloc(cap);
+  for (;;) {
+    if (text == NULL) break;
+    len += fread(text + len, 1, cap - len, f);
+    if (len < cap) break;
+    char *grown = realloc(text, cap *= 2);
+    if (grown == NULL) free(text);
+    text = grown;
+  }
+  int read_failed = text != NULL && ferror(f);
+  fclose(f);
+  if (text == NULL) return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory reading golden file '%s'", path);
+  if (read_failed) {
+    free(text);
+    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "cannot read golden file '%s'", path);
+  }
+  lce_code rc = lce_golden_parse(text, len, path, g, st);
+  free(text);
+  return rc;
+}
+
+/* ---- lookup --------------------------------------------------------------------------------- */
+
+const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject_class, lce_dtype t,
+                                        lce_output_id o, lce_metric m) {
+  if (g == NULL || subject_class == NULL) return NULL;
+  for (size_t i = 0; i < g->count; i++) {
+    const lce_golden_entry *e = &g->entries[i];
+    if (e->dtype == t && e->output == o && e->metric == m && strcmp(e->subject_class, subject_class) == 0) return e;
+  }
+  return NULL;
+}
+
+double lce_golden_bound(const lce_golden_entry *e, int64_t k, double cond) {
+  switch (e->form) {
+    case LCE_FORM_CONST: return e->a;
+    case LCE_FORM_SQRTK: return e->a + e->b * sqrt((double)k);
+    case LCE_FORM_LINEARK: return e->a + e->b * (double)k;
+    case LCE_FORM_COND: return e->a + e->b * cond;
+  }
+  return NAN; /* unreachable for entries that parsed; NaN fails every comparison */
+}
+
+/* ---- writer --------------------------------------------------------------------------------- */
+
+/* The parser's rules, applied to an in-memory golden before anything touches the disk. */
+static lce_code validate_for_write(const lce_golden *g, lce_status *st) {
+  char why[256];
+  for (size_t i = 0; i < g->ncomments; i++) {
+    const char *s = g->comments[i];
+    LCE_CHECK(st, s != NULL && s[0] == '#', LCE_EINVAL, "golden comment %zu does not start with '#'", i);
+    LCE_CHECK(st, strpbrk(s, "\r\n") == NULL, LCE_EINVAL, "golden comment %zu contains a line break", i);
+    LCE_CHECK(st, strlen(s) <= MAX_LINE, LCE_EINVAL, "golden comment %zu longer than %d characters", i, MAX_LINE);
+  }
+  for (size_t i = 0; i < g->count; i++) {
+    const lce_golden_entry *e = &g->entries[i];
+    LCE_CHECK(st, memchr(e->subject_class, '\0', sizeof e->subject_class) != NULL, LCE_EINVAL,
+              "golden entry %zu: subject class not terminated", i);
+    LCE_CHECK(st, class_name_ok(e->subject_class, why, sizeof why), LCE_EINVAL, "golden entry %zu: %s", i, why);
+    LCE_CHECK(st, (unsigned)e->dtype < LCE_DTYPE_COUNT && (unsigned)e->output < LCE_OUT_COUNT &&
+                      (unsigned)e->metric < LCE_METRIC_COUNT && (unsigned)e->form < FORM_COUNT,
+              LCE_EINVAL, "golden entry %zu (%s): dtype, output, metric or form out of range", i, e->subject_class);
+    LCE_CHECK(st, isfinite(e->a) && !signbit(e->a) && isfinite(e->b) && !signbit(e->b), LCE_EINVAL,
+              "golden entry %zu (%s %s %s): constants must be finite and >= 0 (a = %g, b = %g)", i,
+              e->subject_class, lce_output_name(e->output), lce_metric_name(e->metric), e->a, e->b);
+    /* A const bound has no b in the file; a non-zero b would not survive the round trip. */
+    LCE_CHECK(st, e->form != LCE_FORM_CONST || e->b == 0, LCE_EINVAL,
+              "golden entry %zu (%s %s %s): form const with b = %g", i, e->subject_class,
+              lce_output_name(e->output), lce_metric_name(e->metric), e->b);
+    for (size_t j = 0; j < i; j++)
+      LCE_CHECK(st, !same_key(&g->entries[j], e), LCE_EINVAL, "golden entries %zu and %zu have the same key %s %s %s %s",
+                j, i, e->subject_class, lce_dtype_name(e->dtype), lce_output_name(e->output),
+                lce_metric_name(e->metric));
+  }
+  return LCE_OK;
+}
+
+/* Stable order: class, then dtype, output and metric in enum order. Keys are unique, so the
+ * order is total and the written file does not depend on the order of g->entries. */
+static int entry_order(const void *pa, const void *pb) {
+  const lce_golden_entry *a = *(const lce_golden_entry *const *)pa, *b = *(const lce_golden_entry *const *)pb;
+  int c = strcmp(a->subject_class, b->subject_class);
+  if (c != 0) return c;
+  if (a->dtype != b->dtype) return a->dtype < b->dtype ? -1 : 1;
+  if (a->output != b->output) return a->output < b->output ? -1 : 1;
+  if (a->metric != b->metric) return a->metric < b->metric ? -1 : 1;
+  return 0;
+}
+
+static int write_contents(FILE *f, const lce_golden *g, const lce_golden_entry *const *order) {
+  if (fprintf(f, "%s %s\n", GOLDEN_MAGIC, GOLDEN_VERSION) < 0) return 0;
+  for (size_t i = 0; i < g->ncomments; i++)
+    if (fprintf(f, "%s\n", g->comments[i]) < 0) return 0;
+  for (size_t i = 0; i < g->count; i++) {
+    const lce_golden_entry *e = order[i];
+    if (fprintf(f, "%s %s %s %s %s %a", e->subject_class, lce_dtype_name(e->dtype), lce_output_name(e->output),
+                lce_metric_name(e->metric), lce_bound_form_name(e->form), e->a) < 0)
+      return 0;
+    if (e->form != LCE_FORM_CONST && fprintf(f, " %a", e->b) < 0) return 0;
+    if (fputc('\n', f) == EOF) return 0;
+  }
+  return 1;
+}
+
+/* Makes the rename itself durable. Some file systems cannot fsync a directory (EINVAL); there the
+ * rename is as durable as the platform allows. */
+static int sync_parent_dir(const char *path) {
+  char dir[1024];
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL) snprintf(dir, sizeof dir, ".");
+  else if (slash == path) snprintf(dir, sizeof dir, "/");
+  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  int fd = open(dir, O_RDONLY);
+  if (fd < 0) return 0;
+  int ok = fsync(fd) == 0 || errno == EINVAL;
+  close(fd);
+  return ok;
+}
+
+static lce_code write_temp_and_rename(const char *path, const char *tmp, int fd, const lce_golden *g,
+                                      const lce_golden_entry *const *order, lce_status *st) {
+  FILE *f = fdopen(fd, "w");
+  if (f == NULL) {
+    int err = errno;
+    close(fd);
+    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "cannot open '%s' for writing: %s", tmp, strerror(err));
+  }
+  /* mkstemp creates the file private (0600); a golden file is meant to be read by everyone. */
+  int ok = fchmod(fd, 0644) == 0 && write_contents(f, g, order) && fflush(f) == 0 && fsync(fd) == 0;
+  int err = errno;
+  if (fclose(f) != 0 && ok) ok = 0, err = errno;
+  LCE_CHECK(st, ok, LCE_EIO, "cannot write '%s': %s", tmp, strerror(err));
+  LCE_CHECK(st, rename(tmp, path) == 0, LCE_EIO, "cannot replace golden file '%s': %s", path, strerror(errno));
+  return LCE_OK;
+}
+
+lce_code lce_golden_write(const char *path, const lce_golden *g, lce_status *st) {
+  LCE_CHECK(st, path != NULL && g != NULL, LCE_EINVAL, "lce_golden_write: NULL argument");
+  LCE_TRY(validate_for_write(g, st));
+  const lce_golden_entry **order = malloc((g->count ? g->count : 1) * sizeof *order);
+  LCE_ALLOC_CHECK(st, order);
+  for (size_t i = 0; i < g->count; i++) order[i] = &g->entries[i];
+  qsort(order, g->count, sizeof *order, entry_order);
+
+  char tmp[1100];
+  int n = snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+  if (n < 0 || (size_t)n >= sizeof tmp) {
+    free(order);
+    return lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "golden path too long: '%.200s...'", path);
+  }
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    int err = errno;
+    free(order);
+    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "cannot create temp file next to '%s': %s", path, strerror(err));
+  }
+  /* write_temp_and_rename owns fd from here (closes it on every path). */
+  lce_code rc = write_temp_and_rename(path, tmp, fd, g, order, st);
+  free(order);
+  if (rc != LCE_OK) {
+    unlink(tmp);
+    return rc;
+  }
+  LCE_CHECK(st, sync_parent_dir(path), LCE_EIO, "replaced '%s' but could not sync its directory: %s", path,
+            strerror(errno));
+  return LCE_OK;
+}

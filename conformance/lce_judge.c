@@ -1,0 +1,306 @@
+/* lce_judge.c — the verdict on one subject run (see lce_judge.h): class checks, then metrics, then
+ * golden bounds, always in that order, because an error metric over a NaN or over an element the
+ * subject never wrote means nothing, and a bound is only meaningful for a metric that does.
+ *
+ * What is judged how:
+ *   loss         class checks; metrics and bounds except for reduction none, where it is only a
+ *                logging sum of loss_token (loss_token and lse carry the judgement there);
+ *   loss_token   class checks, metrics, bounds;
+ *   lse          the same over valid tokens only (the lse of an ignored token is unconstrained);
+ *   d_hidden     class checks, metrics, bounds;
+ *   d_weight     class checks (padded rows [v, vp) bit-identical to the prior), metrics and bounds
+ *                over the real rows;
+ *   d_embedding  (untied) bit-identical to its prior, nothing else: any change is the seed bug. */
+#include "lce_judge.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int has_metrics(const lce_case *c, lce_output_id o) {
+  if (o == LCE_OUT_D_EMBEDDING) return 0;
+  if (o == LCE_OUT_LOSS && c->reduction == LCE_RED_NONE) return 0;
+  return 1;
+}
+
+/* Outputs lce_outputs_alloc fills with NaN; gradient buffers start as copies of the priors. */
+static int is_poisoned(lce_output_id o) {
+  return o == LCE_OUT_LOSS || o == LCE_OUT_LOSS_TOKEN || o == LCE_OUT_LSE || o == LCE_OUT_D_HIDDEN;
+}
+
+static int same_double_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+static int same_float_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Records the first class violation of an output; later ones are consequences or noise. */
+static void class_fail(lce_output_verdict *ov, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void class_fail(lce_output_verdict *ov, const char *fmt, ...) {
+  if (!ov->class_ok) return;
+  ov->class_ok = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ov->class_msg, sizeof ov->class_msg, fmt, ap);
+  va_end(ap);
+}
+
+static void describe_class(double x, char *buf, size_t size) {
+  if (isnan(x)) snprintf(buf, size, "NaN");
+  else if (isinf(x)) snprintf(buf, size, "%cInf", x < 0 ? '-' : '+');
+  else snprintf(buf, size, "finite %a", x);
+}
+
+static int same_class(double x, double want) {
+  if (isnan(want) || isnan(x)) return isnan(want) && isnan(x);
+  if (isinf(want) || isinf(x)) return x == want;
+  return 1;
+}
+
+/* ---- class checks, in the order of lce_judge.h ------------------------------------------------ */
+
+/* Pass 1: an element still holding the exact poison NaN of lce_outputs_alloc was never written.
+ * A NaN with other bits (x86 arithmetic produces the negative default NaN) was computed, and pass 3
+ * reports it as a class mismatch instead. */
+static void check_written(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
+                          const unsigned char *mask, lce_output_verdict *ov) {
+  if (!is_poisoned(o)) return;
+  double poison = lce_round_to(lce_output_format(c, o), NAN);
+  for (int64_t i = 0; i < ref->count && ov->class_ok; i++) {
+    if (mask != NULL && !mask[i]) continue;
+    double x = lce_output_get(c, out, o, i);
+    if (same_double_bits(x, poison) && !isnan(ref->rounded[i]))
+      class_fail(ov, "element %lld not written (poison NaN left)", (long long)i);
+  }
+}
+
+/* Pass 3: NaN and ±Inf exactly where the oracle has them, with the same sign. Inconclusive
+ * elements are skipped: near the overflow threshold the oracle may not know the class. */
+static void check_nonfinite(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
+                            const unsigned char *mask, lce_output_verdict *ov) {
+  for (int64_t i = 0; i < ref->count && ov->class_ok; i++) {
+    if ((mask != NULL && !mask[i]) || !ref->decisive[i]) continue;
+    double x = lce_output_get(c, out, o, i), want = ref->rounded[i];
+    if (same_class(x, want)) continue;
+    char got[48], exp[48];
+    describe_class(x, got, sizeof got);
+    describe_class(want, exp, sizeof exp);
+    class_fail(ov, "element %lld: %s (expected %s)", (long long)i, got, exp);
+  }
+}
+
+/* Pass 4: buffers (or rows) the run must not touch, bit for bit against the prior. */
+static void check_untouched(const float *now, const float *prior, int64_t lo, int64_t hi, int64_t h,
+                            lce_output_verdict *ov) {
+  for (int64_t i = lo; i < hi && ov->class_ok; i++) {
+    if (same_float_bits(now[i], prior[i])) continue;
+    char row[48] = "";
+    if (lo > 0) snprintf(row, sizeof row, " (padded row %lld)", (long long)(i / h));
+    class_fail(ov, "element %lld%s changed (was %a, now %a)", (long long)i, row, (double)prior[i], (double)now[i]);
+  }
+}
+
+/* Pass 5: an oracle value that is exactly 0 with no error (ignored tokens, an all-ignored batch)
+ * must come out exactly 0: a tiny non-zero there is a wrong formula, not rounding. */
+static void check_exact(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
+                        const unsigned char *mask, lce_output_verdict *ov) {
+  for (int64_t i = 0; i < ref->count && ov->class_ok; i++) {
+    if ((mask != NULL && !mask[i]) || ref->value[i] != 0 || ref->err[i] != 0) continue;
+    double x = lce_output_get(c, out, o, i);
+    if (x != 0) class_fail(ov, "element %lld: %a (expected exactly 0)", (long long)i, x);
+  }
+}
+
+/* lce_outputs_guards_intact names the buffer first ("grad_weight: guard region ..."); map it to the
+ * output that buffer carries. */
+static lce_output_id output_of_buffer(const lce_case *c, const char *which) {
+  char name[32];
+  size_t len = strcspn(which, ":");
+  snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), which);
+  lce_output_id o;
+  if (strcmp(name, "grad_weight") == 0) return LCE_OUT_D_WEIGHT;
+  if (strcmp(name, "grad_embedding") == 0) return c->tied ? LCE_OUT_D_WEIGHT : LCE_OUT_D_EMBEDDING;
+  if (lce_output_parse(name, &o)) return o;
+  return LCE_OUT_LOSS; /* an unknown buffer name still fails the run, reported on the first output */
+}
+
+/* The fp32 gradient buffer and prior of the output weight (tied: the embedding's). */
+static void weight_buffers(const lce_case *c, const lce_tensors *in, const lce_outputs *out, const float **now,
+                           const float **prior) {
+  *now = c->tied ? out->grad_embedding : out->grad_weight;
+  *prior = c->tied ? in->grad_embedding_prior : in->grad_weight_prior;
+}
+
+typedef struct judge_masks {
+  unsigned char *lse;      /* valid tokens */
+  unsigned char *d_weight; /* real vocab rows */
+} judge_masks;
+
+static lce_code build_masks(const lce_case *c, const lce_tensors *in, judge_masks *m, lce_status *st) {
+  m->lse = malloc((size_t)c->n);
+  LCE_ALLOC_CHECK(st, m->lse);
+  for (int64_t i = 0; i < c->n; i++) m->lse[i] = in->labels[i] != c->ignore_index;
+  size_t wn = (size_t)(c->vp * c->h), real = (size_t)(c->v * c->h);
+  m->d_weight = malloc(wn);
+  LCE_ALLOC_CHECK(st, m->d_weight);
+  memset(m->d_weight, 1, real);
+  memset(m->d_weight + real, 0, wn - real);
+  return LCE_OK;
+}
+
+static const unsigned char *mask_of(const judge_masks *m, lce_output_id o) {
+  return o == LCE_OUT_LSE ? m->lse : o == LCE_OUT_D_WEIGHT ? m->d_weight : NULL;
+}
+
+static void class_checks(const lce_case *c, const lce_tensors *in, const lce_outputs *out, const lce_ref_output *ref,
+                         lce_output_id o, const unsigned char *mask, const char *guard_msg, lce_output_id guard_out,
+                         lce_output_verdict *ov) {
+  if (o != LCE_OUT_D_EMBEDDING) check_written(c, out, o, ref, mask, ov);
+  if (guard_msg != NULL && guard_out == o) class_fail(ov, "%s", guard_msg);
+  if (o == LCE_OUT_D_EMBEDDING) {
+    check_untouched(out->grad_embedding, in->grad_embedding_prior, 0, c->vp * c->h, c->h, ov);
+    return;
+  }
+  check_nonfinite(c, out, o, ref, mask, ov);
+  if (o == LCE_OUT_D_WEIGHT) {
+    const float *now, *prior;
+    weight_buffers(c, in, out, &now, &prior);
+    check_untouched(now, prior, c->v * c->h, c->vp * c->h, c->h, ov);
+  }
+  check_exact(c, out, o, ref, mask, ov);
+}
+
+/* ---- bounds --------------------------------------------------------------------------------- */
+
+static lce_code apply_bounds(const lce_case *c, lce_output_id o, const lce_golden *g, const char *subject_class,
+                             lce_output_verdict *ov, lce_status *st) {
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+    const lce_golden_entry *e = lce_golden_find(g, subject_class, c->dtype, o, (lce_metric)m);
+    LCE_CHECK(st, e != NULL, LCE_EINVAL, "no golden entry for class '%s' dtype %s output %s metric %s in '%s'",
+              subject_class, lce_dtype_name(c->dtype), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
+    double bound = lce_golden_bound(e, lce_output_inner(c, o), ov->metrics.cond);
+    double val = ov->metrics.v[m];
+    if (m == LCE_METRIC_BIAS) val = fabs(val);
+    ov->bound[m] = bound;
+    ov->metric_ok[m] = val <= bound; /* NaN in either fails */
+    if (isnan(val) || isnan(bound)) ov->budget_pct[m] = INFINITY;
+    else if (bound > 0) ov->budget_pct[m] = 100.0 * val / bound;
+    else ov->budget_pct[m] = val == 0 ? 0.0 : INFINITY;
+    if (!ov->metric_ok[m]) ov->pass = 0;
+  }
+  return LCE_OK;
+}
+
+/* ---- verdict -------------------------------------------------------------------------------- */
+
+static void summarize(const lce_case *c, int bounded, lce_verdict *v) {
+  v->pass = 1;
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    if (v->out[o].judged && !v->out[o].pass) v->pass = 0;
+  /* Class failures outrank every metric: the first one (in output order) is the verdict. */
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_output_verdict *ov = &v->out[o];
+    if (!ov->judged || ov->class_ok) continue;
+    v->worst_output = (lce_output_id)o, v->worst_metric = LCE_METRIC_RELERR, v->worst_pct = INFINITY;
+    snprintf(v->summary, sizeof v->summary, "FAIL %s class: %.200s", lce_output_name((lce_output_id)o), ov->class_msg);
+    return;
+  }
+  if (!bounded) {
+    snprintf(v->summary, sizeof v->summary, "pass (class checks only; no golden bounds)");
+    return;
+  }
+  /* Then the failing metric with the highest budget use, else the highest budget use. */
+  int found = 0, worst_fails = 0;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_output_verdict *ov = &v->out[o];
+    if (!ov->judged || !has_metrics(c, (lce_output_id)o)) continue;
+    for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+      int fails = !ov->metric_ok[m];
+      if (found && (fails < worst_fails || (fails == worst_fails && !(ov->budget_pct[m] > v->worst_pct)))) continue;
+      found = 1, worst_fails = fails;
+      v->worst_output = (lce_output_id)o, v->worst_metric = (lce_metric)m, v->worst_pct = ov->budget_pct[m];
+    }
+  }
+  const char *on = lce_output_name(v->worst_output), *mn = lce_metric_name(v->worst_metric);
+  if (!found) {
+    snprintf(v->summary, sizeof v->summary, "pass (nothing to bound)");
+  } else if (worst_fails) {
+    const lce_output_verdict *ov = &v->out[v->worst_output];
+    const char *bar = v->worst_metric == LCE_METRIC_BIAS ? "|" : "";
+    snprintf(v->summary, sizeof v->summary, "FAIL %s %s %.0f%% of budget (%s%.1e%s > %.1e)", on, mn, v->worst_pct,
+             bar, ov->metrics.v[v->worst_metric], bar, ov->bound[v->worst_metric]);
+  } else {
+    snprintf(v->summary, sizeof v->summary, "pass (max %.0f%% %s %s)", v->worst_pct, on, mn);
+  }
+}
+
+static lce_code check_shapes(const lce_case *c, const lce_oracle_result *ref, lce_status *st) {
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    if (o == LCE_OUT_D_EMBEDDING || !lce_output_applies(c, (lce_output_id)o)) continue;
+    const lce_ref_output *r = &ref->out[o];
+    int64_t want = lce_output_count(c, (lce_output_id)o);
+    LCE_CHECK(st, r->count == want && r->value && r->err && r->mag && r->rounded && r->decisive, LCE_EINVAL,
+              "oracle result for %s has %lld elements (or missing arrays); the case needs %lld",
+              lce_output_name((lce_output_id)o), (long long)r->count, (long long)want);
+  }
+  return LCE_OK;
+}
+
+static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
+                              const lce_outputs *out, const lce_golden *g, const char *subject_class,
+                              const judge_masks *masks, lce_verdict *v, lce_status *st) {
+  char guard_msg[256];
+  const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
+  lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
+  for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
+    lce_output_id o = (lce_output_id)oi;
+    lce_output_verdict *ov = &v->out[o];
+    if (!lce_output_applies(c, o)) continue;
+    ov->judged = ov->class_ok = ov->pass = 1;
+    for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1;
+    const unsigned char *mask = mask_of(masks, o);
+    class_checks(c, in, out, &ref->out[o], o, mask, guard, guard_out, ov);
+    if (!ov->class_ok) ov->pass = 0;
+    if (!has_metrics(c, o)) continue;
+    lce_metrics_compute(c, out, o, &ref->out[o], mask, &ov->metrics);
+    v->inconclusive += ov->metrics.inconclusive;
+    if (g != NULL) LCE_TRY(apply_bounds(c, o, g, subject_class, ov, st));
+  }
+  return LCE_OK;
+}
+
+static lce_code judge_checked(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
+                              const lce_outputs *out, const lce_golden *g, const char *subject_class, lce_verdict *v,
+                              lce_status *st) {
+  LCE_TRY(lce_tensors_validate(c, in, st)); /* the masks and priors come from the tensors */
+  LCE_TRY(check_shapes(c, ref, st));
+  judge_masks masks = {NULL, NULL};
+  lce_code rc = build_masks(c, in, &masks, st);
+  if (rc == LCE_OK) rc = judge_outputs(c, in, ref, out, g, subject_class, &masks, v, st);
+  free(masks.lse);
+  free(masks.d_weight);
+  return rc;
+}
+
+lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
+                   const lce_outputs *out, const lce_golden *g, const char *subject_name,
+                   const char *subject_class, lce_verdict *v, lce_status *st) {
+  LCE_CHECK(st, c != NULL && in != NULL && ref != NULL && out != NULL && v != NULL && subject_name != NULL,
+            LCE_EINVAL, "lce_judge: NULL argument");
+  LCE_CHECK(st, g == NULL || subject_class != NULL, LCE_EINVAL, "lce_judge: a golden needs a subject class");
+  memset(v, 0, sizeof *v);
+  lce_repro_line(c, subject_name, v->repro, sizeof v->repro);
+  lce_code rc = judge_checked(c, in, ref, out, g, subject_class, v, st);
+  if (rc != LCE_OK) {
+    v->pass = 0;
+    snprintf(v->summary, sizeof v->summary, "error: %.240s", st ? st->msg : lce_code_name(rc));
+    return rc;
+  }
+  summarize(c, g != NULL, v);
+  return LCE_OK;
+}
+
+void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size) {
+  char id[192];
+  lce_case_format(c, id, sizeof id);
+  snprintf(buf, size, "build/lcecheck repro --subject %s %s", subject_name, id);
+}

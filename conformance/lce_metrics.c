@@ -1,0 +1,97 @@
+/* lce_metrics.c — error metrics of one subject output against the oracle (see lce_metrics.h).
+ *
+ * Every sum runs in long double with Neumaier compensation: a d_weight of millions of elements
+ * summed naively in double would add relative error ~1e-10 to the metric, and a bias of 1e-9 (a
+ * real tensor-core effect) must stay measurable. Elements whose oracle value is non-finite in the
+ * output format are left to the class checks (their metric would be Inf - Inf); a subject value
+ * that is non-finite where the oracle is finite makes the metrics infinite (bias NaN: its sign is
+ * meaningless), so no bound can pass it even if a caller skipped the class checks. */
+#include "lce_metrics.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const METRIC_NAMES[LCE_METRIC_COUNT] = {"relerr", "bias", "ulpfrac", "maxscaled"};
+
+const char *lce_metric_name(lce_metric m) {
+  return (unsigned)m < LCE_METRIC_COUNT ? METRIC_NAMES[m] : "?";
+}
+
+int lce_metric_parse(const char *s, lce_metric *out) {
+  for (int m = 0; m < LCE_METRIC_COUNT; m++)
+    if (strcmp(s, METRIC_NAMES[m]) == 0) return *out = (lce_metric)m, 1;
+  return 0;
+}
+
+/* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
+ * including when the new term is larger than the sum so far (where Kahan's variant loses it). */
+typedef struct comp_sum {
+  long double s, c;
+} comp_sum;
+
+static void comp_add(comp_sum *a, long double x) {
+  long double t = a->s + x;
+  if (fabsl(a->s) >= fabsl(x)) a->c += (a->s - t) + x;
+  else a->c += (x - t) + a->s;
+  a->s = t;
+}
+
+static long double comp_value(const comp_sum *a) { return a->s + a->c; }
+
+void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_id o,
+                         const lce_ref_output *ref, const unsigned char *mask, lce_metric_values *mv) {
+  memset(mv, 0, sizeof *mv);
+  lce_dtype fmt = lce_output_format(c, o);
+  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, sub2 = {0, 0}, mag2 = {0, 0};
+  int64_t beyond_ulps = 0;
+  long double maxscaled = 0;
+  int subject_nonfinite = 0;
+
+  for (int64_t i = 0; i < ref->count; i++) {
+    if (mask != NULL && !mask[i]) continue;
+    if (!ref->decisive[i]) {
+      mv->inconclusive++;
+      continue;
+    }
+    if (!isfinite(ref->rounded[i]) || !isfinite(ref->value[i])) continue; /* class checks judge it */
+    double x = lce_output_get(c, out, o, i);
+    double r = ref->value[i];
+    mv->judged++;
+    int well = ref->mag[i] <= LCE_ULPFRAC_MAXCOND * fabs(r);
+    mv->well_conditioned += well;
+    comp_add(&mag2, (long double)ref->mag[i] * ref->mag[i]);
+    if (!isfinite(x)) {
+      subject_nonfinite = 1;
+      beyond_ulps += well;
+      continue;
+    }
+    long double d = (long double)x - (long double)r;
+    comp_add(&err2, d * d);
+    comp_add(&ref2, (long double)r * r);
+    comp_add(&cross, d * r);
+    comp_add(&sub2, (long double)x * x);
+    if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) beyond_ulps++;
+    long double scaled;
+    if (ref->mag[i] > 0) scaled = fabsl(d) / ref->mag[i];
+    else scaled = d == 0 ? 0 : INFINITY; /* no terms, no room for error */
+    if (scaled > maxscaled) maxscaled = scaled;
+  }
+
+  long double rr = comp_value(&ref2);
+  mv->ref_norm = (double)sqrtl(rr);
+  long double kappa = rr > 0 ? sqrtl(comp_value(&mag2) / rr) : 1.0L;
+  mv->cond = kappa > 1 ? (double)kappa : 1.0;
+  if (mv->judged == 0) return;
+  mv->v[LCE_METRIC_ULPFRAC] = mv->well_conditioned ? (double)beyond_ulps / (double)mv->well_conditioned : 0.0;
+  if (subject_nonfinite) {
+    mv->v[LCE_METRIC_RELERR] = INFINITY;
+    mv->v[LCE_METRIC_BIAS] = NAN;
+    mv->v[LCE_METRIC_MAXSCALED] = INFINITY;
+    return;
+  }
+  /* With r == 0 everywhere a relative error has no scale; ||x|| is the absolute error then, and a
+   * bias (a projection on r) does not exist, so it is 0. */
+  mv->v[LCE_METRIC_RELERR] = rr > 0 ? (double)sqrtl(comp_value(&err2) / rr) : (double)sqrtl(comp_value(&sub2));
+  mv->v[LCE_METRIC_BIAS] = rr > 0 ? (double)(comp_value(&cross) / rr) : 0.0;
+  mv->v[LCE_METRIC_MAXSCALED] = (double)maxscaled;
+}

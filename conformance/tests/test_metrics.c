@@ -1,0 +1,240 @@
+/* test_metrics.c — the four error metrics on hand-made vectors whose metrics are known exactly.
+ *
+ * Values are small dyadic numbers so that subject values like r*(1 - 2^-10) are exact in fp32 and
+ * bf16, and every expected metric is an exact power of two: the checks are equalities, not
+ * tolerances. One test builds a cancelling sum that a plain long double sum gets wrong (it returns
+ * 0), so it fails if the compensation is removed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lce_metrics.h"
+
+static int failures;
+#define EXPECT(cond, ...)                                     \
+  do {                                                        \
+    if (!(cond)) {                                            \
+      if (failures++ < 40) {                                  \
+        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                         \
+        fprintf(stderr, "\n");                                \
+      }                                                       \
+    }                                                         \
+  } while (0)
+
+/* One fp32 per-token output (loss_token) of n elements, reference arrays alongside. */
+typedef struct vec_fixture {
+  lce_case c;
+  lce_outputs out;
+  lce_ref_output ref;
+  float *x;
+  double *value, *err, *mag, *rounded;
+  unsigned char *decisive;
+} vec_fixture;
+
+static void vec_init(vec_fixture *f, int64_t n) {
+  memset(f, 0, sizeof *f);
+  f->c = lce_case_default();
+  f->c.n = n;
+  f->x = calloc((size_t)n, sizeof *f->x);
+  f->value = calloc((size_t)n, sizeof(double));
+  f->err = calloc((size_t)n, sizeof(double));
+  f->mag = calloc((size_t)n, sizeof(double));
+  f->rounded = calloc((size_t)n, sizeof(double));
+  f->decisive = calloc((size_t)n, 1);
+  if (!f->x || !f->value || !f->err || !f->mag || !f->rounded || !f->decisive) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  f->out.loss_token = f->x;
+  f->ref = (lce_ref_output){.count = n, .value = f->value, .err = f->err, .mag = f->mag, .rounded = f->rounded,
+                            .decisive = f->decisive};
+}
+
+/* Element i: reference r (exact in fp32), subject x, mag = |r| * mag_factor. */
+static void vec_set(vec_fixture *f, int64_t i, double r, double x, double mag_factor) {
+  f->value[i] = f->rounded[i] = r;
+  f->mag[i] = fabs(r) * mag_factor;
+  f->decisive[i] = 1;
+  f->x[i] = (float)x;
+  if ((double)f->x[i] != x) {
+    fprintf(stderr, "test setup: %a is not an fp32 value\n", x);
+    exit(1);
+  }
+}
+
+static void vec_free(vec_fixture *f) {
+  free(f->x), free(f->value), free(f->err), free(f->mag), free(f->rounded), free(f->decisive);
+}
+
+static lce_metric_values vec_metrics(vec_fixture *f, const unsigned char *mask) {
+  lce_metric_values mv;
+  lce_metrics_compute(&f->c, &f->out, LCE_OUT_LOSS_TOKEN, &f->ref, mask, &mv);
+  return mv;
+}
+
+static const double R[8] = {1.0, -2.0, 3.0, 0.5, -0.75, 6.0, 1.25, -7.0};
+
+/* x = r (1 - 2^-10): relerr 2^-10, bias -2^-10 exactly; each error is > 1 fp32 ulp. */
+static void test_uniform_shrink(void) {
+  vec_fixture f;
+  vec_init(&f, 8);
+  for (int i = 0; i < 8; i++) vec_set(&f, i, R[i], R[i] * (1 - 0x1p-10), 4.0);
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(mv.judged == 8 && mv.inconclusive == 0, "judged %lld", (long long)mv.judged);
+  EXPECT(mv.v[LCE_METRIC_RELERR] == 0x1p-10, "relerr %a, expected 0x1p-10", mv.v[LCE_METRIC_RELERR]);
+  EXPECT(mv.v[LCE_METRIC_BIAS] == -0x1p-10, "bias %a, expected -0x1p-10", mv.v[LCE_METRIC_BIAS]);
+  EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 1.0, "ulpfrac %g, expected 1", mv.v[LCE_METRIC_ULPFRAC]);
+  EXPECT(mv.v[LCE_METRIC_MAXSCALED] == 0x1p-12, "maxscaled %a, expected 0x1p-12 (2^-10 / 4)",
+         mv.v[LCE_METRIC_MAXSCALED]);
+  double norm2 = 0;
+  for (int i = 0; i < 8; i++) norm2 += R[i] * R[i];
+  EXPECT(mv.ref_norm == sqrt(norm2), "ref_norm %g, expected %g", mv.ref_norm, sqrt(norm2));
+
+  /* Growth has the opposite sign; the decimal example of the spec to double accuracy. */
+  for (int i = 0; i < 8; i++) vec_set(&f, i, R[i], R[i] * (1 + 0x1p-10), 4.0);
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.v[LCE_METRIC_BIAS] == 0x1p-10, "growth: bias %a, expected +0x1p-10", mv.v[LCE_METRIC_BIAS]);
+  for (int i = 0; i < 8; i++) {
+    f.value[i] = f.rounded[i] = R[i] * 1024;
+    f.x[i] = (float)(R[i] * 1024 * (1 - 1e-3));
+  }
+  mv = vec_metrics(&f, NULL);
+  EXPECT(fabs(mv.v[LCE_METRIC_BIAS] + 1e-3) < 1e-6, "x = r(1-1e-3): bias %.9g, expected -1e-3",
+         mv.v[LCE_METRIC_BIAS]);
+  vec_free(&f);
+}
+
+/* Half the elements 1 ulp off (not beyond LCE_ULPFRAC_K = 1), half 2 ulps off. The output is fp32
+ * here; the bf16 case below shows the ulp is the output format's, not fp32's. */
+static void test_ulpfrac(void) {
+  vec_fixture f;
+  vec_init(&f, 8);
+  for (int i = 0; i < 8; i++) {
+    double ulp = lce_ulp(LCE_FP32, R[i]);
+    vec_set(&f, i, R[i], R[i] + (i % 2 ? 2 : 1) * ulp, 1.0);
+  }
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 0.5, "ulpfrac %g, expected 0.5", mv.v[LCE_METRIC_ULPFRAC]);
+  vec_free(&f);
+
+  /* d_hidden in bf16: 1 + 2^-7 is one bf16 ulp from 1 (not beyond), 1 + 2^-6 two ulps. */
+  lce_case c = lce_case_default();
+  c.dtype = LCE_BF16, c.n = 1, c.h = 4;
+  uint16_t dh[4];
+  double value[4] = {1, 1, 1, 1}, err[4] = {0}, mag[4] = {1, 1, 1, 1};
+  unsigned char dec[4] = {1, 1, 1, 1};
+  double xs[4] = {1 + 0x1p-7, 1 + 0x1p-7, 1 + 0x1p-6, 1};
+  for (int i = 0; i < 4; i++) lce_store(LCE_BF16, dh, (size_t)i, xs[i]);
+  lce_outputs out = {.d_hidden = dh};
+  lce_ref_output ref = {.count = 4, .value = value, .err = err, .mag = mag, .rounded = value, .decisive = dec};
+  lce_metrics_compute(&c, &out, LCE_OUT_D_HIDDEN, &ref, NULL, &mv);
+  EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 0.25, "bf16 ulpfrac %g, expected 0.25", mv.v[LCE_METRIC_ULPFRAC]);
+}
+
+/* The condition cond = ||mag|| / ||r|| (at least 1), and ulpfrac restricted to elements without
+ * cancellation (mag <= LCE_ULPFRAC_MAXCOND * |r|): an element whose exact value is far below its
+ * terms may be many ulps off in a correct implementation and must not count. */
+static void test_condition(void) {
+  vec_fixture f;
+  vec_init(&f, 4);
+  for (int i = 0; i < 4; i++) vec_set(&f, i, 1.0, 1.0, i < 2 ? 1.0 : 0.5); /* mag below |r| */
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(mv.cond == 1.0, "cond %g, expected 1 (never below 1)", mv.cond);
+  /* mag = 7|r| everywhere: cond exactly 7. */
+  for (int i = 0; i < 4; i++) vec_set(&f, i, 2.0, 2.0, 7.0);
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.cond == 7.0, "cond %g, expected 7", mv.cond);
+  /* Two elements 4 ulps off: one well conditioned (counts), one with mag = 16|r| (does not). */
+  vec_set(&f, 0, 2.0, 2.0 + 4 * lce_ulp(LCE_FP32, 2.0), 1.0);
+  vec_set(&f, 1, 2.0, 2.0 + 4 * lce_ulp(LCE_FP32, 2.0), 16.0);
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.well_conditioned == 3, "well-conditioned elements %lld, expected 3", (long long)mv.well_conditioned);
+  EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 1.0 / 3.0, "ulpfrac %g, expected 1/3", mv.v[LCE_METRIC_ULPFRAC]);
+  vec_free(&f);
+}
+
+/* Inconclusive elements are counted and skipped; masked-out elements are neither. */
+static void test_inconclusive_and_mask(void) {
+  vec_fixture f;
+  vec_init(&f, 8);
+  for (int i = 0; i < 8; i++) vec_set(&f, i, R[i], R[i], 1.0);
+  f.x[2] = 1e6f; /* huge error, but the oracle cannot certify element 2 */
+  f.decisive[2] = 0;
+  f.x[5] = -1e6f; /* huge error, masked out */
+  unsigned char mask[8] = {1, 1, 1, 1, 1, 0, 1, 1};
+  lce_metric_values mv = vec_metrics(&f, mask);
+  EXPECT(mv.judged == 6 && mv.inconclusive == 1, "judged %lld inconclusive %lld, expected 6 and 1",
+         (long long)mv.judged, (long long)mv.inconclusive);
+  for (int m = 0; m < LCE_METRIC_COUNT; m++)
+    EXPECT(mv.v[m] == 0, "%s = %g: skipped elements leaked into the metric", lce_metric_name((lce_metric)m), mv.v[m]);
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.v[LCE_METRIC_RELERR] > 1, "without the mask element 5 must count: relerr %g", mv.v[LCE_METRIC_RELERR]);
+  vec_free(&f);
+}
+
+/* Edge cases: all-zero reference, zero mag, non-finite values on either side. */
+static void test_edges(void) {
+  vec_fixture f;
+  vec_init(&f, 4);
+  for (int i = 0; i < 4; i++) vec_set(&f, i, 0.0, 0.0, 1.0);
+  f.x[1] = 3, f.x[3] = 4;
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(mv.v[LCE_METRIC_RELERR] == 5, "r == 0: relerr is ||x|| = 5, got %g", mv.v[LCE_METRIC_RELERR]);
+  EXPECT(mv.v[LCE_METRIC_BIAS] == 0, "r == 0: bias 0, got %g", mv.v[LCE_METRIC_BIAS]);
+  EXPECT(mv.v[LCE_METRIC_MAXSCALED] == INFINITY, "mag 0 with an error: maxscaled Inf, got %g",
+         mv.v[LCE_METRIC_MAXSCALED]);
+  f.x[1] = f.x[3] = 0;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.v[LCE_METRIC_MAXSCALED] == 0 && mv.v[LCE_METRIC_RELERR] == 0, "0/0 counts as 0");
+
+  for (int i = 0; i < 4; i++) vec_set(&f, i, R[i], R[i], 1.0);
+  f.value[0] = f.rounded[0] = INFINITY; /* left to the class checks */
+  f.x[0] = INFINITY;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.judged == 3 && mv.v[LCE_METRIC_RELERR] == 0, "non-finite reference skipped: judged %lld relerr %g",
+         (long long)mv.judged, mv.v[LCE_METRIC_RELERR]);
+  f.value[0] = f.rounded[0] = 1;
+  f.x[0] = NAN;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.v[LCE_METRIC_RELERR] == INFINITY && isnan(mv.v[LCE_METRIC_BIAS]) &&
+             mv.v[LCE_METRIC_MAXSCALED] == INFINITY && mv.v[LCE_METRIC_ULPFRAC] == 0.25,
+         "NaN subject vs finite oracle: relerr %g bias %g ulpfrac %g", mv.v[LCE_METRIC_RELERR],
+         mv.v[LCE_METRIC_BIAS], mv.v[LCE_METRIC_ULPFRAC]);
+  vec_free(&f);
+}
+
+/* <x - r, r> = 2^60 + 65536 * 2^-10 - 2^60 = 2^6: a plain long double sum loses every small term
+ * against 2^60 (they are 2^-70 of it) and returns 0. */
+static void test_compensated_sums(void) {
+  enum { SMALL = 65536 };
+  vec_fixture f;
+  vec_init(&f, SMALL + 2);
+  vec_set(&f, 0, 0x1p40, 0x1p40 + 0x1p20, 1.0);
+  for (int i = 1; i <= SMALL; i++) vec_set(&f, i, 1.0, 1 + 0x1p-10, 1.0);
+  vec_set(&f, SMALL + 1, 0x1p40, 0x1p40 - 0x1p20, 1.0);
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  double want = 0x1p6 / (0x1p81 + SMALL);
+  EXPECT(fabs(mv.v[LCE_METRIC_BIAS] - want) <= 1e-15 * want, "compensated bias %a, expected %a",
+         mv.v[LCE_METRIC_BIAS], want);
+  vec_free(&f);
+}
+
+int main(void) {
+  test_uniform_shrink();
+  test_ulpfrac();
+  test_condition();
+  test_inconclusive_and_mask();
+  test_edges();
+  test_compensated_sums();
+  EXPECT(strcmp(lce_metric_name(LCE_METRIC_MAXSCALED), "maxscaled") == 0, "metric names");
+  lce_metric m;
+  EXPECT(lce_metric_parse("ulpfrac", &m) && m == LCE_METRIC_ULPFRAC && !lce_metric_parse("ulp", &m), "metric parse");
+  if (failures) {
+    fprintf(stderr, "test_metrics: %d failure(s)\n", failures);
+    return 1;
+  }
+  printf("test_metrics: all checks passed\n");
+  return 0;
+}

@@ -1,0 +1,217 @@
+/* test_mutants.c — the suite must kill every catalogued mutant (label `mutants`).
+ *
+ * Runs each mutant subject through the default matrix against the committed fused-host goldens and
+ * passes only when every mutant fails at least one case, on each output listed for it in
+ * mutant_kills.txt, and every registered mutant is listed there. Prints the kill table (mutant,
+ * cases caught, outputs caught, worst output/metric and % of bound). Then shows that the bf16
+ * d_hidden accumulation mutant's error grows with the vocab chunk count while fused-host's does
+ * not. Usage: test_mutants <mutant_kills.txt> */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lce_matrix.h"
+#include "lce_runner.h"
+
+#define MAX_MUTANTS 64
+
+typedef struct expectation {
+  char name[96];
+  unsigned outputs; /* bit per lce_output_id */
+  int seen;
+} expectation;
+
+static int load_expectations(const char *path, expectation *e, int *count) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "%s: cannot open\n", path);
+    return 0;
+  }
+  char line[512], names[256];
+  int ln = 0, ok = 1;
+  *count = 0;
+  while (fgets(line, sizeof line, f)) {
+    ln++;
+    line[strcspn(line, "\n")] = '\0';
+    if (ln == 1) {
+      if (strcmp(line, "lcecheck-mutant-kills 1") != 0) fprintf(stderr, "%s:1: bad magic line\n", path), ok = 0;
+      continue;
+    }
+    if (line[0] == '#' || line[0] == '\0') continue;
+    expectation *x = &e[*count];
+    memset(x, 0, sizeof *x);
+    if (*count >= MAX_MUTANTS || sscanf(line, "%95s %255s", x->name, names) != 2) {
+      fprintf(stderr, "%s:%d: expected '<mutant> <output>[,<output>]'\n", path, ln);
+      ok = 0;
+      continue;
+    }
+    for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ",")) {
+      lce_output_id o;
+      if (!lce_output_parse(tok, &o)) fprintf(stderr, "%s:%d: unknown output '%s'\n", path, ln, tok), ok = 0;
+      else x->outputs |= 1u << o;
+    }
+    (*count)++;
+  }
+  fclose(f);
+  return ok;
+}
+
+typedef struct kill_row {
+  size_t run, failed, errors;
+  unsigned failed_outputs;
+  lce_output_id worst_output;
+  lce_metric worst_metric;
+  double worst_pct;
+} kill_row;
+
+static void run_mutant(const lce_subject *s, const lce_case *cases, size_t n, const lce_golden *g, kill_row *k) {
+  memset(k, 0, sizeof *k);
+  for (size_t i = 0; i < n; i++) {
+    lce_case_result r;
+    lce_status st;
+    lce_run_case(s, &cases[i], g, &r, &st);
+    if (r.skipped) continue;
+    k->run++;
+    if (r.error) {
+      k->errors++;
+      fprintf(stderr, "  %s on %s: error: %s\n", s->name, r.id, r.status.msg);
+      continue;
+    }
+    if (r.verdict.pass) continue;
+    k->failed++;
+    for (int o = 0; o < LCE_OUT_COUNT; o++)
+      if (r.verdict.out[o].judged && !r.verdict.out[o].pass) k->failed_outputs |= 1u << o;
+    if (r.verdict.worst_pct > k->worst_pct) {
+      k->worst_pct = r.verdict.worst_pct;
+      k->worst_output = r.verdict.worst_output;
+      k->worst_metric = r.verdict.worst_metric;
+    }
+  }
+}
+
+static void outputs_text(unsigned bits, char *buf, size_t size) {
+  buf[0] = '\0';
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    if (bits & (1u << o))
+      snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? "," : "", lce_output_name((lce_output_id)o));
+  if (!buf[0]) snprintf(buf, size, "-");
+}
+
+/* d_hidden relative error and bias of subject s on one bf16 case with the given chunk count. */
+static int chunk_point(const lce_subject *s, int chunks, double *relerr, double *bias) {
+  lce_case c = lce_case_default();
+  c.n = 16, c.h = 64, c.v = 1024, c.vp = 1024, c.tp = 1, c.dist = LCE_DIST_NORMAL, c.seed = 77;
+  c.reduction = LCE_RED_SUM;
+  c.vocab_chunk = c.v / chunks;
+  lce_case_result r;
+  lce_status st;
+  if (lce_run_case(s, &c, NULL, &r, &st) != LCE_OK || r.skipped) {
+    fprintf(stderr, "chunk study: %s: %s\n", s->name, st.msg);
+    return 0;
+  }
+  *relerr = r.verdict.out[LCE_OUT_D_HIDDEN].metrics.v[LCE_METRIC_RELERR];
+  *bias = r.verdict.out[LCE_OUT_D_HIDDEN].metrics.v[LCE_METRIC_BIAS];
+  return 1;
+}
+
+static int chunk_growth_study(void) {
+  const lce_subject *good = lce_subject_find("fused-host"), *bad = lce_subject_find("mutant/bf16-dhidden-accum");
+  if (!good || !bad) {
+    fprintf(stderr, "chunk study: fused-host or mutant/bf16-dhidden-accum not registered\n");
+    return 0;
+  }
+  static const int CHUNKS[] = {1, 4, 16, 64, 256};
+  double prev = 0.0;
+  int ok = 1;
+  printf("\nd_hidden error vs vocab chunk count (bf16, n=16 h=64 v=1024, reduction sum):\n");
+  printf("%7s  %12s %12s   %12s %12s\n", "chunks", "host relerr", "host bias", "mutant relerr", "mutant bias");
+  for (size_t i = 0; i < sizeof CHUNKS / sizeof CHUNKS[0]; i++) {
+    double gr, gb, br, bb;
+    if (!chunk_point(good, CHUNKS[i], &gr, &gb) || !chunk_point(bad, CHUNKS[i], &br, &bb)) return 0;
+    printf("%7d  %12.3e %12.3e   %12.3e %12.3e\n", CHUNKS[i], gr, gb, br, bb);
+    if (i == 0 && br != gr) {
+      fprintf(stderr, "FAIL: with one chunk the mutant must equal fused-host (%g vs %g)\n", br, gr);
+      ok = 0;
+    }
+    if (i >= 2 && !(br > prev)) {
+      fprintf(stderr, "FAIL: mutant d_hidden error must grow with the chunk count (%d chunks: %g <= %g)\n",
+              CHUNKS[i], br, prev);
+      ok = 0;
+    }
+    if (i > 0 && !(br > 1.5 * gr)) {
+      fprintf(stderr, "FAIL: at %d chunks the mutant (%g) is not clearly worse than fused-host (%g)\n", CHUNKS[i],
+              br, gr);
+      ok = 0;
+    }
+    prev = br;
+  }
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: test_mutants <mutant_kills.txt>\n");
+    return 2;
+  }
+  expectation exp[MAX_MUTANTS];
+  int nexp = 0;
+  if (!load_expectations(argv[1], exp, &nexp)) return 1;
+  char path[512];
+  lce_default_golden_path("fused-host", path, sizeof path);
+  lce_golden g;
+  lce_status st;
+  if (lce_golden_load(path, &g, &st) != LCE_OK) {
+    fprintf(stderr, "FAIL: %s\n", st.msg);
+    return 1;
+  }
+  lce_case *cases;
+  size_t n;
+  if (lce_matrix_cases("default", &cases, &n, &st) != LCE_OK) {
+    fprintf(stderr, "FAIL: %s\n", st.msg);
+    return 1;
+  }
+  int ok = 1, mutants = 0;
+  printf("kill table: default matrix (%zu cases), goldens %s\n", n, path);
+  printf("%-34s %-7s %-13s %-24s %s\n", "mutant", "caught", "cases failed", "outputs failed", "worst (output metric % of bound)");
+  for (size_t i = 0; i < lce_subject_count(); i++) {
+    const lce_subject *s = lce_subject_at(i);
+    if (!(s->caps & LCE_CAP_MUTANT)) continue;
+    mutants++;
+    expectation *x = NULL;
+    for (int j = 0; j < nexp; j++)
+      if (strcmp(exp[j].name, s->name) == 0) x = &exp[j];
+    kill_row k;
+    run_mutant(s, cases, n, &g, &k);
+    char failed[128], cases_txt[32];
+    outputs_text(k.failed_outputs, failed, sizeof failed);
+    snprintf(cases_txt, sizeof cases_txt, "%zu/%zu", k.failed, k.run);
+    int caught = k.failed > 0 && k.errors == 0;
+    if (k.failed)
+      printf("%-34s %-7s %-13s %-24s %s %s %.0f%%\n", s->name, caught ? "yes" : "NO", cases_txt, failed,
+             lce_output_name(k.worst_output), lce_metric_name(k.worst_metric), k.worst_pct);
+    else
+      printf("%-34s %-7s %-13s %-24s -\n", s->name, "NO", cases_txt, failed);
+    if (!caught) ok = 0;
+    if (x == NULL) {
+      fprintf(stderr, "FAIL: %s is registered but has no line in %s\n", s->name, argv[1]);
+      ok = 0;
+      continue;
+    }
+    x->seen = 1;
+    if ((x->outputs & k.failed_outputs) != x->outputs) {
+      char want[128];
+      outputs_text(x->outputs, want, sizeof want);
+      fprintf(stderr, "FAIL: %s must be caught on %s, was caught on %s\n", s->name, want, failed);
+      ok = 0;
+    }
+  }
+  for (int j = 0; j < nexp; j++)
+    if (!exp[j].seen) fprintf(stderr, "FAIL: %s is listed in %s but not registered\n", exp[j].name, argv[1]), ok = 0;
+  if (mutants == 0) fprintf(stderr, "FAIL: no mutant subjects registered (build with LCE_BUILD_MUTANTS)\n"), ok = 0;
+  if (!chunk_growth_study()) ok = 0;
+  free(cases);
+  lce_golden_free(&g);
+  printf("\n%s: %d mutant(s)\n", ok ? "all mutants killed" : "FAILED", mutants);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,190 @@
+/* fused_test_util.c — shared helpers of the fused/ unit tests (see fused_test_util.h). */
+#include "fused_test_util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int fused_test_failures = 0;
+static const lce_case *current_case = NULL;
+
+void fused_test_set_case(const lce_case *c) { current_case = c; }
+
+void fused_test_fail(const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "FAIL %s:%d: ", file, line);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  if (current_case) {
+    char id[192];
+    fprintf(stderr, "  case %s (seed %llu; rerun: LCE_TEST_SEED=%llu <this test>)\n",
+            lce_case_format(current_case, id, sizeof id), (unsigned long long)current_case->seed,
+            (unsigned long long)fused_test_seed());
+  }
+  fused_test_failures++;
+}
+
+uint64_t fused_test_seed(void) {
+  const char *s = getenv("LCE_TEST_SEED");
+  return s && *s ? strtoull(s, NULL, 10) : 1;
+}
+
+int fused_test_finish(const char *test_name) {
+  printf("%s: %s (%d failure%s, seed %llu)\n", test_name, fused_test_failures ? "FAILED" : "passed",
+         fused_test_failures, fused_test_failures == 1 ? "" : "s", (unsigned long long)fused_test_seed());
+  return fused_test_failures ? 1 : 0;
+}
+
+int fused_run_on(const lce_subject *s, const lce_case *c, const lce_tensors *in, lce_outputs *out) {
+  lce_status st = {0};
+  if (lce_outputs_alloc(c, in, out, &st) != LCE_OK) {
+    EXPECT(0, "lce_outputs_alloc: %s", st.msg);
+    return 0;
+  }
+  lce_code rc = s->run(c, in, out, &st);
+  EXPECT(rc == LCE_OK, "%s run returned %s: %s", s->name, lce_code_name(rc), st.msg);
+  char which[128] = "";
+  int guards = lce_outputs_guards_intact(c, out, which, sizeof which);
+  EXPECT(guards, "%s wrote outside an output buffer: %s", s->name, which);
+  return rc == LCE_OK && guards;
+}
+
+int fused_run_case(const lce_subject *s, const lce_case *c, fused_run *r) {
+  memset(r, 0, sizeof *r);
+  r->c = *c;
+  fused_test_set_case(&r->c);
+  lce_status st = {0};
+  if (lce_case_generate(&r->c, &r->in, &st) != LCE_OK) {
+    EXPECT(0, "lce_case_generate: %s", st.msg);
+    return 0;
+  }
+  return fused_run_on(s, &r->c, &r->in, &r->out);
+}
+
+void fused_run_free(fused_run *r) {
+  lce_outputs_free(&r->out);
+  lce_tensors_free(&r->in);
+  fused_test_set_case(NULL);
+}
+
+const lce_subject *fused_test_subject(const char *name) {
+  const lce_subject *s = lce_subject_find(name);
+  EXPECT(s != NULL, "subject %s is not registered", name);
+  return s;
+}
+
+/* ---- the unfused double-precision computation ------------------------------------------------ */
+
+int unfused_reference(const lce_case *c, const lce_tensors *in, unfused_ref *r) {
+  const int64_t n = c->n, h = c->h, v = c->v;
+  const void *w = c->tied ? in->embedding : in->weight;
+  memset(r, 0, sizeof *r);
+  r->loss_token = calloc((size_t)n, sizeof(double));
+  r->lse = calloc((size_t)n, sizeof(double));
+  r->d_hidden = calloc((size_t)(n * h), sizeof(double));
+  r->d_weight = calloc((size_t)(c->vp * h), sizeof(double));
+  r->d_hidden_cond = calloc((size_t)(n * h), sizeof(double));
+  r->d_weight_cond = calloc((size_t)(c->vp * h), sizeof(double));
+  double *z = calloc((size_t)v, sizeof(double)), *a = calloc((size_t)v, sizeof(double));
+  if (!r->loss_token || !r->lse || !r->d_hidden || !r->d_weight || !r->d_hidden_cond || !r->d_weight_cond || !z ||
+      !a) {
+    free(z), free(a);
+    unfused_ref_free(r);
+    return 0;
+  }
+  int64_t n_valid = lce_count_valid(c, in);
+  double loss_sum = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    double zmax = -INFINITY, s = 0.0, amax = 0.0;
+    for (int64_t j = 0; j < v; j++) {
+      double acc = 0.0, abs_acc = 0.0;
+      for (int64_t k = 0; k < h; k++) {
+        double t = lce_load(c->dtype, in->hidden, (size_t)(i * h + k)) * lce_load(c->dtype, w, (size_t)(j * h + k));
+        acc += t, abs_acc += fabs(t);
+      }
+      z[j] = acc, a[j] = abs_acc;
+      if (acc > zmax) zmax = acc;
+      if (abs_acc > amax) amax = abs_acc;
+    }
+    for (int64_t j = 0; j < v; j++) s += exp(z[j] - zmax);
+    r->lse[i] = zmax + log(s);
+    int64_t y = in->labels[i];
+    int valid = y != c->ignore_index;
+    r->loss_token[i] = valid ? r->lse[i] - z[y] : 0.0;
+    loss_sum += r->loss_token[i];
+    double g = 0.0;
+    if (valid && c->reduction == LCE_RED_NONE) g = in->grad_output[i];
+    if (valid && c->reduction == LCE_RED_SUM) g = in->grad_output[0];
+    if (valid && c->reduction == LCE_RED_MEAN) g = (double)in->grad_output[0] / (double)n_valid;
+    for (int64_t j = 0; j < v && g != 0.0; j++) {
+      double p = exp(z[j] - r->lse[i]);
+      double dz = g * (p - (j == y ? 1.0 : 0.0)), cond = fabs(g) * p * (1.0 + a[j] + amax);
+      for (int64_t k = 0; k < h; k++) {
+        double wk = lce_load(c->dtype, w, (size_t)(j * h + k));
+        double hk = lce_load(c->dtype, in->hidden, (size_t)(i * h + k));
+        r->d_hidden[i * h + k] += dz * wk;
+        r->d_weight[j * h + k] += dz * hk;
+        r->d_hidden_cond[i * h + k] += cond * fabs(wk);
+        r->d_weight_cond[j * h + k] += cond * fabs(hk);
+      }
+    }
+  }
+  r->loss = c->reduction == LCE_RED_MEAN ? (n_valid ? loss_sum / (double)n_valid : 0.0) : loss_sum;
+  free(z), free(a);
+  return 1;
+}
+
+void unfused_ref_free(unfused_ref *r) {
+  free(r->loss_token);
+  free(r->lse);
+  free(r->d_hidden);
+  free(r->d_weight);
+  free(r->d_hidden_cond);
+  free(r->d_weight_cond);
+  memset(r, 0, sizeof *r);
+}
+
+/* ---- comparisons --------------------------------------------------------------------------- */
+
+double normwise_rel_err(const double *x, const double *ref, int64_t count, const char *what) {
+  double num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < count; i++) {
+    num += (x[i] - ref[i]) * (x[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  EXPECT(den > 0.0, "%s: reference is all zero, the comparison would be vacuous", what);
+  return den > 0.0 ? sqrt(num / den) : INFINITY;
+}
+
+double norm2(const double *x, int64_t count) {
+  double s = 0.0;
+  for (int64_t i = 0; i < count; i++) s += x[i] * x[i];
+  return sqrt(s);
+}
+
+double *outputs_d_hidden(const lce_case *c, const lce_outputs *out) {
+  double *x = malloc((size_t)(c->n * c->h) * sizeof *x);
+  EXPECT(x != NULL, "out of memory");
+  for (int64_t e = 0; x && e < c->n * c->h; e++) x[e] = lce_load(c->dtype, out->d_hidden, (size_t)e);
+  return x;
+}
+
+double *outputs_d_weight_increment(const lce_case *c, const lce_tensors *in, const lce_outputs *out) {
+  const float *buf = c->tied ? out->grad_embedding : out->grad_weight;
+  const float *prior = c->tied ? in->grad_embedding_prior : in->grad_weight_prior;
+  double *x = malloc((size_t)(c->vp * c->h) * sizeof *x);
+  EXPECT(x != NULL, "out of memory");
+  for (int64_t e = 0; x && e < c->vp * c->h; e++) x[e] = (double)buf[e] - (double)prior[e];
+  return x;
+}
+
+double *floats_to_doubles(const float *x, int64_t count) {
+  double *d = malloc((size_t)count * sizeof *d);
+  EXPECT(d != NULL, "out of memory");
+  for (int64_t i = 0; d && i < count; i++) d[i] = x[i];
+  return d;
+}

@@ -1,0 +1,101 @@
+/* test_subject_registry.c — the subject registry and lce_subject_supports():
+ *   fused-host is registered first, with its golden class and every semantic capability;
+ *   names are unique and lookups of unknown names fail; mutants appear exactly when the build has
+ *   them (LCE_TEST_MUTANT_COUNT, from mutants.cmake), each "mutant/..." with LCE_CAP_MUTANT and
+ *   golden class "fused-host";
+ *   supports() refuses a case for each missing capability and says which. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fused_test_util.h"
+
+#ifndef LCE_TEST_MUTANT_COUNT
+#error "LCE_TEST_MUTANT_COUNT must be defined by the build (0 without mutants)"
+#endif
+
+static void test_lookup(void) {
+  size_t count = lce_subject_count();
+  EXPECT(count == 1 + (size_t)LCE_TEST_MUTANT_COUNT, "%zu subjects, want 1 + %d mutants", count,
+         LCE_TEST_MUTANT_COUNT);
+  const lce_subject *host = lce_subject_find("fused-host");
+  EXPECT(host != NULL && host == lce_subject_at(0), "fused-host is not the first subject");
+  if (host) {
+    EXPECT(strcmp(host->golden_class, "fused-host") == 0, "fused-host golden class %s", host->golden_class);
+    EXPECT(host->caps == LCE_CAP_ALL_SEMANTICS, "fused-host caps %#x", host->caps);
+  }
+  EXPECT(lce_subject_at(count) == NULL, "lce_subject_at(count) is not NULL");
+  EXPECT(lce_subject_find("no-such-subject") == NULL, "unknown name found");
+  EXPECT(lce_subject_find("mutant/") == NULL, "a name prefix was found");
+  EXPECT(lce_subject_find(NULL) == NULL, "NULL name found");
+  size_t mutants = 0;
+  for (size_t i = 0; i < count; i++) {
+    const lce_subject *s = lce_subject_at(i);
+    EXPECT(s && s->name && s->golden_class && s->description && s->description[0] && s->run,
+           "subject %zu is incomplete", i);
+    if (!s) continue;
+    EXPECT(lce_subject_find(s->name) == s, "%s: lookup finds another subject (duplicate name?)", s->name);
+    int named_mutant = strncmp(s->name, "mutant/", 7) == 0;
+    EXPECT(named_mutant == !!(s->caps & LCE_CAP_MUTANT), "%s: name and LCE_CAP_MUTANT disagree", s->name);
+    if (named_mutant) {
+      mutants++;
+      EXPECT(i > 0, "a mutant precedes the production subjects");
+      EXPECT(strcmp(s->golden_class, "fused-host") == 0, "%s: golden class %s", s->name, s->golden_class);
+      EXPECT((s->caps & LCE_CAP_ALL_SEMANTICS) == LCE_CAP_ALL_SEMANTICS, "%s: caps %#x", s->name, s->caps);
+    }
+    printf("  %-34s %-11s caps %#07x  %.60s\n", s->name, s->golden_class, s->caps, s->description);
+  }
+  EXPECT(mutants == (size_t)LCE_TEST_MUTANT_COUNT, "%zu mutants registered, want %d", mutants, LCE_TEST_MUTANT_COUNT);
+#if LCE_TEST_MUTANT_COUNT > 0
+  EXPECT(lce_subject_find("mutant/bf16-dhidden-accum") != NULL, "mutant/bf16-dhidden-accum missing");
+  EXPECT(lce_subject_find("mutant/tied-weight-when-untied") != NULL, "mutant/tied-weight-when-untied missing");
+#endif
+}
+
+/* One case that needs a capability, and the word the refusal must contain. */
+typedef struct needs {
+  unsigned cap;
+  const char *word;
+  lce_case c;
+} needs;
+
+static void test_supports(void) {
+  lce_case plain = lce_case_default(); /* bf16, tied, tp 1, vp == v, mean, fresh: needs only BF16 */
+  plain.tied = 1, plain.tp = 1, plain.vp = plain.v, plain.reduction = LCE_RED_MEAN, plain.prior_grad = 0;
+  needs list[] = {{LCE_CAP_FP16, "fp16", plain}, {LCE_CAP_FP32, "fp32", plain}, {LCE_CAP_UNTIED, "untied", plain},
+                  {LCE_CAP_TP, "tp", plain},     {LCE_CAP_PADDING, "padded", plain},
+                  {LCE_CAP_RED_NONE, "none", plain}, {LCE_CAP_PRIOR_GRAD, "prior", plain}};
+  list[0].c.dtype = LCE_FP16, list[1].c.dtype = LCE_FP32, list[2].c.tied = 0, list[3].c.tp = 2;
+  list[3].c.vp = 128, list[3].c.v = 128, list[4].c.vp = plain.v + 64;
+  list[5].c.reduction = LCE_RED_NONE, list[6].c.prior_grad = 1;
+
+  char why[128];
+  lce_subject bf16_only = {"test/bf16-only", "fused-host", "bf16 only", LCE_CAP_BF16, NULL};
+  EXPECT(lce_subject_supports(&bf16_only, &plain, why, sizeof why) == 1, "plain bf16 case refused: %s", why);
+  EXPECT(why[0] == '\0', "a supported case has a reason: %s", why);
+  for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+    lce_status st = {0};
+    EXPECT(lce_case_validate(&list[i].c, &st) == LCE_OK, "case %zu invalid: %s", i, st.msg);
+    EXPECT(lce_subject_supports(&bf16_only, &list[i].c, why, sizeof why) == 0, "case needing %s accepted",
+           list[i].word);
+    EXPECT(strstr(why, list[i].word) != NULL, "refusal \"%s\" does not mention %s", why, list[i].word);
+    lce_subject with = bf16_only; /* the one missing capability added: accepted */
+    with.caps |= list[i].cap;
+    EXPECT(lce_subject_supports(&with, &list[i].c, why, sizeof why) == 1, "case needing %s refused: %s",
+           list[i].word, why);
+    lce_subject all_but = {"test/all-but", "fused-host", "all but one", LCE_CAP_ALL_SEMANTICS & ~list[i].cap, NULL};
+    EXPECT(lce_subject_supports(&all_but, &list[i].c, why, sizeof why) == 0,
+           "subject without the capability for %s accepted", list[i].word);
+  }
+  const lce_subject *host = lce_subject_find("fused-host");
+  for (size_t i = 0; host && i < sizeof list / sizeof list[0]; i++)
+    EXPECT(lce_subject_supports(host, &list[i].c, why, sizeof why) == 1, "fused-host refuses %s: %s", list[i].word,
+           why);
+  EXPECT(lce_subject_supports(NULL, &plain, why, sizeof why) == 0, "NULL subject supports a case");
+  EXPECT(lce_subject_supports(host, &plain, NULL, 0) == 1, "why may be NULL");
+}
+
+int main(void) {
+  test_lookup();
+  test_supports();
+  return fused_test_finish("test_subject_registry");
+}

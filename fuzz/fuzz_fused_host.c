@@ -1,0 +1,35 @@
+/* fuzz_fused_host.c — libFuzzer target: fuzz bytes → small FLCE case → subject vs MPFR oracle →
+ * judge against the subject class's golden bounds, plus a determinism check; traps on a violation
+ * after writing the case id, verdict and repro line (lce_fuzz_session.c does the work).
+ *
+ * The subject defaults to fused-host; LCE_FUZZ_SUBJECT selects another one, including mutants
+ * (e.g. LCE_FUZZ_SUBJECT=mutant/bf16-dhidden-accum), which this target must then find.
+ * Build: CC=clang cmake -DLCE_BUILD_FUZZERS=ON -DLCE_BUILD_TESTS=OFF; run: scripts/fuzz_campaign.py.
+ * The same object links into fuzz_replay_fused_host (replay_main.c) for ctest. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lce_fuzz_session.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  lce_status st;
+  lce_status_clear(&st);
+  if (lce_fuzz_session_open(&st) != LCE_OK) {
+    fprintf(stderr, "fuzz_fused_host: %s (%s:%d)\n", st.msg, st.file ? st.file : "?", st.line);
+    abort();
+  }
+  const lce_fuzz_session *s = lce_fuzz_session_get();
+  fprintf(stderr, "fuzz_fused_host: subject %s, golden %s, findings in %s/\n", s->subject->name,
+          s->golden.path, s->findings_dir);
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  lce_fuzz_session *s = lce_fuzz_session_get();
+  if (lce_fuzz_session_check(s, data, size) == LCE_FUZZ_VIOLATION && s->trap_on_violation)
+    __builtin_trap();
+  return 0;
+}

@@ -1,0 +1,131 @@
+/* lce_fuzz_case.c — see lce_fuzz_case.h. One field table drives both directions (decode for the
+ * harness, encode for the seed-corpus tool), so the two can never disagree about the layout. */
+#include "lce_fuzz_case.h"
+
+typedef struct field_spec {
+  const char *name;
+  unsigned width; /* bytes taken from the tail */
+  uint32_t lo, hi; /* inclusive range; hi == 0 with lo == 1 on the chunk field means "up to v" */
+} field_spec;
+
+static const field_spec k_fields[LCE_FUZZ_FIELD_COUNT] = {
+    [LCE_FUZZ_DTYPE] = {"dtype", 1, 0, LCE_DTYPE_COUNT - 1},
+    [LCE_FUZZ_TIED] = {"tied", 1, 0, 1},
+    [LCE_FUZZ_PRIOR_GRAD] = {"prior_grad", 1, 0, 1},
+    [LCE_FUZZ_TP] = {"tp", 1, 1, 4},
+    [LCE_FUZZ_N] = {"n", 1, 1, 24},
+    [LCE_FUZZ_H] = {"h", 1, 1, 48},
+    [LCE_FUZZ_V] = {"v", 2, 1, 400},
+    [LCE_FUZZ_PAD] = {"pad", 1, 0, 130},
+    [LCE_FUZZ_VOCAB_CHUNK] = {"vocab_chunk", 2, 1, 0},
+    [LCE_FUZZ_REDUCTION] = {"reduction", 1, 0, LCE_RED_MEAN},
+    [LCE_FUZZ_IGNORE_LEVEL] = {"ignore_level", 1, 0, 4},
+    [LCE_FUZZ_IGNORE_INDEX] = {"ignore_index", 1, 0, 2},
+    [LCE_FUZZ_DIST] = {"dist", 1, 0, LCE_DIST_COUNT - 1},
+    [LCE_FUZZ_SEED] = {"seed", 4, 0, UINT32_MAX},
+};
+
+static const int32_t k_ignore_pct[] = {0, 10, 25, 50, 100};
+
+size_t lce_fuzz_tail_bytes(void) {
+  size_t total = 0;
+  for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) total += k_fields[f].width;
+  return total;
+}
+
+const char *lce_fuzz_field_name(lce_fuzz_field f) {
+  return (f >= 0 && f < LCE_FUZZ_FIELD_COUNT) ? k_fields[f].name : "?";
+}
+
+unsigned lce_fuzz_field_width(lce_fuzz_field f) {
+  return (f >= 0 && f < LCE_FUZZ_FIELD_COUNT) ? k_fields[f].width : 0;
+}
+
+/* The chunk field's upper end is the vocab size decoded before it. */
+static uint32_t field_hi(lce_fuzz_field f, const lce_fuzz_params *sofar) {
+  return f == LCE_FUZZ_VOCAB_CHUNK ? sofar->field[LCE_FUZZ_V] : k_fields[f].hi;
+}
+
+/* raw (any 32-bit value) → the field's range; raw 0 gives lo, so an exhausted tail gives minima. */
+static uint32_t reduce_into(lce_fuzz_field f, uint32_t raw, const lce_fuzz_params *sofar) {
+  uint64_t lo = k_fields[f].lo, span = (uint64_t)field_hi(f, sofar) - lo + 1;
+  return (uint32_t)(lo + (uint64_t)raw % span);
+}
+
+/* Takes up to width bytes from the end; the first byte taken is the most significant. */
+static uint32_t take_from_tail(const uint8_t *data, size_t *size, unsigned width) {
+  uint32_t value = 0;
+  for (unsigned i = 0; i < width && *size > 0; i++) value = (value << 8) | data[--*size];
+  return value;
+}
+
+void lce_fuzz_params_decode(const uint8_t *data, size_t size, lce_fuzz_params *p, size_t *front_size) {
+  for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++)
+    p->field[f] = reduce_into((lce_fuzz_field)f, take_from_tail(data, &size, k_fields[f].width), p);
+  *front_size = size;
+}
+
+size_t lce_fuzz_params_encode(const lce_fuzz_params *p, const uint8_t *front, size_t front_size,
+                              uint8_t *buf, size_t size) {
+  size_t total = front_size + lce_fuzz_tail_bytes();
+  if (size < total) return 0;
+  for (size_t i = 0; i < front_size; i++) buf[i] = front[i];
+  lce_fuzz_params reduced;
+  size_t pos = total;
+  for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) {
+    reduced.field[f] = reduce_into((lce_fuzz_field)f, p->field[f] - k_fields[f].lo, &reduced);
+    uint32_t raw = reduced.field[f] - k_fields[f].lo;
+    unsigned w = k_fields[f].width;
+    for (unsigned i = 0; i < w; i++) buf[--pos] = (uint8_t)(raw >> (8 * (w - 1 - i)));
+  }
+  return total;
+}
+
+uint64_t lce_fuzz_front_hash(const uint8_t *front, size_t size) {
+  if (size == 0) return 0;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; i++) h = (h ^ front[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Keeps the oracle inside its budget: shrink h first (it only scales the GEMMs), then n. */
+static void fit_oracle_budget(lce_case *c) {
+  const int64_t budget = LCE_FUZZ_MAX_MACS / 3;
+  if (c->n * c->h * c->v > budget) c->h = budget / (c->n * c->v) > 0 ? budget / (c->n * c->v) : 1;
+  if (c->n * c->h * c->v > budget) c->n = budget / (c->h * c->v) > 0 ? budget / (c->h * c->v) : 1;
+}
+
+lce_code lce_fuzz_case_from_params(const lce_fuzz_params *p, uint64_t front_hash, lce_case *c,
+                                   lce_status *st) {
+  const uint32_t *f = p->field;
+  *c = lce_case_default();
+  c->dtype = (lce_dtype)f[LCE_FUZZ_DTYPE];
+  c->tied = (int)f[LCE_FUZZ_TIED];
+  c->prior_grad = (int)f[LCE_FUZZ_PRIOR_GRAD];
+  c->tp = (int32_t)f[LCE_FUZZ_TP];
+  c->n = f[LCE_FUZZ_N];
+  c->h = f[LCE_FUZZ_H];
+  c->v = f[LCE_FUZZ_V];
+  /* Megatron pads the vocab so every shard has the same row count; do the same for any tp. */
+  int64_t vp = c->v + (int64_t)f[LCE_FUZZ_PAD];
+  c->vp = (vp + c->tp - 1) / c->tp * c->tp;
+  c->vocab_chunk = f[LCE_FUZZ_VOCAB_CHUNK];
+  c->reduction = (lce_reduction)f[LCE_FUZZ_REDUCTION];
+  c->ignore_pct = k_ignore_pct[f[LCE_FUZZ_IGNORE_LEVEL]];
+  /* ignore_index == v is legal and lands on the first padded row: a subject that indexes W with
+   * the raw label, or keeps padded rows in the softmax, trips over it. */
+  const int64_t ignore_choices[3] = {LCE_DEFAULT_IGNORE_INDEX, -1, c->v};
+  c->ignore_index = ignore_choices[f[LCE_FUZZ_IGNORE_INDEX]];
+  c->dist = (lce_dist)f[LCE_FUZZ_DIST];
+  c->seed = (uint64_t)f[LCE_FUZZ_SEED] ^ front_hash;
+  fit_oracle_budget(c);
+  LCE_TRY(lce_case_validate(c, st));
+  return LCE_OK;
+}
+
+lce_code lce_fuzz_case_from_bytes(const uint8_t *data, size_t size, lce_case *c, lce_status *st) {
+  lce_fuzz_params p;
+  size_t front_size;
+  lce_fuzz_params_decode(data, size, &p, &front_size);
+  return lce_fuzz_case_from_params(&p, lce_fuzz_front_hash(data, front_size), c, st);
+}

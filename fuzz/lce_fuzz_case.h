@@ -1,0 +1,75 @@
+/* lce_fuzz_case.h — fuzz input bytes → a small, always-valid lce_case.
+ *
+ * Layout of an input (zstd-style): the case parameters are read from the END of the input, one
+ * field after another (field 0 is the last byte); the bytes left over at the front are hashed into
+ * the case seed. A reader that runs out of bytes returns 0, so every prefix of every input still
+ * maps to one case, and a truncated input degrades to small default values deterministically.
+ *
+ * Shapes are kept small so that one iteration (oracle included) takes milliseconds:
+ *   n in [1,24], h in [1,48], v in [1,400], vp = v + [0,130] rounded up to a multiple of tp,
+ *   tp in [1,4], vocab_chunk in [1,v], and 3*n*h*v <= LCE_FUZZ_MAX_MACS (h, then n, shrinks).
+ *
+ * The same field table drives the encoder, so the seed-corpus tool writes inputs that decode to
+ * exactly the parameters it chose. */
+#ifndef LCE_FUZZ_CASE_H
+#define LCE_FUZZ_CASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lce_case.h"
+
+/* Oracle budget per case, in multiply-adds: the forward GEMM, d_hidden and d_weight each cost
+ * n*h*v. */
+#define LCE_FUZZ_MAX_MACS 1000000
+
+/* Fields in the order they are read from the tail. */
+typedef enum lce_fuzz_field {
+  LCE_FUZZ_DTYPE = 0,        /* lce_dtype */
+  LCE_FUZZ_TIED,             /* 0 untied, 1 tied */
+  LCE_FUZZ_PRIOR_GRAD,       /* 0 fresh, 1 prior */
+  LCE_FUZZ_TP,               /* 1..4 */
+  LCE_FUZZ_N,                /* 1..24 */
+  LCE_FUZZ_H,                /* 1..48 */
+  LCE_FUZZ_V,                /* 1..400 */
+  LCE_FUZZ_PAD,              /* 0..130 extra padded rows before rounding to tp */
+  LCE_FUZZ_VOCAB_CHUNK,      /* 1..v */
+  LCE_FUZZ_REDUCTION,        /* lce_reduction */
+  LCE_FUZZ_IGNORE_LEVEL,     /* index into {0, 10, 25, 50, 100} percent */
+  LCE_FUZZ_IGNORE_INDEX,     /* 0: -100, 1: -1, 2: v (first padded row) */
+  LCE_FUZZ_DIST,             /* lce_dist */
+  LCE_FUZZ_SEED,             /* 32 bits, xor-ed with the hash of the front bytes */
+  LCE_FUZZ_FIELD_COUNT
+} lce_fuzz_field;
+
+/* Parameter values, each already inside its field's range. */
+typedef struct lce_fuzz_params {
+  uint32_t field[LCE_FUZZ_FIELD_COUNT];
+} lce_fuzz_params;
+
+/* Bytes every field occupies in the tail, summed: an input this long sets every field. */
+size_t lce_fuzz_tail_bytes(void);
+const char *lce_fuzz_field_name(lce_fuzz_field f);
+unsigned lce_fuzz_field_width(lce_fuzz_field f); /* bytes field f takes from the tail */
+
+/* Reads the parameters from the tail of data; *front_size receives the count of unread leading
+ * bytes (they belong to the seed hash). Never fails. */
+void lce_fuzz_params_decode(const uint8_t *data, size_t size, lce_fuzz_params *p, size_t *front_size);
+
+/* Inverse of decode: writes front (may be NULL when front_size is 0) followed by the tail that
+ * decodes to p. buf must hold front_size + lce_fuzz_tail_bytes() bytes; returns the bytes written.
+ * Values outside a field's range are reduced into it exactly as decode would. */
+size_t lce_fuzz_params_encode(const lce_fuzz_params *p, const uint8_t *front, size_t front_size,
+                              uint8_t *buf, size_t size);
+
+/* Parameters plus the hash of the front bytes → a case that lce_case_validate accepts. */
+lce_code lce_fuzz_case_from_params(const lce_fuzz_params *p, uint64_t front_hash, lce_case *c,
+                                   lce_status *st);
+
+/* The whole mapping: bytes → case. An error here is a bug in this file, never in the input. */
+lce_code lce_fuzz_case_from_bytes(const uint8_t *data, size_t size, lce_case *c, lce_status *st);
+
+/* 64-bit FNV-1a of the front bytes, 0 for none (so a tail-only input keeps its seed field as is). */
+uint64_t lce_fuzz_front_hash(const uint8_t *front, size_t size);
+
+#endif

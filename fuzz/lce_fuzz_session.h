@@ -1,0 +1,57 @@
+/* lce_fuzz_session.h — what every subject-vs-oracle fuzz harness does with one input, and the
+ * process-wide state it needs (subject, golden, findings directory, counters).
+ *
+ * One input: bytes → case (lce_fuzz_case.h) → lce_run_case against the golden of the subject's
+ * class → determinism (the subject run twice on fresh buffers gives bit-identical outputs).
+ * A violation is a failed verdict (class or bound), an unexpected error, or nondeterminism; it is
+ * written to stderr and to <findings>/<case id>.finding (with the input beside it as .input).
+ * Skipped cases (capability) and verdicts that pass with inconclusive oracle elements are not
+ * violations.
+ *
+ * Environment: LCE_FUZZ_SUBJECT (default "fused-host"), LCE_FUZZ_FINDINGS (default
+ * ./fuzz-findings), LCE_GOLDEN_DIR (through lce_default_golden_path). */
+#ifndef LCE_FUZZ_SESSION_H
+#define LCE_FUZZ_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lce_runner.h"
+
+#define LCE_FUZZ_DEFAULT_SUBJECT "fused-host"
+#define LCE_FUZZ_DEFAULT_FINDINGS "fuzz-findings"
+
+typedef enum lce_fuzz_outcome {
+  LCE_FUZZ_PASS = 0,
+  LCE_FUZZ_SKIPPED = 1,
+  LCE_FUZZ_VIOLATION = 2
+} lce_fuzz_outcome;
+
+typedef struct lce_fuzz_stats {
+  int64_t inputs;     /* inputs seen */
+  int64_t passed;     /* cases judged and deterministic */
+  int64_t skipped;    /* cases the subject cannot run */
+  int64_t violations;
+  int64_t inconclusive; /* oracle elements that could not be judged, summed over cases */
+} lce_fuzz_stats;
+
+typedef struct lce_fuzz_session {
+  const lce_subject *subject;
+  lce_golden golden;
+  char findings_dir[512];
+  int trap_on_violation;   /* 1 (libFuzzer): the harness traps; the replay driver sets 0 to count */
+  lce_fuzz_stats stats;
+  lce_fuzz_outcome last_outcome;
+  char last_id[192];       /* case id of the last input, for progress lines */
+} lce_fuzz_session;
+
+/* Opens the process-wide session from the environment (idempotent). On failure (unknown subject,
+ * missing or malformed golden) returns the code with the message in st. */
+lce_code lce_fuzz_session_open(lce_status *st);
+/* The open session; NULL before lce_fuzz_session_open succeeded. */
+lce_fuzz_session *lce_fuzz_session_get(void);
+
+/* Runs one input through the checks above and updates the counters. */
+lce_fuzz_outcome lce_fuzz_session_check(lce_fuzz_session *s, const uint8_t *data, size_t size);
+
+#endif

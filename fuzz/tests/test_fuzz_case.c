@@ -1,0 +1,142 @@
+/* test_fuzz_case.c — properties of the fuzz input mapping (lce_fuzz_case.h):
+ *   every byte string maps to a valid case inside the small-shape ranges and the oracle budget;
+ *   the mapping is deterministic; cutting bytes off the front keeps every field whose bytes
+ *   survive; front bytes change the seed only; encode is the exact inverse of decode. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lce_fuzz_case.h"
+#include "lce_prng.h"
+
+static int g_failures;
+
+#define EXPECT(cond, ...)                                        \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      g_failures++;                                              \
+      fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                              \
+      fputc('\n', stderr);                                       \
+      if (g_failures > 20) return;                               \
+    }                                                            \
+  } while (0)
+
+static void random_bytes(uint64_t stream, uint8_t *buf, size_t len) {
+  for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)lce_rand_u64(7, stream, i);
+}
+
+static void test_empty_input_gives_minima(void) {
+  lce_case c;
+  lce_status st;
+  lce_status_clear(&st);
+  EXPECT(lce_fuzz_case_from_bytes(NULL, 0, &c, &st) == LCE_OK, "%s", st.msg);
+  EXPECT(c.n == 1 && c.h == 1 && c.v == 1 && c.vp == 1 && c.tp == 1 && c.vocab_chunk == 1,
+         "n%lld h%lld v%lld vp%lld", (long long)c.n, (long long)c.h, (long long)c.v, (long long)c.vp);
+  EXPECT(c.dtype == LCE_BF16 && c.reduction == LCE_RED_NONE && c.seed == 0 && c.ignore_pct == 0,
+         "dtype %d reduction %d", (int)c.dtype, (int)c.reduction);
+}
+
+static void check_case_in_ranges(const lce_case *c, const char *id) {
+  EXPECT(c->n >= 1 && c->n <= 24 && c->h >= 1 && c->h <= 48 && c->v >= 1 && c->v <= 400, "%s", id);
+  EXPECT(c->vp >= c->v && c->vp - c->v <= 130 + 3 && c->vp % c->tp == 0, "%s", id);
+  EXPECT(c->tp >= 1 && c->tp <= 4 && c->vocab_chunk >= 1 && c->vocab_chunk <= c->v, "%s", id);
+  EXPECT(3 * c->n * c->h * c->v <= LCE_FUZZ_MAX_MACS, "%s over the oracle budget", id);
+  int pct = c->ignore_pct;
+  EXPECT(pct == 0 || pct == 10 || pct == 25 || pct == 50 || pct == 100, "%s", id);
+}
+
+static void test_random_inputs_map_to_valid_cases(void) {
+  int saw_shrink = 0, saw_tp[5] = {0};
+  for (uint64_t k = 0; k < 20000; k++) {
+    uint8_t buf[48];
+    size_t len = (size_t)lce_rand_below(7, 1000, k, sizeof buf + 1);
+    random_bytes(k, buf, len);
+    lce_case a, b;
+    lce_status st;
+    lce_status_clear(&st);
+    EXPECT(lce_fuzz_case_from_bytes(buf, len, &a, &st) == LCE_OK, "input %llu: %s", (unsigned long long)k,
+           st.msg);
+    EXPECT(lce_fuzz_case_from_bytes(buf, len, &b, &st) == LCE_OK, "input %llu", (unsigned long long)k);
+    char ida[192], idb[192];
+    lce_case_format(&a, ida, sizeof ida);
+    lce_case_format(&b, idb, sizeof idb);
+    EXPECT(strcmp(ida, idb) == 0, "same bytes, different cases: %s vs %s", ida, idb);
+    check_case_in_ranges(&a, ida);
+    saw_tp[a.tp] = 1;
+    /* h is only ever reduced by the budget; n*48*v above budget means h was cut */
+    saw_shrink |= a.n * 48 * a.v * 3 > LCE_FUZZ_MAX_MACS && a.h < 48;
+  }
+  EXPECT(saw_shrink, "no input exercised the oracle-budget shrink");
+  EXPECT(saw_tp[1] && saw_tp[2] && saw_tp[3] && saw_tp[4], "not every tp was reached");
+}
+
+/* Decoding the last k bytes of an input keeps every field whose bytes lie in them. */
+static void test_front_truncation_keeps_surviving_fields(void) {
+  const size_t tail = lce_fuzz_tail_bytes();
+  for (uint64_t k = 0; k < 200; k++) {
+    uint8_t buf[40];
+    random_bytes(5000 + k, buf, sizeof buf);
+    lce_fuzz_params full, cut;
+    size_t front_full, front_cut;
+    lce_fuzz_params_decode(buf, sizeof buf, &full, &front_full);
+    EXPECT(front_full == sizeof buf - tail, "front %zu", front_full);
+    size_t keep = (size_t)lce_rand_below(7, 2000, k, tail + 1);
+    lce_fuzz_params_decode(buf + sizeof buf - keep, keep, &cut, &front_cut);
+    size_t used = 0;
+    for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) {
+      used += lce_fuzz_field_width((lce_fuzz_field)f);
+      if (used <= keep)
+        EXPECT(cut.field[f] == full.field[f], "field %s changed after cutting to %zu bytes",
+               lce_fuzz_field_name((lce_fuzz_field)f), keep);
+    }
+    EXPECT(front_cut == 0, "front %zu", front_cut);
+  }
+}
+
+static void test_front_bytes_change_only_the_seed(void) {
+  uint8_t a[64], b[64];
+  lce_fuzz_params p;
+  for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) p.field[f] = (uint32_t)lce_rand_u64(7, 3000, (uint64_t)f);
+  const uint8_t front[] = "front";
+  size_t la = lce_fuzz_params_encode(&p, NULL, 0, a, sizeof a);
+  size_t lb = lce_fuzz_params_encode(&p, front, 5, b, sizeof b);
+  EXPECT(la == lce_fuzz_tail_bytes() && lb == la + 5, "la %zu lb %zu", la, lb);
+  lce_case ca, cb;
+  lce_status st;
+  lce_status_clear(&st);
+  EXPECT(lce_fuzz_case_from_bytes(a, la, &ca, &st) == LCE_OK, "%s", st.msg);
+  EXPECT(lce_fuzz_case_from_bytes(b, lb, &cb, &st) == LCE_OK, "%s", st.msg);
+  EXPECT(ca.seed != cb.seed, "front bytes did not reach the seed");
+  cb.seed = ca.seed;
+  char ida[192], idb[192];
+  EXPECT(strcmp(lce_case_format(&ca, ida, sizeof ida), lce_case_format(&cb, idb, sizeof idb)) == 0,
+         "%s vs %s", ida, idb);
+}
+
+static void test_encode_inverts_decode(void) {
+  for (uint64_t k = 0; k < 2000; k++) {
+    uint8_t tail[64];
+    random_bytes(9000 + k, tail, lce_fuzz_tail_bytes());
+    lce_fuzz_params p, q;
+    size_t front;
+    lce_fuzz_params_decode(tail, lce_fuzz_tail_bytes(), &p, &front);
+    uint8_t buf[64];
+    size_t len = lce_fuzz_params_encode(&p, NULL, 0, buf, sizeof buf);
+    lce_fuzz_params_decode(buf, len, &q, &front);
+    EXPECT(memcmp(&p, &q, sizeof p) == 0 && front == 0, "round trip %llu", (unsigned long long)k);
+  }
+}
+
+int main(void) {
+  test_empty_input_gives_minima();
+  test_random_inputs_map_to_valid_cases();
+  test_front_truncation_keeps_surviving_fields();
+  test_front_bytes_change_only_the_seed();
+  test_encode_inverts_decode();
+  if (g_failures) {
+    fprintf(stderr, "test_fuzz_case: %d failure(s)\n", g_failures);
+    return 1;
+  }
+  printf("test_fuzz_case: all properties hold\n");
+  return 0;
+}

@@ -1,0 +1,107 @@
+/* lce_oracle_backward.c — the tier-0 oracle's gradient elements: d_hidden = dz · W and
+ * d_weight = prior + dz^T · hidden, one correctly rounded sum per element.
+ *
+ * A dz value has p bits and a W or hidden value at most 24 (one limb), so lce_mul_exact_1 forms
+ * each product exactly in one more limb than dz has, and mpfr_sum rounds the element once. W and
+ * hidden come as MPFR numbers of the dtype's precision and as doubles for the magnitudes.
+ * Given |dz - DZ| <= 1.01 delta |dz| per row (lce_oracle_forward.c), for d_hidden[n, k]
+ *     |dh - DH| <= 1.01 delta_n sum_v |dz_nv W_vk| + half_ulp(dh),
+ * and for d_weight[j, k], whose prior is an exact fp32 term of the same sum,
+ *     |dw - DW| <= sum_n 1.01 delta_n |dz_nj h_nk| + half_ulp(dw).
+ * The sums of absolute values are evaluated in double from upper bounds on |dz| and made upper
+ * bounds by lce_sum_bound. A sum whose ternary value says it was exact adds no half ulp, so an
+ * element with no dz contribution (all tokens ignored) is exactly its prior, with bound 0. */
+#include "lce_oracle_internal.h"
+
+/* The product of a regular number with limbs(a) limbs and a one-limb regular number has at most
+ * limbs(a) + 1 limbs and its top bit in the top limb or the bit below, so one mpn_mul_1 and at
+ * most a one-bit shift form it exactly; the custom interface then makes x that number. This is
+ * mpfr_mul without the rounding, flags and range checks (4x faster on the oracle's hot path).
+ * Products whose exponent lies beyond 2^(+-2^60) go through mpfr_mul, which rounds and flags
+ * them in the current range; the fast path needs the current range to reach 2^(+-2^60), as the
+ * oracle's widest range does (MPFR's default range reaches 2^(+-2^30): fine for operands of sane
+ * magnitude, such as dtype values and the tests' inputs). */
+/* x[0..n] = a[0..n) * b for normalized a and b, shifted left one bit when the top bit of x[n] is
+ * clear; returns 1 when no shift was needed. Inline for 64-bit limbs (the hot path is 1 to 3
+ * limbs, where GMP's call overhead dominates), mpn otherwise. */
+#if defined(__SIZEOF_INT128__) && GMP_NUMB_BITS == 64 && GMP_NAIL_BITS == 0
+__extension__ typedef unsigned __int128 lce_u128;
+static int mul_limbs(mp_limb_t *x, const mp_limb_t *a, mp_size_t n, mp_limb_t b) {
+  lce_u128 carry = 0;
+  for (mp_size_t i = 0; i < n; i++) {
+    lce_u128 t = (lce_u128)a[i] * b + carry;
+    x[i] = (mp_limb_t)t;
+    carry = t >> 64;
+  }
+  x[n] = (mp_limb_t)carry;
+  if (x[n] >> 63) return 1;
+  for (mp_size_t i = n; i > 0; i--) x[i] = (x[i] << 1) | (x[i - 1] >> 63);
+  x[0] <<= 1;
+  return 0;
+}
+#else
+static int mul_limbs(mp_limb_t *x, const mp_limb_t *a, mp_size_t n, mp_limb_t b) {
+  x[n] = mpn_mul_1(x, a, n, b);
+  if (x[n] >> (GMP_NUMB_BITS - 1)) return 1;
+  mpn_lshift(x, x, n + 1, 1);
+  return 0;
+}
+#endif
+
+void lce_mul_exact_1(mpfr_ptr x, mpfr_srcptr a, mpfr_srcptr b) {
+  void *xs = mpfr_custom_get_significand(x);
+  const mp_size_t na = (mp_size_t)((mpfr_get_prec(a) + GMP_NUMB_BITS - 1) / GMP_NUMB_BITS);
+  const mpfr_prec_t xprec = (mpfr_prec_t)(na + 1) * GMP_NUMB_BITS;
+  if (mpfr_zero_p(a) || mpfr_zero_p(b)) {
+    mpfr_custom_init_set(x, MPFR_ZERO_KIND, 0, xprec, xs);
+    return;
+  }
+  mpfr_exp_t e = mpfr_get_exp(a) + mpfr_get_exp(b);
+  const mpfr_exp_t limit = (mpfr_exp_t)1 << 60;
+  if (!mpfr_regular_p(a) || !mpfr_regular_p(b) || e < -limit || e > limit) {
+    mpfr_mul(x, a, b, MPFR_RNDN);
+    return;
+  }
+  const mp_limb_t *as = mpfr_custom_get_significand(a), *bs = mpfr_custom_get_significand(b);
+  mp_limb_t *xl = xs;
+  if (!mul_limbs(xl, as, na, bs[0])) e--;
+  int kind = mpfr_signbit(a) != mpfr_signbit(b) ? -MPFR_REGULAR_KIND : MPFR_REGULAR_KIND;
+  mpfr_custom_init_set(x, kind, e, xprec, xs);
+}
+
+double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, double delta,
+                            mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod, double *mag) {
+  double s = 0.0;
+  int64_t terms = 0; /* non-zero terms: exactly zero ones add neither magnitude nor slack */
+  for (int64_t j = 0; j < v; j++) {
+    lce_mul_exact_1(prod->x[j], dz[j], w_col[j]);
+    double t = dz_abs[j] * fabs(w_col_d[j]);
+    s += t;
+    terms += dz_abs[j] != 0.0 && w_col_d[j] != 0.0;
+  }
+  int inexact = mpfr_sum(out, prod->ptr, (unsigned long)v, MPFR_RNDN);
+  *mag = s;
+  double e = lce_mul_up(lce_mul_up(1.01, delta), lce_sum_bound(s, terms));
+  return inexact ? lce_add_up(e, lce_half_ulp(out, prec)) : e;
+}
+
+double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col, const double *dz_abs_col,
+                            const double *dz_err_col, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
+                            int64_t na, lce_mp_array *prod, double *mag) {
+  double s = 0.0, se = 0.0;
+  int64_t terms = 0;
+  for (int64_t i = 0; i < na; i++) {
+    int64_t n = active[i];
+    lce_mul_exact_1(prod->x[i], dz_col[i], h_col[n]);
+    /* An exactly zero term adds no magnitude and no error (and avoids Inf * 0). */
+    if (h_col_d[n] == 0.0 || dz_abs_col[i] == 0.0) continue;
+    s += dz_abs_col[i] * fabs(h_col_d[n]);
+    se += dz_err_col[i] * fabs(h_col_d[n]);
+    terms++;
+  }
+  mpfr_set_d(prod->x[na], prior, MPFR_RNDN); /* exact */
+  int inexact = mpfr_sum(out, prod->ptr, (unsigned long)(na + 1), MPFR_RNDN);
+  *mag = fabs(prior) + s;
+  double e = lce_sum_bound(se, terms);
+  return inexact ? lce_add_up(e, lce_half_ulp(out, prec)) : e;
+}

@@ -1,0 +1,567 @@
+#!/usr/bin/env python3
+"""lcecheck_golden.py — regenerate and show golden bound files (golden/<class>.golden).
+
+Glue only (STYLE.md rule 12): measurements come from `lcecheck measure`, margins and ceilings from
+golden/policy.txt, verdicts on mutants from `lcecheck check`. Every command it runs is printed on
+stderr with a leading '+'. Regeneration refuses, with exit code 1 and a message, to
+  - use a measurement with a class failure or an error,
+  - propose a bound above its analytic ceiling (or accept a measurement above its own case's one),
+  - loosen or drop an existing bound without --allow-loosen "reason" (the reason is recorded),
+  - write goldens under which a catalogued mutant of the class passes the matrix.
+Without --write it shows what it would write and changes nothing.
+
+  scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--write]
+  scripts/lcecheck_golden.py show [--json]
+"""
+import argparse
+import ast
+import datetime
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN_MAGIC = "lcecheck-golden 1"
+POLICY_MAGIC = "lcecheck-policy 1"
+OUTPUTS = ("loss", "loss_token", "lse", "d_hidden", "d_weight", "d_embedding")
+METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
+DTYPES = ("bf16", "fp16", "fp32")
+FORMS = ("const", "sqrtk", "lineark")
+UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24}
+
+
+class Refusal(Exception):
+    """A reason not to write goldens; exit code 1."""
+
+
+class ToolError(Exception):
+    """A malformed input file or a failing tool; exit code 2."""
+
+
+def read_text(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_command(argv, check=True):
+    """Runs argv, printing it first; returns (exit code, stdout, stderr)."""
+    log("+ " + shlex.join(argv))
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True)
+    except OSError as e:
+        raise ToolError(f"cannot run {argv[0]}: {e}")
+    if check and p.returncode != 0:
+        raise ToolError(f"{shlex.join(argv)} exited with {p.returncode}:\n{p.stderr.strip()}")
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_json(argv, ok_codes=(0,)):
+    """Runs argv and parses its stdout; exit codes outside ok_codes are tool errors."""
+    rc, out, err = run_command(argv, check=False)
+    if rc not in ok_codes:
+        raise ToolError(f"{shlex.join(argv)} exited with {rc}:\n{err.strip()[-2000:]}")
+    try:
+        return json.loads(out)
+    except json.JSONDecodeError as e:
+        raise ToolError(f"{shlex.join(argv)} did not print JSON ({e})")
+
+
+# ---- expressions (policy) ------------------------------------------------------------------------
+_ALLOWED_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+                   ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b}
+
+
+def parse_expr(text, where):
+    """Parses arithmetic (+ - * / parentheses, sqrt(), numbers, names) into an ast, or raises."""
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        raise ToolError(f"{where}: cannot parse expression '{text}'")
+    for node in ast.walk(tree):
+        ok = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load,
+                               ast.USub, ast.UAdd) + tuple(_ALLOWED_BINOPS))
+        ok = ok or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "sqrt" and len(node.args) == 1 and not node.keywords)
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
+            ok = False
+        if not ok:
+            raise ToolError(f"{where}: '{text}' uses {type(node).__name__}, not arithmetic")
+    return tree
+
+
+def eval_expr(tree, names, where):
+    def ev(n):
+        if isinstance(n, ast.Constant):
+            return float(n.value)
+        if isinstance(n, ast.Name):
+            if n.id == "sqrt":
+                raise ToolError(f"{where}: sqrt is a function")
+            if n.id not in names:
+                raise ToolError(f"{where}: unknown name '{n.id}'")
+            v = names[n.id]
+            return eval_expr(v[0], names, v[1]) if isinstance(v, tuple) else v
+        if isinstance(n, ast.UnaryOp):
+            return -ev(n.operand) if isinstance(n.op, ast.USub) else ev(n.operand)
+        if isinstance(n, ast.Call):
+            return math.sqrt(ev(n.args[0]))
+        return _ALLOWED_BINOPS[type(n.op)](ev(n.left), ev(n.right))
+    return ev(tree)
+
+
+def case_names(dtype, shape, k):
+    names = {"u": UNIT_ROUNDOFF[dtype], "K": float(k), "inf": math.inf}
+    names.update({f"u_{t}": u for t, u in UNIT_ROUNDOFF.items()})
+    names.update({key: float(v) for key, v in shape.items()})
+    return names
+
+
+def load_policy(path):
+    """Returns {'defines': {name: (ast, where)}, 'bounds': {(o, m): {...}}, 'ceilings': {(t, o, m): (ast, where)}}."""
+    pol = {"defines": {}, "bounds": {}, "ceilings": {}, "path": path}
+    try:
+        lines = read_text(path).split("\n")
+    except OSError as e:
+        raise ToolError(f"cannot read policy {path}: {e}")
+    if not lines or lines[0] != POLICY_MAGIC:
+        raise ToolError(f"{path}:1: first line must be '{POLICY_MAGIC}'")
+    for no, line in enumerate(lines[1:], start=2):
+        where = f"{path}:{no}"
+        tok = line.split()
+        if not tok or tok[0].startswith("#"):
+            continue
+        if tok[0] == "define" and len(tok) >= 4 and tok[2] == "=":
+            if tok[1] in pol["defines"]:
+                raise ToolError(f"{where}: '{tok[1]}' defined twice")
+            pol["defines"][tok[1]] = (parse_expr(" ".join(tok[3:]), where), where)
+        elif tok[0] == "bound" and len(tok) >= 5 and tok[1] in OUTPUTS and tok[2] in METRICS \
+                and tok[3] in FORMS:
+            opts = {}
+            for kv in tok[4:]:
+                key, _, val = kv.partition("=")
+                if key not in ("margin", "min", "max") or not val or key in opts:
+                    raise ToolError(f"{where}: bad bound option '{kv}'")
+                opts[key] = (parse_expr(val, where), where)
+            if "margin" not in opts or (tok[1], tok[2]) in pol["bounds"]:
+                raise ToolError(f"{where}: bound needs margin= and must not repeat a key")
+            pol["bounds"][(tok[1], tok[2])] = {"form": tok[3], **opts}
+        elif tok[0] == "ceiling" and len(tok) >= 5 and (tok[1] in DTYPES or tok[1] == "*") \
+                and tok[2] in OUTPUTS and tok[3] in METRICS:
+            key = (tok[1], tok[2], tok[3])
+            if key in pol["ceilings"]:
+                raise ToolError(f"{where}: duplicate ceiling {' '.join(key)}")
+            pol["ceilings"][key] = (parse_expr(" ".join(tok[4:]), where), where)
+        else:
+            raise ToolError(f"{where}: malformed policy line: {line.strip()}")
+    return pol
+
+
+def policy_value(pol, expr, dtype, shape, k):
+    names = case_names(dtype, shape, k)
+    names.update(pol["defines"])
+    return eval_expr(expr[0], names, expr[1])
+
+
+def policy_ceiling(pol, dtype, output, metric):
+    c = pol["ceilings"].get((dtype, output, metric)) or pol["ceilings"].get(("*", output, metric))
+    if c is None:
+        raise Refusal(f"{pol['path']}: no ceiling for {dtype} {output} {metric}")
+    return c
+
+
+# ---- golden files --------------------------------------------------------------------------------
+def parse_number(s, where):
+    try:
+        v = float.fromhex(s) if "0x" in s.lower() else float(s)
+    except ValueError:
+        raise ToolError(f"{where}: '{s}' is not a number")
+    if not math.isfinite(v) or v < 0:
+        raise ToolError(f"{where}: '{s}' must be finite and >= 0")
+    return v
+
+
+def load_golden(path):
+    """Returns {'entries': {(class, dtype, output, metric): (form, a, b)}, 'comments': [...]}, or None if absent."""
+    if not os.path.exists(path):
+        return None
+    lines = read_text(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or lines[0] != GOLDEN_MAGIC:
+        raise ToolError(f"{path}:1: first line must be '{GOLDEN_MAGIC}'")
+    g = {"entries": {}, "comments": []}
+    for no, line in enumerate(lines[1:], start=2):
+        where = f"{path}:{no}"
+        if line.startswith("#"):
+            g["comments"].append(line)
+            continue
+        tok = line.split()
+        if not tok:
+            continue
+        nvals = {"const": 1, "sqrtk": 2, "lineark": 2}.get(tok[4] if len(tok) > 4 else "")
+        if nvals is None or len(tok) != 5 + nvals or tok[1] not in DTYPES or tok[2] not in OUTPUTS \
+                or tok[3] not in METRICS:
+            raise ToolError(f"{where}: malformed golden line: {line}")
+        key = tuple(tok[:4])
+        if key in g["entries"]:
+            raise ToolError(f"{where}: duplicate entry {' '.join(key)}")
+        vals = [parse_number(s, where) for s in tok[5:]]
+        g["entries"][key] = (tok[4], vals[0], vals[1] if nvals == 2 else 0.0)
+    return g
+
+
+def bound_at(entry, k):
+    form, a, b = entry
+    return a + b * {"const": 0.0, "sqrtk": math.sqrt(k), "lineark": float(k)}[form]
+
+
+def format_entry(key, entry):
+    form, a, b = entry
+    vals = [a.hex()] if form == "const" else [a.hex(), b.hex()]
+    return " ".join(list(key) + [form] + vals)
+
+
+def format_golden(entries, provenance):
+    lines = [GOLDEN_MAGIC] + ["# " + p for p in provenance]
+    lines += [format_entry(k, entries[k]) for k in sorted(entries, key=entry_order)]
+    return "\n".join(lines) + "\n"
+
+
+def entry_order(key):
+    c, t, o, m = key
+    return (c, DTYPES.index(t), OUTPUTS.index(o), METRICS.index(m))
+
+
+# ---- regeneration --------------------------------------------------------------------------------
+def case_shape(case_id):
+    """N, H, V from a case id such as bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean...."""
+    shape = {}
+    for tok in case_id.split("."):
+        m = re.fullmatch(r"([nhv])(\d+)", tok)
+        if m:
+            shape[m.group(1).upper()] = int(m.group(2))
+    if set(shape) != {"N", "H", "V"}:
+        raise ToolError(f"case id '{case_id}' does not name n, h and v")
+    return shape
+
+
+def collect_measurements(meas):
+    """Refuses on errors and class failures; returns {(class, dtype, output, metric): [samples]}."""
+    cls = meas.get("golden_class")
+    if not cls or not isinstance(meas.get("cases"), list):
+        raise ToolError("measure JSON lacks golden_class or cases")
+    problems, samples = [], {}
+    for case in meas["cases"]:
+        cid, status = case.get("id", "?"), case.get("status")
+        if status == "skip":
+            continue
+        if status == "error":
+            problems.append(f"{cid}: error: {case.get('message', '')}".rstrip(": "))
+            continue
+        if case.get("dtype") not in DTYPES:
+            raise ToolError(f"measure JSON: case {cid} has no valid dtype")
+        class_failures = 0
+        for out, o in (case.get("outputs") or {}).items():
+            if o is None:
+                continue
+            if not o.get("class_ok", False):
+                problems.append(f"{cid}: {out}: class check failed: {o.get('class_msg', '')}")
+                class_failures += 1
+                continue
+            if not o.get("judged"):
+                continue  # class checks only (d_embedding, loss of reduction none): no metric exists
+            for metric in METRICS:
+                v = o.get(metric)
+                if v is None:
+                    problems.append(f"{cid}: {out}: {metric} is not a finite number")
+                    continue
+                key = (cls, case["dtype"], out, metric)
+                samples.setdefault(key, []).append(
+                    {"id": cid, "value": abs(float(v)), "k": int(o["inner"]), "shape": case_shape(cid)})
+        if status != "pass" and not class_failures:
+            problems.append(f"{cid}: status '{status}' without a class failure named")
+    if problems:
+        raise Refusal("the measurement has class failures or errors; fix them before regenerating:\n  "
+                      + "\n  ".join(problems))
+    if not samples:
+        raise Refusal("the measurement judged no metric at all")
+    return samples
+
+
+def propose(pol, samples):
+    """Proposes entries from the policy; also returns the values and bounds above their ceilings."""
+    entries, worst, refusals = {}, {}, []
+    for key, ss in sorted(samples.items(), key=lambda kv: entry_order(kv[0])):
+        _, dtype, output, metric = key
+        rule = pol["bounds"].get((output, metric))
+        if rule is None:
+            raise Refusal(f"{pol['path']}: no bound rule for {output} {metric}")
+        ceiling = policy_ceiling(pol, dtype, output, metric)
+        scale = {"const": lambda k: 1.0, "sqrtk": math.sqrt, "lineark": float}[rule["form"]]
+        w = max(ss, key=lambda s: s["value"] / scale(s["k"]))
+        s0 = ss[0]
+        coef = w["value"] / scale(w["k"]) * policy_value(pol, rule["margin"], dtype, s0["shape"], s0["k"])
+        if "min" in rule:
+            coef = max(coef, policy_value(pol, rule["min"], dtype, s0["shape"], s0["k"]))
+        if "max" in rule:
+            coef = min(coef, policy_value(pol, rule["max"], dtype, s0["shape"], s0["k"]))
+        entry = (rule["form"], coef, 0.0) if rule["form"] == "const" else (rule["form"], 0.0, coef)
+        ceils = [policy_value(pol, ceiling, dtype, s["shape"], s["k"]) for s in ss]
+        for s, c in zip(ss, ceils):
+            if s["value"] > c:
+                refusals.append(f"{' '.join(key)}: measured {s['value']:.3e} in {s['id']} is above "
+                                f"its ceiling {c:.3e} ({ceiling[1]})")
+        top = max(bound_at(entry, s["k"]) for s in ss)
+        if top > max(ceils):
+            refusals.append(f"{' '.join(key)}: proposed bound {top:.3e} is above the largest "
+                            f"ceiling {max(ceils):.3e} of the matrix ({ceiling[1]})")
+        entries[key] = entry
+        worst[key] = w
+    return entries, worst, refusals
+
+
+def diff_entries(old, new, samples):
+    """Rows old → new with the ratio at the worst K; 'looser' when new exceeds old at any measured K."""
+    rows = []
+    for key in sorted(set(old) | set(new), key=entry_order):
+        ks = sorted({s["k"] for s in samples.get(key, [])}) or [1]
+        o, n = old.get(key), new.get(key)
+        if o is None:
+            change, ratio = "new", None
+        elif n is None:
+            change, ratio = "removed", None
+        else:
+            ratios = [bound_at(n, k) / bound_at(o, k) if bound_at(o, k) > 0 else math.inf for k in ks]
+            ratio = max(ratios)
+            change = "looser" if ratio > 1.0 + 1e-12 else ("same" if n == o else "tighter")
+        rows.append({"key": list(key), "old": format_entry(key, o)[len(" ".join(key)) + 1:] if o else None,
+                     "new": format_entry(key, n)[len(" ".join(key)) + 1:] if n else None,
+                     "old_value": bound_at(o, ks[-1]) if o else None,
+                     "new_value": bound_at(n, ks[-1]) if n else None, "ratio": ratio, "change": change})
+    return rows
+
+
+def print_diff(rows, worst):
+    print(f"{'class':<12} {'dtype':<5} {'output':<11} {'metric':<9} {'old':>10}    {'new':>10} "
+          f"{'ratio':>7}  change   worst case")
+    for r in rows:
+        old = f"{r['old_value']:.3e}" if r["old_value"] is not None else "-"
+        new = f"{r['new_value']:.3e}" if r["new_value"] is not None else "-"
+        ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
+        w = worst.get(tuple(r["key"]))
+        print(f"{r['key'][0]:<12} {r['key'][1]:<5} {r['key'][2]:<11} {r['key'][3]:<9} {old:>10} -> "
+              f"{new:>10} {ratio:>7}  {r['change']:<8} {w['id'] if w else ''}")
+
+
+def mpfr_version(listing, build):
+    if listing.get("mpfr_version"):
+        return listing["mpfr_version"]
+    dirs = ["/usr/include", "/usr/local/include"]
+    try:
+        cache = read_text(os.path.join(build, "CMakeCache.txt"))
+        m = re.search(r"^MPFR_INCLUDE_DIR:\w+=(.*)$", cache, re.M)
+        if m:
+            dirs.insert(0, m.group(1))
+    except OSError:
+        pass
+    for d in dirs:
+        try:
+            m = re.search(r'#define\s+MPFR_VERSION_STRING\s+"([^"]+)"',
+                          read_text(os.path.join(d, "mpfr.h")))
+            if m:
+                return m.group(1) + f" (from {d}/mpfr.h)"
+        except OSError:
+            continue
+    return "unknown"
+
+
+def git_commit():
+    rc, out, _ = run_command(["git", "-C", REPO, "rev-parse", "HEAD"], check=False)
+    if rc != 0:
+        return "unknown (not a git checkout)"
+    rc2, dirty, _ = run_command(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                                check=False)
+    return out.strip() + ("-dirty" if rc2 == 0 and dirty.strip() else "")
+
+
+def seed_summary(meas):
+    seeds = sorted({int(m.group(1)) for c in meas["cases"]
+                    for m in [re.search(r"\.s(\d+)$", c.get("id", ""))] if m})
+    if not seeds:
+        return "none recorded"
+    return f"{seeds[0]}..{seeds[-1]} ({len(seeds)} distinct)" if len(seeds) > 1 else str(seeds[0])
+
+
+def check_mutants(lcecheck, listing, cls, matrix, candidate_path):
+    """Runs every mutant of the class under the candidate; returns rows and refuses survivors."""
+    mutants = [s for s in listing.get("subjects", []) if s.get("golden_class") == cls
+               and (s.get("name", "").startswith("mutant/") or "mutant" in (s.get("caps") or []))]
+    if not mutants:
+        raise Refusal(f"no mutant subject of class {cls} in this build, so the goldens cannot be "
+                      "shown to kill anything (configure with -DLCE_BUILD_MUTANTS=ON)")
+    rows, survivors = [], []
+    for m in mutants:
+        rc, out, err = run_command([lcecheck, "check", "--subject", m["name"], "--matrix", matrix,
+                                    "--golden", candidate_path, "--json"], check=False)
+        failed = []
+        try:
+            failed = [c.get("id") for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
+        except (json.JSONDecodeError, AttributeError):
+            pass
+        if rc == 0:
+            verdict = "SURVIVED"
+            survivors.append(f"{m['name']}: every case of matrix {matrix} passes ({m.get('description', '')})")
+        elif failed:
+            verdict = "killed"
+        else:
+            verdict = "UNCONFIRMED"
+            survivors.append(f"{m['name']}: check exited {rc} without a failing case "
+                             f"(an error is not a kill): {err.strip()[-300:]}")
+        rows.append({"mutant": m["name"], "exit": rc, "failed_cases": len(failed), "verdict": verdict})
+        log(f"  mutant {m['name']}: {verdict} ({len(failed)} failing cases, exit {rc})")
+    if survivors:
+        raise Refusal("a catalogued mutant is not killed by the candidate goldens:\n  " + "\n  ".join(survivors))
+    return rows
+
+
+def write_atomically(path, text):
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def cmd_regen(args):
+    lcecheck = os.path.join(args.build, "lcecheck")
+    report = {"subject": args.subject, "matrix": args.matrix, "written": False}
+    pol = load_policy(args.policy)
+    listing = run_json([lcecheck, "list", "--json"])
+    # measure exits 1 when a case fails a class check or errors; the JSON says which, and
+    # collect_measurements refuses with the details.
+    meas = run_json([lcecheck, "measure", "--subject", args.subject, "--matrix", args.matrix, "--json"],
+                    ok_codes=(0, 1))
+    cls = meas.get("golden_class")
+    report["golden_class"] = cls
+    samples = collect_measurements(meas)
+    new, worst, above_ceiling = propose(pol, samples)
+    golden_path = os.path.join(args.golden_dir, f"{cls}.golden")
+    old = load_golden(golden_path)
+    old_entries = {k: v for k, v in (old or {"entries": {}})["entries"].items() if k[0] == cls}
+    rows = diff_entries(old_entries, new, samples)
+    report["diff"] = rows
+    if not args.json:
+        print(f"golden {golden_path} ({'exists' if old else 'new file'}), class {cls}, "
+              f"matrix {args.matrix}, {len(meas['cases'])} cases")
+        print_diff(rows, worst)
+    if above_ceiling:
+        raise Refusal("bounds above the analytic ceiling (golden/policy.txt):\n  " + "\n  ".join(above_ceiling))
+    loosened = [" ".join(r["key"]) + f" ({r['change']})" for r in rows if r["change"] in ("looser", "removed")]
+    if loosened and not args.allow_loosen:
+        raise Refusal("refusing to loosen or drop existing bounds without --allow-loosen \"reason\":\n  "
+                      + "\n  ".join(loosened))
+    generator = "scripts/lcecheck_golden.py " + shlex.join(
+        ["regen", "--subject", args.subject, "--matrix", args.matrix])
+    provenance = [
+        f"generator: {generator}",
+        f"measured by: {lcecheck} measure --subject {args.subject} --matrix {args.matrix} --json",
+        f"matrix: {args.matrix} ({len(meas['cases'])} cases), seeds {seed_summary(meas)}",
+        f"policy: golden/policy.txt (margins and analytic ceilings)",
+        f"MPFR: {mpfr_version(listing, args.build)}",
+        f"commit: {git_commit()}",
+        f"date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        "device: host (fused-host emulation)",
+    ]
+    if loosened:
+        provenance.append(f"loosened ({', '.join(loosened)}): {args.allow_loosen}")
+    text = format_golden(new, provenance)
+    with tempfile.TemporaryDirectory(prefix="lcecheck-golden-") as tmpdir:
+        candidate = os.path.join(tmpdir, f"{cls}.golden")
+        with open(candidate, "w", encoding="utf-8") as f:
+            f.write(text)
+        log(f"candidate written to {candidate}; checking the mutants of class {cls}")
+        report["mutants"] = check_mutants(lcecheck, listing, cls, args.matrix, candidate)
+    if args.write:
+        write_atomically(golden_path, text)
+        report["written"] = True
+    report["golden"] = golden_path
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif args.write:
+        print(f"wrote {golden_path} ({len(new)} entries)")
+    else:
+        print(f"not written (dry run): pass --write to replace {golden_path}; it would read:\n{text}", end="")
+    return 0
+
+
+def cmd_show(args):
+    paths = sorted(os.path.join(args.golden_dir, f) for f in os.listdir(args.golden_dir)
+                   if f.endswith(".golden"))
+    rows = []
+    for p in paths:
+        g = load_golden(p)
+        for key in sorted(g["entries"], key=entry_order):
+            form, a, b = g["entries"][key]
+            rows.append({"file": os.path.relpath(p, REPO), "class": key[0], "dtype": key[1], "output": key[2],
+                         "metric": key[3], "form": form, "a": a, "b": b})
+    missing = [c for c in args.require if not os.path.exists(os.path.join(args.golden_dir, f"{c}.golden"))]
+    if args.json:
+        print(json.dumps({"goldens": rows, "missing": missing}, indent=2))
+    else:
+        print(f"{'class':<12} {'dtype':<5} {'output':<11} {'metric':<9} {'form':<7} {'a':>10} {'b':>10}  a (hex)")
+        for r in rows:
+            print(f"{r['class']:<12} {r['dtype']:<5} {r['output']:<11} {r['metric']:<9} {r['form']:<7} "
+                  f"{r['a']:>10.3e} {r['b']:>10.3e}  {r['a'].hex()}")
+        print(f"{len(rows)} entries in {len(paths)} files under {args.golden_dir}")
+    if missing:
+        raise Refusal("missing golden files (a missing golden is an error): " + ", ".join(missing))
+    load_policy(args.policy)
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--golden-dir", default=os.path.join(REPO, "golden"), help="directory of *.golden")
+    ap.add_argument("--policy", default=os.path.join(REPO, "golden", "policy.txt"))
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("regen", help="measure, propose bounds, check ceilings and mutants, write")
+    r.add_argument("--subject", required=True)
+    r.add_argument("--matrix", default="default")
+    r.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")
+    r.add_argument("--write", action="store_true", help="replace golden/<class>.golden")
+    r.add_argument("--allow-loosen", metavar="REASON", help="permit looser or dropped bounds; recorded")
+    r.add_argument("--json", action="store_true")
+    s = sub.add_parser("show", help="print the committed goldens as a table")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--require", action="append", default=[], metavar="CLASS",
+                   help="fail when golden/CLASS.golden is missing (repeatable)")
+    args = ap.parse_args(argv)
+    try:
+        return {"regen": cmd_regen, "show": cmd_show}[args.cmd](args)
+    except Refusal as e:
+        log(f"lcecheck_golden: REFUSED: {e}")
+        if args.json:
+            print(json.dumps({"refused": str(e)}, indent=2))
+        return 1
+    except ToolError as e:
+        log(f"lcecheck_golden: error: {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

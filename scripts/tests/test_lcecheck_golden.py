@@ -1,0 +1,257 @@
+"""test_lcecheck_golden.py — the refusal logic of scripts/lcecheck_golden.py on synthetic measurements.
+
+A fake lcecheck (fake_lcecheck.py) answers list/measure/check from a JSON config, so no build is
+needed. The tests use the real golden/policy.txt, so they also prove that the committed policy parses
+and that its ceilings sit where the derivation says (above a correct subject, below gross errors).
+Run: python3 -m unittest discover -s scripts/tests -v"""
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(os.path.dirname(HERE), "lcecheck_golden.py")
+POLICY = os.path.join(os.path.dirname(os.path.dirname(HERE)), "golden", "policy.txt")
+sys.path.insert(0, os.path.dirname(HERE))
+sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
+import lcecheck_golden  # noqa: E402  (pure functions: expressions, golden parsing)
+
+CLASS = "fused-host"
+GOLDEN_NAME = CLASS + ".golden"
+
+
+def output(inner, relerr, bias, ulpfrac=0.01, maxscaled=None):
+    return {"inner": inner, "judged": 100, "inconclusive": 0, "class_ok": True, "class_msg": "",
+            "relerr": relerr, "bias": bias, "ulpfrac": ulpfrac,
+            "maxscaled": relerr / 4 if maxscaled is None else maxscaled}
+
+
+def case(cid, dtype, d_hidden_relerr=2e-3, d_hidden_bias=-1e-4, status="pass"):
+    return {"id": cid, "dtype": dtype, "status": status, "outputs": {
+        "loss": output(16, 1e-7, 5e-8),
+        "loss_token": output(300, 2e-7, -1e-8),
+        "lse": output(300, 1e-7, 2e-8),
+        "d_hidden": output(300, d_hidden_relerr, d_hidden_bias),
+        "d_weight": output(16, 5e-4, 1e-5),
+        # Class checks only: the CLI reports judged 0 and zero metrics.
+        "d_embedding": {"inner": 16, "judged": 0, "inconclusive": 0, "class_ok": True, "class_msg": "",
+                        "relerr": 0, "bias": 0, "ulpfrac": 0, "maxscaled": 0}}}
+
+
+def measurement(cases):
+    return {"verb": "measure", "subject": CLASS, "golden_class": CLASS, "matrix": "default",
+            "cases": cases, "summary": {}}
+
+
+def listing(mutants=("mutant/bf16-dhidden-accum", "mutant/untied-wrong-weight")):
+    subjects = [{"name": CLASS, "golden_class": CLASS, "caps": ["bf16"], "description": "host twin"}]
+    subjects += [{"name": m, "golden_class": CLASS, "caps": ["bf16", "mutant"], "description": "bug"}
+                 for m in mutants]
+    subjects.append({"name": "mutant/other-class", "golden_class": "fused-cuda", "caps": ["mutant"],
+                     "description": "must not be run for fused-host"})
+    return {"subjects": subjects, "matrices": [{"name": "default"}], "mpfr_version": "4.2.0"}
+
+
+DEFAULT_CASES = [case("bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1", "bf16"),
+                 case("bf16.tied.tp2.n16.h32.v300.vp384.vc8.sum.ign0.fresh.mixed.s2", "bf16",
+                      d_hidden_relerr=3e-3, d_hidden_bias=-2e-4),
+                 case("fp32.tied.tp1.n16.h32.v300.vp384.vc8.none.ign0.fresh.normal.s3", "fp32",
+                      d_hidden_relerr=1e-6, d_hidden_bias=1e-8)]
+
+
+class RegenTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="test-lcecheck-golden-")
+        d = self.tmp.name
+        self.build = os.path.join(d, "build")
+        self.golden_dir = os.path.join(d, "golden")
+        os.makedirs(self.build)
+        os.makedirs(self.golden_dir)
+        exe = os.path.join(self.build, "lcecheck")
+        with open(exe, "w") as f:
+            f.write(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.join(HERE, "fake_lcecheck.py")}" "$@"\n')
+        os.chmod(exe, os.stat(exe).st_mode | stat.S_IXUSR)
+        self.config_path = os.path.join(d, "config.json")
+        self.log_path = os.path.join(d, "calls.log")
+        self.configure()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def configure(self, cases=DEFAULT_CASES, mutants=None, check_rc=None, check_status=None):
+        cfg = {"list": listing() if mutants is None else listing(mutants),
+               "measure": measurement(cases), "check_rc": check_rc or {}, "check_status": check_status or {}}
+        with open(self.config_path, "w") as f:
+            json.dump(cfg, f)
+
+    def regen(self, *extra):
+        env = dict(os.environ, FAKE_LCECHECK_CONFIG=self.config_path, FAKE_LCECHECK_LOG=self.log_path)
+        argv = [sys.executable, SCRIPT, "--golden-dir", self.golden_dir, "--policy", POLICY, "regen",
+                "--subject", CLASS, "--build", self.build] + list(extra)
+        return subprocess.run(argv, capture_output=True, text=True, env=env)
+
+    def golden_path(self):
+        return os.path.join(self.golden_dir, GOLDEN_NAME)
+
+    def calls(self):
+        with open(self.log_path) as f:
+            return [json.loads(line) for line in f]
+
+    def write_golden(self, lines):
+        with open(self.golden_path(), "w") as f:
+            f.write("lcecheck-golden 1\n# hand-written for the test\n" + "\n".join(lines) + "\n")
+
+    def entries(self):
+        return lcecheck_golden.load_golden(self.golden_path())["entries"]
+
+    # ---- happy paths ------------------------------------------------------------------------------
+    def test_dry_run_changes_nothing(self):
+        p = self.regen()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertFalse(os.path.exists(self.golden_path()))
+        self.assertIn("not written (dry run)", p.stdout)
+        self.assertIn("+ ", p.stderr)  # every command is printed
+
+    def test_write_proposes_worst_times_margin_in_hex_with_provenance(self):
+        p = self.regen("--write")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        text = lcecheck_golden.read_text(self.golden_path())
+        self.assertTrue(text.startswith("lcecheck-golden 1\n"))
+        for needle in ("# generator: scripts/lcecheck_golden.py regen --subject fused-host",
+                       "# MPFR: 4.2.0", "# commit: ", "# date: ", "seeds 1..3",
+                       "# device: host (fused-host emulation)"):
+            self.assertIn(needle, text)
+        e = self.entries()
+        # relerr margin 2 over the worst bf16 case; bias margin 4 over the worst |bias|.
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("const", 3e-3 * 2, 0.0))
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "bias")], ("const", 2e-4 * 4, 0.0))
+        self.assertIn(f"{CLASS} bf16 d_hidden relerr const {(6e-3).hex()}", text)
+        # An output without metrics (judged 0: d_embedding) gets no entry; min= lifts tiny values.
+        self.assertNotIn((CLASS, "bf16", "d_embedding", "relerr"), e)
+        self.assertEqual(e[(CLASS, "fp32", "d_hidden", "bias")][1], 2.0**-24)
+
+    def test_tightening_is_allowed(self):
+        self.write_golden([f"{CLASS} bf16 d_hidden relerr const {(1e-2).hex()}"])
+        p = self.regen("--write")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("tighter", p.stdout)
+        self.assertEqual(self.entries()[(CLASS, "bf16", "d_hidden", "relerr")][1], 6e-3)
+
+    def test_mutants_are_checked_against_the_candidate_not_the_committed_file(self):
+        p = self.regen("--write")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        checks = [c for c in self.calls() if c["argv"][0] == "check"]
+        self.assertEqual(sorted(c["argv"][c["argv"].index("--subject") + 1] for c in checks),
+                         ["mutant/bf16-dhidden-accum", "mutant/untied-wrong-weight"])
+        for c in checks:
+            self.assertNotEqual(c["argv"][c["argv"].index("--golden") + 1], self.golden_path())
+            self.assertEqual(c["golden_text"], lcecheck_golden.read_text(self.golden_path()))
+
+    # ---- refusals ---------------------------------------------------------------------------------
+    def assert_refused(self, p, needle):
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("REFUSED", p.stderr)
+        self.assertIn(needle, p.stderr)
+
+    def test_bound_above_ceiling_is_refused(self):
+        bad = DEFAULT_CASES + [case("bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s4",
+                                    "bf16", d_hidden_relerr=0.2)]
+        self.configure(cases=bad)
+        p = self.regen("--write")
+        self.assert_refused(p, "bf16 d_hidden relerr: measured 2.000e-01")
+        self.assertIn("above the largest ceiling", p.stderr)
+        self.assertFalse(os.path.exists(self.golden_path()))
+
+    def test_loosening_is_refused_without_reason_and_recorded_with_one(self):
+        tight = f"{CLASS} bf16 d_hidden relerr const {(1e-3).hex()}"
+        self.write_golden([tight])
+        p = self.regen("--write")
+        self.assert_refused(p, "bf16 d_hidden relerr (looser)")
+        self.assertIn(tight, lcecheck_golden.read_text(self.golden_path()))
+        p = self.regen("--write", "--allow-loosen", "new matrix has 64 chunks")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("new matrix has 64 chunks", lcecheck_golden.read_text(self.golden_path()))
+
+    def test_dropping_an_entry_counts_as_loosening(self):
+        self.write_golden([f"{CLASS} fp16 d_hidden relerr const {(1e-2).hex()}"])
+        self.assert_refused(self.regen("--write"), "fp16 d_hidden relerr (removed)")
+
+    def test_surviving_mutant_is_refused(self):
+        self.configure(check_rc={"mutant/untied-wrong-weight": 0})
+        p = self.regen("--write")
+        self.assert_refused(p, "mutant/untied-wrong-weight: every case of matrix default passes")
+        self.assertFalse(os.path.exists(self.golden_path()))
+
+    def test_mutant_check_error_is_not_a_kill(self):
+        self.configure(check_rc={"mutant/bf16-dhidden-accum": 3},
+                       check_status={"mutant/bf16-dhidden-accum": "error"})
+        p = self.regen("--write")
+        self.assert_refused(p, "mutant/bf16-dhidden-accum: check exited 3 without a failing case")
+        self.assertFalse(os.path.exists(self.golden_path()))
+
+    def test_build_without_mutants_is_refused(self):
+        self.configure(mutants=())
+        self.assert_refused(self.regen("--write"), "no mutant subject of class fused-host")
+
+    def test_class_failure_and_error_are_refused(self):
+        broken = case("bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s5", "bf16", status="fail")
+        broken["outputs"]["d_embedding"].update(class_ok=False, class_msg="element 3 changed")
+        broken["outputs"]["lse"]["relerr"] = None
+        errored = {"id": "bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s6", "dtype": "bf16",
+                   "status": "error", "message": "oracle failed"}
+        self.configure(cases=DEFAULT_CASES + [broken, errored])
+        p = self.regen("--write")
+        self.assert_refused(p, "d_embedding: class check failed: element 3 changed")
+        self.assertIn("s6: error: oracle failed", p.stderr)
+        self.assertIn("s5: lse: relerr is not a finite number", p.stderr)
+
+
+class PolicyTest(unittest.TestCase):
+    # The only keys whose ceiling policy.txt declares unbounded (the label-term cancellation under
+    # the oracle's mag); anything else going to inf must be a conscious change here too.
+    NO_FINITE_CEILING = {("d_hidden", "maxscaled"), ("d_weight", "maxscaled")}
+
+    def test_policy_covers_every_judged_output_and_metric(self):
+        pol = lcecheck_golden.load_policy(POLICY)
+        shape = {"N": 16, "H": 32, "V": 300}
+        for out in ("loss", "loss_token", "lse", "d_hidden", "d_weight"):
+            for metric in lcecheck_golden.METRICS:
+                self.assertIn((out, metric), pol["bounds"])
+                for t in lcecheck_golden.DTYPES:
+                    c = lcecheck_golden.policy_value(
+                        pol, lcecheck_golden.policy_ceiling(pol, t, out, metric), t, shape, 300)
+                    if (out, metric) in self.NO_FINITE_CEILING:
+                        self.assertEqual(c, float("inf"), f"{t} {out} {metric}")
+                    else:
+                        self.assertTrue(0 < c <= 1, f"{t} {out} {metric}: {c}")
+
+    def test_bf16_d_hidden_ceiling_sits_between_correct_and_gross(self):
+        pol = lcecheck_golden.load_policy(POLICY)
+        c = lcecheck_golden.policy_value(pol, lcecheck_golden.policy_ceiling(pol, "bf16", "d_hidden", "relerr"),
+                                         "bf16", {"N": 16, "H": 32, "V": 300}, 300)
+        self.assertGreater(c, 5 * 2.0**-8)  # the final rounding plus amplified d_logits rounding
+        self.assertLess(c, 0.1)
+
+    def test_expressions_are_arithmetic_only(self):
+        with self.assertRaises(lcecheck_golden.ToolError):
+            lcecheck_golden.parse_expr("__import__('os').system('true')", "t")
+        tree = lcecheck_golden.parse_expr("2*(u + sqrt(N))", "t")
+        self.assertEqual(lcecheck_golden.eval_expr(tree, {"u": 0.5, "N": 16.0}, "t"), 9.0)
+
+    def test_golden_parser_rejects_malformed_lines(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "x.golden")
+            for body in ("lcecheck-golden 2\n", "lcecheck-golden 1\nfused-host bf16 d_hidden relerr const\n",
+                         "lcecheck-golden 1\nfused-host bf16 d_hidden relerr const -1\n",
+                         "lcecheck-golden 1\nfused-host bf16 lse relerr const 1\nfused-host bf16 lse relerr const 2\n"):
+                with open(p, "w") as f:
+                    f.write(body)
+                with self.assertRaises(lcecheck_golden.ToolError):
+                    lcecheck_golden.load_golden(p)
+
+
+if __name__ == "__main__":
+    unittest.main()
