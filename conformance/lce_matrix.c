@@ -11,7 +11,7 @@
 #include <string.h>
 
 static const lce_matrix MATRICES[] = {
-    {"default", "tied/untied x tp{1,2,4} x bf16/fp16/fp32 x none/sum/mean x chunks{1,~6,>=32} + edge batches"},
+    {"default", "tied/untied x tp{1,2,4} x bf16/fp16/fp32 x none/sum/mean x chunks{1,~6,150} + edge batches"},
     {"smoke", "every 7th case of default: a quick look across all axes"},
 };
 
@@ -29,7 +29,9 @@ static int64_t chunk_size_for(const lce_case *c, int chunks) {
 
 static size_t build_default(lce_case *out) {
   static const int TPS[] = {1, 2, 4};
-  static const int CHUNKS[] = {1, 6, 40};
+  /* 150 chunks of 2 rows: the seed bug's error grows with the chunk count, and at 40 chunks it is
+   * still within a factor 2 of the final bf16 rounding every correct subject makes. */
+  static const int CHUNKS[] = {1, 6, 150};
   static const int IGNORE[] = {0, 10, 25};
   size_t k = 0;
   for (int tied = 0; tied < 2; tied++)
@@ -59,7 +61,7 @@ static size_t build_default(lce_case *out) {
         c.tied = edge, c.prior_grad = 1;
         c.ignore_pct = edge ? 100 : 94; /* 94% of 16 tokens ignored: exactly one valid */
         c.seed = 5000 + k;
-        c.vocab_chunk = chunk_size_for(&c, 40);
+        c.vocab_chunk = chunk_size_for(&c, 150);
         if (out) out[k] = c;
         k++;
       }

@@ -180,9 +180,11 @@ typedef struct oracle_work {
   lce_mp_array hidden_mp, w_mp, hidden_mp_t, w_mp_t;
   lce_mp_array dz_row;      /* [v] the current row's dz */
   double *dz_row_abs;       /* [v] upper bounds on its |dz| */
+  double *dz_row_mag;       /* [v] |g| (p_j + [j == y]): the terms an implementation subtracts */
   lce_row row;
   lce_mp_array dz;          /* [v*n] dz of the rows with non-zero dz, transposed: [j*n + i] */
   double *dz_abs, *dz_err;  /* [v*n] upper bounds on |dz| and on |dz - exact| */
+  double *dz_mag;           /* [v*n] dz_row_mag of those rows, same layout */
   lce_mp_array loss_token;  /* [n] kept for the reduced loss */
   double *loss_err;         /* [n] */
   int64_t *active;          /* rows with a non-zero dz */
@@ -201,10 +203,12 @@ static void work_free(oracle_work *w) {
   lce_mp_array_free(&w->w_mp_t);
   lce_mp_array_free(&w->dz_row);
   free(w->dz_row_abs);
+  free(w->dz_row_mag);
   lce_row_free(&w->row);
   lce_mp_array_free(&w->dz);
   free(w->dz_abs);
   free(w->dz_err);
+  free(w->dz_mag);
   lce_mp_array_free(&w->loss_token);
   free(w->loss_err);
   free(w->active);
@@ -265,14 +269,16 @@ static lce_code alloc_work(const lce_case *c, mpfr_prec_t prec, oracle_work *w, 
   LCE_TRY(lce_mp_array_init(&w->dz, nv, prec, st));
   LCE_TRY(lce_mp_array_init(&w->dz_row, c->v, prec, st));
   w->dz_row_abs = malloc((size_t)c->v * sizeof *w->dz_row_abs);
-  LCE_ALLOC_CHECK(st, w->dz_row_abs);
+  w->dz_row_mag = malloc((size_t)c->v * sizeof *w->dz_row_mag);
+  LCE_CHECK(st, w->dz_row_abs && w->dz_row_mag, LCE_ENOMEM, "out of memory for the oracle's dz row");
   LCE_TRY(lce_mp_array_init(&w->loss_token, c->n, prec, st));
   LCE_TRY(lce_mp_array_init(&w->prod, c->v > c->n + 1 ? c->v : c->n + 1, lce_mul_exact_prec(prec), st));
   w->dz_abs = malloc((size_t)nv * sizeof *w->dz_abs);
   w->dz_err = malloc((size_t)nv * sizeof *w->dz_err);
+  w->dz_mag = malloc((size_t)nv * sizeof *w->dz_mag);
   w->loss_err = malloc((size_t)c->n * sizeof *w->loss_err);
   w->active = malloc((size_t)c->n * sizeof *w->active);
-  LCE_CHECK(st, w->dz_abs && w->dz_err && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
+  LCE_CHECK(st, w->dz_abs && w->dz_err && w->dz_mag && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
   return LCE_OK;
 }
 
@@ -310,14 +316,22 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, 
     mpfr_clear_underflow();
     double delta = lce_row_dz(&w->row, y, w->g, g_rel, dz);
     if (mpfr_underflow_p()) delta = INFINITY;
+    /* Magnitudes for the judge count the label term as the two terms every implementation
+     * computes, g*p_y and -g: an fp32 kernel cannot resolve 1 - p_y below 2^-24, so measuring its
+     * error against |g (p_y - 1)| alone would call correct kernels wrong on confident rows. Since
+     * g p_y = |g| - |dz_y|, that term is 2|g| - |dz_y|, which is >= |dz_y|. */
+    const double g_abs = fabs(mpfr_get_d(w->g, MPFR_RNDU));
     for (int64_t j = 0; j < V; j++) { /* keep the row for d_weight, at column na */
       w->dz_row_abs[j] = lce_abs_up(dz[j]);
+      w->dz_row_mag[j] = j == y ? 2.0 * g_abs - w->dz_row_abs[j] : w->dz_row_abs[j];
+      if (w->dz_row_mag[j] < w->dz_row_abs[j]) w->dz_row_mag[j] = w->dz_row_abs[j];
+      w->dz_mag[j * c->n + na] = w->dz_row_mag[j];
       mpfr_set(w->dz.x[j * c->n + na], dz[j], MPFR_RNDN);
       w->dz_abs[j * c->n + na] = w->dz_row_abs[j];
       w->dz_err[j * c->n + na] = lce_mul_up(lce_mul_up(1.01, delta), w->dz_row_abs[j]);
     }
     for (int64_t k = 0; k < H; k++) {
-      double mag, e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_abs, delta, w->w_mp_t.x + k * V,
+      double mag, e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_abs, w->dz_row_mag, delta, w->w_mp_t.x + k * V,
                                            w->w_t + k * V, V, &w->prod, &mag);
       if (mpfr_underflow_p()) e = INFINITY;
       finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
@@ -328,13 +342,15 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, 
 }
 
 /* The reduced loss: sum of the token losses (reduction none reports the same sum), divided by
- * #valid for mean (0 when nothing is valid). */
+ * #valid for mean (0 when nothing is valid). Its magnitude is the sum of the token losses'
+ * magnitudes (|lse| + |z_y| each): those are the terms an implementation adds, and a batch of
+ * confident tokens has a loss far below them. */
 static void run_loss(oracle_ctx *cx, int64_t n_valid, oracle_work *w) {
   const lce_case *c = cx->c;
   double e = 0.0, mag = 0.0;
   for (int64_t n = 0; n < c->n; n++) {
     e = lce_add_up(e, w->loss_err[n]);
-    mag += fabs(mpfr_get_d(w->loss_token.x[n], MPFR_RNDN));
+    mag += cx->res->out[LCE_OUT_LOSS_TOKEN].mag[n];
   }
   if (mpfr_sum(w->out, w->loss_token.ptr, (unsigned long)c->n, MPFR_RNDN))
     e = lce_add_up(e, lce_half_ulp(w->out, cx->prec));
@@ -357,7 +373,7 @@ static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, 
       mpfr_clear_underflow();
       const int64_t col = j * c->n;
       double mag, e = lce_d_weight_element(w->out, cx->prec, prior[j * H + k], w->dz.x + col, w->dz_abs + col,
-                                           w->dz_err + col, w->hidden_mp_t.x + k * c->n, w->hidden_t + k * c->n,
+                                           w->dz_err + col, w->dz_mag + col, w->hidden_mp_t.x + k * c->n, w->hidden_t + k * c->n,
                                            w->active, na, &w->prod, &mag);
       if (mpfr_underflow_p()) e = INFINITY;
       finish(cx, LCE_OUT_D_WEIGHT, j * H + k, w->out, e, mag);

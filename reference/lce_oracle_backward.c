@@ -69,39 +69,40 @@ void lce_mul_exact_1(mpfr_ptr x, mpfr_srcptr a, mpfr_srcptr b) {
   mpfr_custom_init_set(x, kind, e, xprec, xs);
 }
 
-double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, double delta,
-                            mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod, double *mag) {
-  double s = 0.0;
+double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, const double *dz_mag,
+                            double delta, mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod,
+                            double *mag) {
+  double s = 0.0, m = 0.0;
   int64_t terms = 0; /* non-zero terms: exactly zero ones add neither magnitude nor slack */
   for (int64_t j = 0; j < v; j++) {
     lce_mul_exact_1(prod->x[j], dz[j], w_col[j]);
-    double t = dz_abs[j] * fabs(w_col_d[j]);
-    s += t;
+    s += dz_abs[j] * fabs(w_col_d[j]);
+    m += dz_mag[j] * fabs(w_col_d[j]);
     terms += dz_abs[j] != 0.0 && w_col_d[j] != 0.0;
   }
   int inexact = mpfr_sum(out, prod->ptr, (unsigned long)v, MPFR_RNDN);
-  *mag = s;
+  *mag = m;
   double e = lce_mul_up(lce_mul_up(1.01, delta), lce_sum_bound(s, terms));
   return inexact ? lce_add_up(e, lce_half_ulp(out, prec)) : e;
 }
 
 double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col, const double *dz_abs_col,
-                            const double *dz_err_col, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
+                            const double *dz_err_col, const double *dz_mag_col, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
                             int64_t na, lce_mp_array *prod, double *mag) {
-  double s = 0.0, se = 0.0;
+  double se = 0.0, m = 0.0;
   int64_t terms = 0;
   for (int64_t i = 0; i < na; i++) {
     int64_t n = active[i];
     lce_mul_exact_1(prod->x[i], dz_col[i], h_col[n]);
     /* An exactly zero term adds no magnitude and no error (and avoids Inf * 0). */
     if (h_col_d[n] == 0.0 || dz_abs_col[i] == 0.0) continue;
-    s += dz_abs_col[i] * fabs(h_col_d[n]);
+    m += dz_mag_col[i] * fabs(h_col_d[n]);
     se += dz_err_col[i] * fabs(h_col_d[n]);
     terms++;
   }
   mpfr_set_d(prod->x[na], prior, MPFR_RNDN); /* exact */
   int inexact = mpfr_sum(out, prod->ptr, (unsigned long)(na + 1), MPFR_RNDN);
-  *mag = fabs(prior) + s;
+  *mag = fabs(prior) + m;
   double e = lce_sum_bound(se, terms);
   return inexact ? lce_add_up(e, lce_half_ulp(out, prec)) : e;
 }

@@ -112,16 +112,19 @@ static inline mpfr_prec_t lce_mul_exact_prec(mpfr_prec_t a_prec) {
 /* Element (n, k) of d_hidden = sum_j dz[j] * w_col[j] from one row's dz (relative bound delta,
  * absolute values bounded above by dz_abs[j]) and column k of W (w_col[j] = W[j, k], as MPFR
  * numbers and as doubles: contiguous, for the cache). Value into out, returns the error bound and
- * sets *mag = sum_j |dz_j W_jk|. prod holds >= v numbers of precision lce_mul_exact_prec(prec). */
-double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, double delta,
+ * sets *mag = sum_j dz_mag[j] |W_jk| (dz_mag: the row's term magnitudes, label term split).
+ * prod holds >= v numbers of precision lce_mul_exact_prec(prec). */
+double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, const double *dz_mag,
+                            double delta,
                             mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod, double *mag);
 
 /* Element (j, k) of d_weight = prior + sum_i dz_col[i] * h_col[active[i]] over the na rows with a
  * non-zero dz: dz_col[i] = dz[active[i], j], with upper bounds dz_abs_col on |dz| and dz_err_col
- * on |dz - exact|; h_col[n] = hidden[n, k] as MPFR numbers and doubles. Returns the error bound;
- * *mag = |prior| + sum |dz h|. prod holds >= na + 1 numbers of precision lce_mul_exact_prec(prec). */
+ * on |dz - exact|, dz_mag_col the term magnitudes (label term split); h_col[n] = hidden[n, k] as
+ * MPFR numbers and doubles. Returns the error bound; *mag = |prior| + sum dz_mag |h|. prod holds
+ * >= na + 1 numbers of precision lce_mul_exact_prec(prec). */
 double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col, const double *dz_abs_col,
-                            const double *dz_err_col, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
+                            const double *dz_err_col, const double *dz_mag_col, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
                             int64_t na, lce_mp_array *prod, double *mag);
 
 /* ---- entry points for tests ------------------------------------------------------------------- */
