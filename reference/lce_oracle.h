@@ -34,7 +34,8 @@ typedef struct lce_oracle_result {
   int64_t n_valid;
   int64_t decisive, total; /* over all elements of all outputs */
   int precision_bits;      /* MPFR working precision used */
-  double worst_rel_err;    /* largest err/|value| over non-zero elements: the certified accuracy */
+  double worst_rel_err;    /* largest MPFR-level error / max(|value|, mag) over certified elements:
+                            * the oracle's accuracy before the rounding to double (~1e-45) */
 } lce_oracle_result;
 
 /* Runs forward and backward. Rejects invalid cases or tensors with LCE_EINVAL before computing.

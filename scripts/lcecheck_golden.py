@@ -9,6 +9,8 @@ stderr with a leading '+'. Regeneration refuses, with exit code 1 and a message,
   - loosen or drop an existing bound without --allow-loosen "reason" (the reason is recorded),
   - write goldens under which a catalogued mutant of the class passes the matrix.
 Without --write it shows what it would write and changes nothing.
+Bounds of the `cond` form (a + b*cond) scale with the output's normwise condition, which lcecheck
+reports per case and output as "cond"; ceilings in the policy may use the name cond likewise.
 
   scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--write]
   scripts/lcecheck_golden.py show [--json]
@@ -31,7 +33,8 @@ POLICY_MAGIC = "lcecheck-policy 1"
 OUTPUTS = ("loss", "loss_token", "lse", "d_hidden", "d_weight", "d_embedding")
 METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
 DTYPES = ("bf16", "fp16", "fp32")
-FORMS = ("const", "sqrtk", "lineark")
+FORMS = ("const", "sqrtk", "lineark", "cond")
+FORM_NVALS = {"const": 1, "sqrtk": 2, "lineark": 2, "cond": 2}  # constants written on a golden line
 UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24}
 
 
@@ -117,8 +120,9 @@ def eval_expr(tree, names, where):
     return ev(tree)
 
 
-def case_names(dtype, shape, k):
-    names = {"u": UNIT_ROUNDOFF[dtype], "K": float(k), "inf": math.inf}
+def case_names(dtype, shape, k, cond=1.0):
+    """The names an expression may use for one case; cond is the output's condition (>= 1)."""
+    names = {"u": UNIT_ROUNDOFF[dtype], "K": float(k), "cond": float(cond), "inf": math.inf}
     names.update({f"u_{t}": u for t, u in UNIT_ROUNDOFF.items()})
     names.update({key: float(v) for key, v in shape.items()})
     return names
@@ -149,7 +153,12 @@ def load_policy(path):
                 key, _, val = kv.partition("=")
                 if key not in ("margin", "min", "max") or not val or key in opts:
                     raise ToolError(f"{where}: bad bound option '{kv}'")
-                opts[key] = (parse_expr(val, where), where)
+                tree = parse_expr(val, where)
+                if any(isinstance(n, ast.Name) and n.id == "cond" for n in ast.walk(tree)):
+                    # A coefficient is one number per (output, metric); cond differs per case, and
+                    # the cond form already multiplies the coefficient by it.
+                    raise ToolError(f"{where}: '{kv}' uses cond, which only ceilings may use")
+                opts[key] = (tree, where)
             if "margin" not in opts or (tok[1], tok[2]) in pol["bounds"]:
                 raise ToolError(f"{where}: bound needs margin= and must not repeat a key")
             pol["bounds"][(tok[1], tok[2])] = {"form": tok[3], **opts}
@@ -164,8 +173,8 @@ def load_policy(path):
     return pol
 
 
-def policy_value(pol, expr, dtype, shape, k):
-    names = case_names(dtype, shape, k)
+def policy_value(pol, expr, dtype, shape, k, cond=1.0):
+    names = case_names(dtype, shape, k, cond)
     names.update(pol["defines"])
     return eval_expr(expr[0], names, expr[1])
 
@@ -206,7 +215,7 @@ def load_golden(path):
         tok = line.split()
         if not tok:
             continue
-        nvals = {"const": 1, "sqrtk": 2, "lineark": 2}.get(tok[4] if len(tok) > 4 else "")
+        nvals = FORM_NVALS.get(tok[4] if len(tok) > 4 else "")
         if nvals is None or len(tok) != 5 + nvals or tok[1] not in DTYPES or tok[2] not in OUTPUTS \
                 or tok[3] not in METRICS:
             raise ToolError(f"{where}: malformed golden line: {line}")
@@ -218,14 +227,20 @@ def load_golden(path):
     return g
 
 
-def bound_at(entry, k):
+def form_scale(form, k, cond):
+    """What the coefficient b multiplies in a + b*scale (const: the coefficient is a, scale 1)."""
+    return {"const": 1.0, "sqrtk": math.sqrt(k), "lineark": float(k), "cond": float(cond)}[form]
+
+
+def bound_at(entry, k, cond=1.0):
+    """The bound of an entry for a case with inner size k and output condition cond (lce_golden_bound)."""
     form, a, b = entry
-    return a + b * {"const": 0.0, "sqrtk": math.sqrt(k), "lineark": float(k)}[form]
+    return a if form == "const" else a + b * form_scale(form, k, cond)
 
 
 def format_entry(key, entry):
     form, a, b = entry
-    vals = [a.hex()] if form == "const" else [a.hex(), b.hex()]
+    vals = [a.hex()] if FORM_NVALS[form] == 1 else [a.hex(), b.hex()]
     return " ".join(list(key) + [form] + vals)
 
 
@@ -278,14 +293,18 @@ def collect_measurements(meas):
                 continue
             if not o.get("judged"):
                 continue  # class checks only (d_embedding, loss of reduction none): no metric exists
+            cond = o.get("cond", 1.0)  # absent in measurements from before the cond form: no cancellation
+            if cond is None or not math.isfinite(float(cond)) or float(cond) < 1.0:
+                problems.append(f"{cid}: {out}: cond is {cond}, not a finite number >= 1")
+                continue
             for metric in METRICS:
                 v = o.get(metric)
                 if v is None:
                     problems.append(f"{cid}: {out}: {metric} is not a finite number")
                     continue
                 key = (cls, case["dtype"], out, metric)
-                samples.setdefault(key, []).append(
-                    {"id": cid, "value": abs(float(v)), "k": int(o["inner"]), "shape": case_shape(cid)})
+                samples.setdefault(key, []).append({"id": cid, "value": abs(float(v)), "k": int(o["inner"]),
+                                                    "cond": float(cond), "shape": case_shape(cid)})
         if status != "pass" and not class_failures:
             problems.append(f"{cid}: status '{status}' without a class failure named")
     if problems:
@@ -297,7 +316,13 @@ def collect_measurements(meas):
 
 
 def propose(pol, samples):
-    """Proposes entries from the policy; also returns the values and bounds above their ceilings."""
+    """Proposes entries from the policy; also returns the values and bounds above their ceilings.
+
+    The worst sample is the one with the largest value/scale (scale: 1, sqrt(K), K or cond, by the
+    rule's form); the coefficient is its ratio times the margin, clamped to [min, max], and the other
+    constant is 0: a for the K and cond forms. For cond, a = 0 rather than a = min because cond >= 1
+    already makes b >= min give a bound >= min on every case, and a constant floor would loosen the
+    well-conditioned cases, which are the ones that catch a mutant."""
     entries, worst, refusals = {}, {}, []
     for key, ss in sorted(samples.items(), key=lambda kv: entry_order(kv[0])):
         _, dtype, output, metric = key
@@ -305,21 +330,22 @@ def propose(pol, samples):
         if rule is None:
             raise Refusal(f"{pol['path']}: no bound rule for {output} {metric}")
         ceiling = policy_ceiling(pol, dtype, output, metric)
-        scale = {"const": lambda k: 1.0, "sqrtk": math.sqrt, "lineark": float}[rule["form"]]
-        w = max(ss, key=lambda s: s["value"] / scale(s["k"]))
+        def scale(s):
+            return form_scale(rule["form"], s["k"], s["cond"])
+        w = max(ss, key=lambda s: s["value"] / scale(s))
         s0 = ss[0]
-        coef = w["value"] / scale(w["k"]) * policy_value(pol, rule["margin"], dtype, s0["shape"], s0["k"])
+        coef = w["value"] / scale(w) * policy_value(pol, rule["margin"], dtype, s0["shape"], s0["k"])
         if "min" in rule:
             coef = max(coef, policy_value(pol, rule["min"], dtype, s0["shape"], s0["k"]))
         if "max" in rule:
             coef = min(coef, policy_value(pol, rule["max"], dtype, s0["shape"], s0["k"]))
         entry = (rule["form"], coef, 0.0) if rule["form"] == "const" else (rule["form"], 0.0, coef)
-        ceils = [policy_value(pol, ceiling, dtype, s["shape"], s["k"]) for s in ss]
+        ceils = [policy_value(pol, ceiling, dtype, s["shape"], s["k"], s["cond"]) for s in ss]
         for s, c in zip(ss, ceils):
             if s["value"] > c:
-                refusals.append(f"{' '.join(key)}: measured {s['value']:.3e} in {s['id']} is above "
-                                f"its ceiling {c:.3e} ({ceiling[1]})")
-        top = max(bound_at(entry, s["k"]) for s in ss)
+                refusals.append(f"{' '.join(key)}: measured {s['value']:.3e} in {s['id']} (cond "
+                                f"{s['cond']:.3g}) is above its ceiling {c:.3e} ({ceiling[1]})")
+        top = max(bound_at(entry, s["k"], s["cond"]) for s in ss)
         if top > max(ceils):
             refusals.append(f"{' '.join(key)}: proposed bound {top:.3e} is above the largest "
                             f"ceiling {max(ceils):.3e} of the matrix ({ceiling[1]})")
@@ -328,37 +354,43 @@ def propose(pol, samples):
     return entries, worst, refusals
 
 
-def diff_entries(old, new, samples):
-    """Rows old → new with the ratio at the worst K; 'looser' when new exceeds old at any measured K."""
+def diff_entries(old, new, samples, worst=None):
+    """Rows old → new. 'looser' when new exceeds old at any measured (K, cond) point; ratio is the
+    largest new/old over those points; old_value and new_value are the bounds at the worst sample's
+    K and cond (where the new coefficient came from), or at the largest K and cond without one."""
     rows = []
+    worst = worst or {}
     for key in sorted(set(old) | set(new), key=entry_order):
-        ks = sorted({s["k"] for s in samples.get(key, [])}) or [1]
+        points = sorted({(s["k"], s["cond"]) for s in samples.get(key, [])}) or [(1, 1.0)]
+        w = worst.get(key)
+        at = (w["k"], w["cond"]) if w else (max(p[0] for p in points), max(p[1] for p in points))
         o, n = old.get(key), new.get(key)
         if o is None:
             change, ratio = "new", None
         elif n is None:
             change, ratio = "removed", None
         else:
-            ratios = [bound_at(n, k) / bound_at(o, k) if bound_at(o, k) > 0 else math.inf for k in ks]
-            ratio = max(ratios)
+            ratio = max(bound_at(n, *p) / bound_at(o, *p) if bound_at(o, *p) > 0 else math.inf
+                        for p in points)
             change = "looser" if ratio > 1.0 + 1e-12 else ("same" if n == o else "tighter")
         rows.append({"key": list(key), "old": format_entry(key, o)[len(" ".join(key)) + 1:] if o else None,
                      "new": format_entry(key, n)[len(" ".join(key)) + 1:] if n else None,
-                     "old_value": bound_at(o, ks[-1]) if o else None,
-                     "new_value": bound_at(n, ks[-1]) if n else None, "ratio": ratio, "change": change})
+                     "at": {"k": at[0], "cond": at[1]},
+                     "old_value": bound_at(o, *at) if o else None,
+                     "new_value": bound_at(n, *at) if n else None, "ratio": ratio, "change": change})
     return rows
 
 
 def print_diff(rows, worst):
     print(f"{'class':<12} {'dtype':<5} {'output':<11} {'metric':<9} {'old':>10}    {'new':>10} "
-          f"{'ratio':>7}  change   worst case")
+          f"{'ratio':>7}  change   {'at cond':>8}  worst case")
     for r in rows:
         old = f"{r['old_value']:.3e}" if r["old_value"] is not None else "-"
         new = f"{r['new_value']:.3e}" if r["new_value"] is not None else "-"
         ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
         w = worst.get(tuple(r["key"]))
         print(f"{r['key'][0]:<12} {r['key'][1]:<5} {r['key'][2]:<11} {r['key'][3]:<9} {old:>10} -> "
-              f"{new:>10} {ratio:>7}  {r['change']:<8} {w['id'] if w else ''}")
+              f"{new:>10} {ratio:>7}  {r['change']:<8} {r['at']['cond']:>8.3g}  {w['id'] if w else ''}")
 
 
 def mpfr_version(listing, build):
@@ -462,7 +494,7 @@ def cmd_regen(args):
     golden_path = os.path.join(args.golden_dir, f"{cls}.golden")
     old = load_golden(golden_path)
     old_entries = {k: v for k, v in (old or {"entries": {}})["entries"].items() if k[0] == cls}
-    rows = diff_entries(old_entries, new, samples)
+    rows = diff_entries(old_entries, new, samples, worst)
     report["diff"] = rows
     if not args.json:
         print(f"golden {golden_path} ({'exists' if old else 'new file'}), class {cls}, "

@@ -2,7 +2,8 @@
 """fake_lcecheck.py — stands in for build/lcecheck in the golden-regeneration tests.
 
 Reads its behaviour from the JSON file named by $FAKE_LCECHECK_CONFIG:
-  {"list": <list --json answer>, "measure": <measure --json answer>,
+  {"list": <list --json answer>, "measure": <measure --json answer, whose outputs may carry "cond"
+              as the real CLI prints it; leaving it out stands for an older CLI (cond taken as 1)>,
    "check_rc": {"<mutant name>": <exit code of check for it (default 1: a failing case)>},
    "check_status": {"<mutant name>": <status of its cases when check_rc is not 0 (default "fail")>}}
 and appends every invocation (argv, plus the golden file's text for check) to $FAKE_LCECHECK_LOG,

@@ -1,7 +1,8 @@
 """test_lcecheck_golden.py — the refusal logic of scripts/lcecheck_golden.py on synthetic measurements.
 
 A fake lcecheck (fake_lcecheck.py) answers list/measure/check from a JSON config, so no build is
-needed. The tests use the real golden/policy.txt, so they also prove that the committed policy parses
+needed. Outputs carry "cond" (the normwise condition lcecheck reports) only where a test sets it, so
+the default of 1 for measurements without it is exercised too. The tests use the real golden/policy.txt, so they also prove that the committed policy parses
 and that its ceilings sit where the derivation says (above a correct subject, below gross errors).
 Run: python3 -m unittest discover -s scripts/tests -v"""
 import json
@@ -23,18 +24,21 @@ CLASS = "fused-host"
 GOLDEN_NAME = CLASS + ".golden"
 
 
-def output(inner, relerr, bias, ulpfrac=0.01, maxscaled=None):
-    return {"inner": inner, "judged": 100, "inconclusive": 0, "class_ok": True, "class_msg": "",
-            "relerr": relerr, "bias": bias, "ulpfrac": ulpfrac,
-            "maxscaled": relerr / 4 if maxscaled is None else maxscaled}
+def output(inner, relerr, bias, ulpfrac=0.01, maxscaled=None, cond=None):
+    o = {"inner": inner, "judged": 100, "inconclusive": 0, "class_ok": True, "class_msg": "",
+         "relerr": relerr, "bias": bias, "ulpfrac": ulpfrac,
+         "maxscaled": min(relerr, 1e-3) / 4 if maxscaled is None else maxscaled}
+    if cond is not None:
+        o["cond"] = cond
+    return o
 
 
-def case(cid, dtype, d_hidden_relerr=2e-3, d_hidden_bias=-1e-4, status="pass"):
+def case(cid, dtype, d_hidden_relerr=2e-3, d_hidden_bias=-1e-4, status="pass", d_hidden_cond=None):
     return {"id": cid, "dtype": dtype, "status": status, "outputs": {
         "loss": output(16, 1e-7, 5e-8),
         "loss_token": output(300, 2e-7, -1e-8),
         "lse": output(300, 1e-7, 2e-8),
-        "d_hidden": output(300, d_hidden_relerr, d_hidden_bias),
+        "d_hidden": output(300, d_hidden_relerr, d_hidden_bias, cond=d_hidden_cond),
         "d_weight": output(16, 5e-4, 1e-5),
         # Class checks only: the CLI reports judged 0 and zero metrics.
         "d_embedding": {"inner": 16, "judged": 0, "inconclusive": 0, "class_ok": True, "class_msg": "",
@@ -46,7 +50,7 @@ def measurement(cases):
             "cases": cases, "summary": {}}
 
 
-def listing(mutants=("mutant/bf16-dhidden-accum", "mutant/untied-wrong-weight")):
+def listing(mutants=("mutant/bf16-dhidden-accum", "mutant/tied-weight-when-untied")):
     subjects = [{"name": CLASS, "golden_class": CLASS, "caps": ["bf16"], "description": "host twin"}]
     subjects += [{"name": m, "golden_class": CLASS, "caps": ["bf16", "mutant"], "description": "bug"}
                  for m in mutants]
@@ -55,6 +59,10 @@ def listing(mutants=("mutant/bf16-dhidden-accum", "mutant/untied-wrong-weight"))
     return {"subjects": subjects, "matrices": [{"name": "default"}], "mpfr_version": "4.2.0"}
 
 
+CONFIDENT_ID = "bf16.tied.tp1.n16.h32.v300.vp300.vc50.sum.ign10.fresh.confident.s7"
+# p_y -> 1 on every row: d_hidden is tiny and known to a correct fp32 softmax only to ~20%, which
+# its condition of 1e5 explains (policy.txt: relerr <= u + cond*Ghid).
+CONFIDENT = case(CONFIDENT_ID, "bf16", d_hidden_relerr=0.2, d_hidden_bias=-0.1, d_hidden_cond=1e5)
 DEFAULT_CASES = [case("bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1", "bf16"),
                  case("bf16.tied.tp2.n16.h32.v300.vp384.vc8.sum.ign0.fresh.mixed.s2", "bf16",
                       d_hidden_relerr=3e-3, d_hidden_bias=-2e-4),
@@ -86,6 +94,10 @@ class RegenTest(unittest.TestCase):
                "measure": measurement(cases), "check_rc": check_rc or {}, "check_status": check_status or {}}
         with open(self.config_path, "w") as f:
             json.dump(cfg, f)
+
+    def regen_json(self, *extra):
+        p = self.regen("--json", *extra)
+        return p, json.loads(p.stdout)
 
     def regen(self, *extra):
         env = dict(os.environ, FAKE_LCECHECK_CONFIG=self.config_path, FAKE_LCECHECK_LOG=self.log_path)
@@ -125,27 +137,60 @@ class RegenTest(unittest.TestCase):
                        "# device: host (fused-host emulation)"):
             self.assertIn(needle, text)
         e = self.entries()
-        # relerr margin 2 over the worst bf16 case; bias margin 4 over the worst |bias|.
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("const", 3e-3 * 2, 0.0))
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "bias")], ("const", 2e-4 * 4, 0.0))
-        self.assertIn(f"{CLASS} bf16 d_hidden relerr const {(6e-3).hex()}", text)
+        # relerr margin 2 over the worst bf16 case; bias margin 4 over the worst |bias|; both of
+        # form cond (b·cond, a = 0), and cond is 1 where the measurement does not report it.
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 3e-3 * 2))
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "bias")], ("cond", 0.0, 2e-4 * 4))
+        self.assertIn(f"{CLASS} bf16 d_hidden relerr cond {(0.0).hex()} {(6e-3).hex()}", text)
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("const", 1e-3 / 4 * 2, 0.0))
         # An output without metrics (judged 0: d_embedding) gets no entry; min= lifts tiny values.
         self.assertNotIn((CLASS, "bf16", "d_embedding", "relerr"), e)
-        self.assertEqual(e[(CLASS, "fp32", "d_hidden", "bias")][1], 2.0**-24)
+        self.assertEqual(e[(CLASS, "fp32", "d_hidden", "bias")][2], 2.0**-24)
+
+    def test_cond_form_takes_b_from_the_worst_value_over_cond(self):
+        # relerr 1e-2 at cond 2.5 (ratio 4e-3) is the worst ratio, not 0.2 at cond 1e5 (2e-6) nor
+        # 3e-3 at cond 1; the confident case is accepted because its ceiling grows with its cond.
+        mild = case("bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s8", "bf16",
+                    d_hidden_relerr=1e-2, d_hidden_bias=-1e-3, d_hidden_cond=2.5)
+        self.configure(cases=DEFAULT_CASES + [CONFIDENT, mild])
+        p, report = self.regen_json("--write")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        e = self.entries()
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 4e-3 * 2))
+        # bias: 4 × 0.1/1e5 is small, 4 × 1e-3/2.5 = 1.6e-3 is the worst ratio.
+        self.assertAlmostEqual(e[(CLASS, "bf16", "d_hidden", "bias")][2], 1.6e-3, delta=1e-15)
+        # The diff row is evaluated at the worst sample's K and cond.
+        row = next(r for r in report["diff"] if r["key"] == [CLASS, "bf16", "d_hidden", "relerr"])
+        self.assertEqual(row["at"], {"k": 300, "cond": 2.5})
+        self.assertAlmostEqual(row["new_value"], 8e-3 * 2.5, delta=1e-15)
+        self.assertEqual(row["new"], f"cond {(0.0).hex()} {(8e-3).hex()}")
+
+    def test_cond_bound_is_looser_where_cond_is_large(self):
+        # A const 1e-2 replaced by 6e-3·cond is tighter at cond 1 but far looser at the confident
+        # case's cond 1e5: loosening, so it needs a reason.
+        self.write_golden([f"{CLASS} bf16 d_hidden relerr const {(1e-2).hex()}"])
+        self.configure(cases=DEFAULT_CASES + [CONFIDENT])
+        p = self.regen("--write")
+        self.assert_refused(p, "bf16 d_hidden relerr (looser)")
+        # Values are shown at the worst sample (cond 1); the ratio is the largest over every
+        # measured (K, cond): 6e-3·1e5 / 1e-2.
+        self.assertIn("60000.000  looser", p.stdout)
+        p = self.regen("--write", "--allow-loosen", "bounds scale with cond")
+        self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_tightening_is_allowed(self):
         self.write_golden([f"{CLASS} bf16 d_hidden relerr const {(1e-2).hex()}"])
         p = self.regen("--write")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("tighter", p.stdout)
-        self.assertEqual(self.entries()[(CLASS, "bf16", "d_hidden", "relerr")][1], 6e-3)
+        self.assertEqual(self.entries()[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 6e-3))
 
     def test_mutants_are_checked_against_the_candidate_not_the_committed_file(self):
         p = self.regen("--write")
         self.assertEqual(p.returncode, 0, p.stderr)
         checks = [c for c in self.calls() if c["argv"][0] == "check"]
         self.assertEqual(sorted(c["argv"][c["argv"].index("--subject") + 1] for c in checks),
-                         ["mutant/bf16-dhidden-accum", "mutant/untied-wrong-weight"])
+                         ["mutant/bf16-dhidden-accum", "mutant/tied-weight-when-untied"])
         for c in checks:
             self.assertNotEqual(c["argv"][c["argv"].index("--golden") + 1], self.golden_path())
             self.assertEqual(c["golden_text"], lcecheck_golden.read_text(self.golden_path()))
@@ -161,9 +206,19 @@ class RegenTest(unittest.TestCase):
                                     "bf16", d_hidden_relerr=0.2)]
         self.configure(cases=bad)
         p = self.regen("--write")
+        # The same 0.2 that the confident case may have at cond 1e5 is a bug at cond 1.
         self.assert_refused(p, "bf16 d_hidden relerr: measured 2.000e-01")
+        self.assertIn("(cond 1)", p.stderr)
         self.assertIn("above the largest ceiling", p.stderr)
         self.assertFalse(os.path.exists(self.golden_path()))
+
+    def test_cond_missing_is_one_and_invalid_cond_is_refused(self):
+        s = lcecheck_golden.collect_measurements(measurement(DEFAULT_CASES))
+        self.assertEqual({x["cond"] for x in s[(CLASS, "bf16", "d_hidden", "relerr")]}, {1.0})
+        bad = case("bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s9", "bf16")
+        bad["outputs"]["lse"]["cond"] = None  # lcecheck prints null for a non-finite number
+        self.configure(cases=DEFAULT_CASES + [bad])
+        self.assert_refused(self.regen("--write"), "s9: lse: cond is None, not a finite number >= 1")
 
     def test_loosening_is_refused_without_reason_and_recorded_with_one(self):
         tight = f"{CLASS} bf16 d_hidden relerr const {(1e-3).hex()}"
@@ -180,9 +235,9 @@ class RegenTest(unittest.TestCase):
         self.assert_refused(self.regen("--write"), "fp16 d_hidden relerr (removed)")
 
     def test_surviving_mutant_is_refused(self):
-        self.configure(check_rc={"mutant/untied-wrong-weight": 0})
+        self.configure(check_rc={"mutant/tied-weight-when-untied": 0})
         p = self.regen("--write")
-        self.assert_refused(p, "mutant/untied-wrong-weight: every case of matrix default passes")
+        self.assert_refused(p, "mutant/tied-weight-when-untied: every case of matrix default passes")
         self.assertFalse(os.path.exists(self.golden_path()))
 
     def test_mutant_check_error_is_not_a_kill(self):
@@ -210,9 +265,13 @@ class RegenTest(unittest.TestCase):
 
 
 class PolicyTest(unittest.TestCase):
-    # The only keys whose ceiling policy.txt declares unbounded (the label-term cancellation under
-    # the oracle's mag); anything else going to inf must be a conscious change here too.
-    NO_FINITE_CEILING = {("d_hidden", "maxscaled"), ("d_weight", "maxscaled")}
+    # Ceilings above 1 at cond 1 (the trivial per-term bound of fp16 d_logits that underflow, see
+    # policy.txt at d_weight); anything else above 1, or inf, must be a conscious change here too.
+    ABOVE_ONE = {("fp16", "d_weight", "maxscaled")}
+
+    def ceiling(self, pol, t, out, metric, cond=1.0):
+        return lcecheck_golden.policy_value(pol, lcecheck_golden.policy_ceiling(pol, t, out, metric), t,
+                                            {"N": 16, "H": 32, "V": 300}, 300, cond)
 
     def test_policy_covers_every_judged_output_and_metric(self):
         pol = lcecheck_golden.load_policy(POLICY)
@@ -223,17 +282,48 @@ class PolicyTest(unittest.TestCase):
                 for t in lcecheck_golden.DTYPES:
                     c = lcecheck_golden.policy_value(
                         pol, lcecheck_golden.policy_ceiling(pol, t, out, metric), t, shape, 300)
-                    if (out, metric) in self.NO_FINITE_CEILING:
-                        self.assertEqual(c, float("inf"), f"{t} {out} {metric}")
+                    if (t, out, metric) in self.ABOVE_ONE:
+                        self.assertTrue(1 < c < 2.1, f"{t} {out} {metric}: {c}")
                     else:
                         self.assertTrue(0 < c <= 1, f"{t} {out} {metric}: {c}")
 
+    def test_normwise_ceilings_grow_with_cond_and_the_rest_do_not(self):
+        pol = lcecheck_golden.load_policy(POLICY)
+        for out in ("loss", "loss_token", "lse", "d_hidden", "d_weight"):
+            self.assertEqual(pol["bounds"][(out, "relerr")]["form"], "cond")
+            self.assertEqual(pol["bounds"][(out, "bias")]["form"], "cond")
+            for metric in ("relerr", "bias"):
+                lo, hi = self.ceiling(pol, "bf16", out, metric), self.ceiling(pol, "bf16", out, metric, 1e4)
+                self.assertGreater(hi, 1e3 * lo, f"{out} {metric}")
+            for metric in ("ulpfrac", "maxscaled"):
+                self.assertEqual(pol["bounds"][(out, metric)]["form"], "const")
+                self.assertEqual(self.ceiling(pol, "bf16", out, metric),
+                                 self.ceiling(pol, "bf16", out, metric, 1e4), f"{out} {metric}")
+
+    def test_bias_cap_keeps_cond_bounds_under_the_ceiling_at_any_cond(self):
+        # b <= the ceiling's cond coefficient, so b·cond stays below the ceiling however large cond.
+        pol = lcecheck_golden.load_policy(POLICY)
+        shape = {"N": 16, "H": 32, "V": 300}
+        for out in ("loss", "loss_token", "lse", "d_hidden", "d_weight"):
+            for t in lcecheck_golden.DTYPES:
+                cap = lcecheck_golden.policy_value(pol, pol["bounds"][(out, "bias")]["max"], t, shape, 300)
+                self.assertLessEqual(cap * 1e6, self.ceiling(pol, t, out, "bias", 1e6), f"{t} {out}")
+
+    def test_cond_is_for_ceilings_only(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "policy.txt")
+            with open(p, "w") as f:
+                f.write("lcecheck-policy 1\nbound lse relerr cond margin=2*cond\n")
+            with self.assertRaisesRegex(lcecheck_golden.ToolError, "only ceilings may use"):
+                lcecheck_golden.load_policy(p)
+
     def test_bf16_d_hidden_ceiling_sits_between_correct_and_gross(self):
         pol = lcecheck_golden.load_policy(POLICY)
-        c = lcecheck_golden.policy_value(pol, lcecheck_golden.policy_ceiling(pol, "bf16", "d_hidden", "relerr"),
-                                         "bf16", {"N": 16, "H": 32, "V": 300}, 300)
-        self.assertGreater(c, 5 * 2.0**-8)  # the final rounding plus amplified d_logits rounding
+        c = self.ceiling(pol, "bf16", "d_hidden", "relerr")
+        self.assertGreater(c, 5 * 2.0**-8)  # 2 × (final rounding + d_logits rounding + underflow)
         self.assertLess(c, 0.1)
+        # At cond 1e5 (confident rows) a relerr of 0.2 is within the model, at cond 1 it is not.
+        self.assertGreater(self.ceiling(pol, "bf16", "d_hidden", "relerr", 1e5), 0.2)
 
     def test_expressions_are_arithmetic_only(self):
         with self.assertRaises(lcecheck_golden.ToolError):
@@ -241,10 +331,27 @@ class PolicyTest(unittest.TestCase):
         tree = lcecheck_golden.parse_expr("2*(u + sqrt(N))", "t")
         self.assertEqual(lcecheck_golden.eval_expr(tree, {"u": 0.5, "N": 16.0}, "t"), 9.0)
 
+    def test_cond_entry_round_trips_and_scales_with_cond(self):
+        line = f"{CLASS} bf16 d_hidden relerr cond {(2.0**-10).hex()} {(1.5 * 2.0**-8).hex()}"
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "x.golden")
+            with open(p, "w") as f:
+                f.write("lcecheck-golden 1\n# c\n" + line + "\n" + f"{CLASS} bf16 lse bias cond 1e-7 0.5e-7\n")
+            g = lcecheck_golden.load_golden(p)["entries"]
+        key = (CLASS, "bf16", "d_hidden", "relerr")
+        self.assertEqual(g[key], ("cond", 2.0**-10, 1.5 * 2.0**-8))
+        self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
+        self.assertEqual(lcecheck_golden.bound_at(g[key], 300, 4.0), 2.0**-10 + 6 * 2.0**-8)
+        self.assertEqual(lcecheck_golden.bound_at(g[key], 1, 1.0), lcecheck_golden.bound_at(g[key], 9999, 1.0))
+        self.assertEqual(g[(CLASS, "bf16", "lse", "bias")], ("cond", 1e-7, 0.5e-7))  # decimal input
+        self.assertEqual(lcecheck_golden.bound_at(("sqrtk", 1.0, 2.0), 16, 1e9), 9.0)  # K forms ignore cond
+
     def test_golden_parser_rejects_malformed_lines(self):
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "x.golden")
             for body in ("lcecheck-golden 2\n", "lcecheck-golden 1\nfused-host bf16 d_hidden relerr const\n",
+                         "lcecheck-golden 1\nfused-host bf16 d_hidden relerr cond 1\n",
+                         "lcecheck-golden 1\nfused-host bf16 d_hidden relerr cond 0 -1\n",
                          "lcecheck-golden 1\nfused-host bf16 d_hidden relerr const -1\n",
                          "lcecheck-golden 1\nfused-host bf16 lse relerr const 1\nfused-host bf16 lse relerr const 2\n"):
                 with open(p, "w") as f:
