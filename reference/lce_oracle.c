@@ -285,6 +285,15 @@ static lce_code alloc_work(const lce_case *c, mpfr_prec_t prec, oracle_work *w, 
   return LCE_OK;
 }
 
+/* Sum over k of |h[k] W[v,k]| for one token row and one vocab row: the terms of logit z[v]. Every
+ * implementation forms z[v] from them in finite precision, so its error scales with this sum, not
+ * with |z[v]|, which cancellation can make arbitrarily small. */
+static double logit_terms(const double *h_row, const double *w_row, int64_t H) {
+  double s = 0.0;
+  for (int64_t k = 0; k < H; k++) s += fabs(h_row[k] * w_row[k]);
+  return s * (1.0 + 0x1p-50); /* an upper bound: H <= 2^24 terms, each sum rounding <= 2^-53 */
+}
+
 /* Per token: lse, loss, dz, and the d_hidden row. Returns the number of rows with non-zero dz. */
 static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, oracle_work *w) {
   const lce_case *c = cx->c;
@@ -296,11 +305,17 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, 
     const int valid = y != c->ignore_index;
     lce_row_logits_exact(&w->row, w->hidden_mp.x + n * H, w->w_mp.x);
     lce_row_forward(&w->row, valid ? y : -1);
-    finish(cx, LCE_OUT_LSE, n, w->row.lse, w->row.err_lse, w->row.mag_lse);
+    /* Magnitudes: lse is a softmax-weighted mean of the logits plus log s, so its terms are at most
+     * the largest logit's terms; a token's loss adds the label logit's terms. */
+    double terms_max = 0.0;
+    for (int64_t v = 0; v < V; v++) terms_max = fmax(terms_max, logit_terms(w->hidden + n * H, w->w + v * H, H));
+    finish(cx, LCE_OUT_LSE, n, w->row.lse, w->row.err_lse, lce_add_up(w->row.mag_lse, terms_max));
     if (valid) {
       mpfr_set(w->loss_token.x[n], w->row.loss, MPFR_RNDN);
       w->loss_err[n] = w->row.err_loss;
-      finish(cx, LCE_OUT_LOSS_TOKEN, n, w->row.loss, w->row.err_loss, w->row.mag_loss);
+      double terms_y = logit_terms(w->hidden + n * H, w->w + y * H, H);
+      finish(cx, LCE_OUT_LOSS_TOKEN, n, w->row.loss, w->row.err_loss,
+             lce_add_up(w->row.mag_loss, lce_add_up(terms_max, terms_y)));
     } else {
       mpfr_set_zero(w->loss_token.x[n], 1);
       w->loss_err[n] = 0.0;

@@ -122,7 +122,7 @@ static int chunk_growth_study(void) {
     return 0;
   }
   static const int CHUNKS[] = {1, 4, 16, 64, 256};
-  double prev = 0.0;
+  double prev = 0.0, drift16 = 0.0, drift256 = 0.0;
   int ok = 1;
   printf("\nd_hidden error vs vocab chunk count (bf16, n=16 h=64 v=1024, reduction sum):\n");
   printf("%7s  %12s %12s   %12s %12s\n", "chunks", "host relerr", "host bias", "mutant relerr", "mutant bias");
@@ -139,12 +139,23 @@ static int chunk_growth_study(void) {
               CHUNKS[i], br, prev);
       ok = 0;
     }
-    if (i > 0 && !(br > 1.5 * gr)) {
+    /* From 16 chunks on, the per-chunk roundings outweigh the final bf16 rounding both make. */
+    if (CHUNKS[i] >= 16 && !(br > 1.5 * gr)) {
       fprintf(stderr, "FAIL: at %d chunks the mutant (%g) is not clearly worse than fused-host (%g)\n", CHUNKS[i],
               br, gr);
       ok = 0;
     }
+    if (CHUNKS[i] == 16) drift16 = fabs(bb - gb);
+    if (CHUNKS[i] == 256) drift256 = fabs(bb - gb);
     prev = br;
+  }
+  /* Round-to-nearest accumulation has no systematic direction per rounding, but the mutant's bias
+   * still drifts away from fused-host's as the chunk count grows (on the H200 the tensor cores'
+   * truncation makes it a shrink: DESIGN.md). */
+  if (!(drift256 > 4 * drift16)) {
+    fprintf(stderr, "FAIL: the mutant's bias must drift from fused-host's with the chunk count (%g at 16, %g at 256)\n",
+            drift16, drift256);
+    ok = 0;
   }
   return ok;
 }
