@@ -4,14 +4,23 @@
  * reduction, vocab-chunk count — with the secondary axes (padding, prior gradients, ignored labels,
  * value distribution, seed) rotated through the cross so that every value of each appears many
  * times and in many combinations, plus the edge batches (all tokens ignored, one valid token).
- * Shapes are small (n=16, h=32, v=300) so the MPFR oracle keeps the whole matrix to seconds. */
+ * Shapes are small (n=16, h=32, v=300) so the MPFR oracle keeps the whole matrix to seconds. A
+ * last block draws odd shapes from the fuzz harness's space (n 1..24, h 1..48, v 1..400, any
+ * padding, tp 1..4, any chunk): goldens measured on one shape alone would not hold where the
+ * fuzzer goes (one vocab row, two tokens, one hidden unit). */
 #include "lce_matrix.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_prng.h"
+
+#define ODD_SHAPES 72
+#define ODD_SHAPES_SEED 20261203u
+
 static const lce_matrix MATRICES[] = {
-    {"default", "tied/untied x tp{1,2,4} x bf16/fp16/fp32 x none/sum/mean x chunks{1,~6,150} + edge batches"},
+    {"default", "tied/untied x tp{1,2,4} x bf16/fp16/fp32 x none/sum/mean x chunks{1,~6,150} + edge batches "
+                "+ 3 many-token cases + 72 odd shapes"},
     {"smoke", "every 7th case of default: a quick look across all axes"},
 };
 
@@ -65,6 +74,36 @@ static size_t build_default(lce_case *out) {
         if (out) out[k] = c;
         k++;
       }
+  /* Many tokens, so that per-token statistics (bias and ulpfrac of lse and loss_token) exist. */
+  for (int dt = 0; dt < LCE_DTYPE_COUNT; dt++) {
+    lce_case c = lce_case_default();
+    c.n = 160, c.h = 16, c.v = 64, c.vp = 128, c.tp = 2, c.vocab_chunk = 8, c.dist = LCE_DIST_NORMAL;
+    c.dtype = (lce_dtype)dt, c.reduction = (lce_reduction)dt, c.tied = dt == 1, c.prior_grad = 1;
+    c.ignore_pct = 10, c.seed = 8000 + (uint64_t)dt;
+    if (out) out[k] = c;
+    k++;
+  }
+  for (int i = 0; i < ODD_SHAPES; i++) {
+    uint64_t r = 0;
+#define DRAW(bound) ((int64_t)lce_rand_below(ODD_SHAPES_SEED, (uint64_t)i, r++, (uint64_t)(bound)))
+    lce_case c = lce_case_default();
+    c.n = 1 + DRAW(24), c.h = 1 + DRAW(48), c.v = 1 + DRAW(400);
+    c.tp = (int32_t)(1 + DRAW(4));
+    c.vp = c.v + DRAW(131);
+    c.vp += (c.tp - c.vp % c.tp) % c.tp;
+    c.vocab_chunk = 1 + DRAW(c.v);
+    c.dtype = (lce_dtype)(i % LCE_DTYPE_COUNT); /* every dtype equally often */
+    c.tied = (int)DRAW(2), c.prior_grad = (int)DRAW(2);
+    c.reduction = (lce_reduction)DRAW(3);
+    static const int32_t IGN[] = {0, 10, 25, 50, 100};
+    c.ignore_pct = IGN[DRAW(5)];
+    c.dist = (lce_dist)DRAW(LCE_DIST_COUNT);
+    c.seed = 9000 + (uint64_t)i;
+    if (c.n * c.h * c.v > 333333) c.h = 333333 / (c.n * c.v) > 0 ? 333333 / (c.n * c.v) : 1; /* oracle budget */
+#undef DRAW
+    if (out) out[k] = c;
+    k++;
+  }
   return k;
 }
 

@@ -38,11 +38,18 @@ static void comp_add(comp_sum *a, long double x) {
 
 static long double comp_value(const comp_sum *a) { return a->s + a->c; }
 
+/* Statistics over too few elements are undefined (see LCE_STAT_MIN_ELEMS). */
+static void mark_undefined(lce_metric_values *mv) {
+  if (mv->neff < LCE_STAT_MIN_ELEMS) mv->undefined[LCE_METRIC_BIAS] = 1, mv->v[LCE_METRIC_BIAS] = NAN;
+  if ((double)mv->well_conditioned < LCE_STAT_MIN_ELEMS)
+    mv->undefined[LCE_METRIC_ULPFRAC] = 1, mv->v[LCE_METRIC_ULPFRAC] = NAN;
+}
+
 void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_id o,
                          const lce_ref_output *ref, const unsigned char *mask, lce_metric_values *mv) {
   memset(mv, 0, sizeof *mv);
   lce_dtype fmt = lce_output_format(c, o);
-  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, sub2 = {0, 0}, mag2 = {0, 0};
+  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, sub2 = {0, 0}, mag2 = {0, 0}, ref4 = {0, 0};
   int64_t beyond_ulps = 0;
   long double maxscaled = 0;
   int subject_nonfinite = 0;
@@ -68,6 +75,7 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
     long double d = (long double)x - (long double)r;
     comp_add(&err2, d * d);
     comp_add(&ref2, (long double)r * r);
+    comp_add(&ref4, (long double)r * r * r * r);
     comp_add(&cross, d * r);
     comp_add(&sub2, (long double)x * x);
     if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) beyond_ulps++;
@@ -81,6 +89,8 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
   mv->ref_norm = (double)sqrtl(rr);
   long double kappa = rr > 0 ? sqrtl(comp_value(&mag2) / rr) : 1.0L;
   mv->cond = kappa > 1 ? (double)kappa : 1.0;
+  long double r4 = comp_value(&ref4);
+  mv->neff = r4 > 0 ? (double)(rr * rr / r4) : 0.0;
   if (mv->judged == 0) return;
   mv->v[LCE_METRIC_ULPFRAC] = mv->well_conditioned ? (double)beyond_ulps / (double)mv->well_conditioned : 0.0;
   if (subject_nonfinite) {
@@ -94,4 +104,5 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
   mv->v[LCE_METRIC_RELERR] = rr > 0 ? (double)sqrtl(comp_value(&err2) / rr) : (double)sqrtl(comp_value(&sub2));
   mv->v[LCE_METRIC_BIAS] = rr > 0 ? (double)(comp_value(&cross) / rr) : 0.0;
   mv->v[LCE_METRIC_MAXSCALED] = (double)maxscaled;
+  mark_undefined(mv);
 }

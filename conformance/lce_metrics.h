@@ -19,6 +19,11 @@
 
 #define LCE_ULPFRAC_K 1.0
 #define LCE_ULPFRAC_MAXCOND 8.0
+/* bias and ulpfrac are statistics: over a handful of elements they measure luck, not the
+ * implementation (a bias over 4 elements is as large as the relative error). Below this many
+ * effective elements (participation ratio (sum r^2)^2 / sum r^4 for bias, well-conditioned
+ * elements for ulpfrac) they are reported as undefined and not bounded. */
+#define LCE_STAT_MIN_ELEMS 64.0
 
 typedef enum lce_metric {
   LCE_METRIC_RELERR = 0,
@@ -37,6 +42,8 @@ typedef struct lce_metric_values {
   int64_t inconclusive;/* elements skipped because the oracle could not certify them */
   double ref_norm;     /* ||r||_2 over judged elements (non-zero norms are asserted by tests) */
   double cond;         /* max(1, ||mag||_2 / ||r||_2) over judged elements; 1 when r == 0 */
+  double neff;         /* effective element count (sum r^2)^2 / sum r^4; 0 when r == 0 */
+  unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
 
