@@ -74,7 +74,39 @@ static lce_metric_values vec_metrics(vec_fixture *f, const unsigned char *mask) 
   return mv;
 }
 
+/* The metrics of f's first n elements repeated `copies` times: relerr, bias, ulpfrac and maxscaled
+ * are unchanged by repetition, and the repetition gives bias and ulpfrac enough elements to be
+ * defined (LCE_STAT_MIN_ELEMS). */
+static lce_metric_values vec_metrics_tiled(vec_fixture *f, int copies) {
+  int64_t n = f->ref.count;
+  vec_fixture t;
+  vec_init(&t, n * copies);
+  for (int64_t i = 0; i < n * copies; i++) {
+    int64_t j = i % n;
+    t.value[i] = f->value[j], t.err[i] = f->err[j], t.mag[i] = f->mag[j], t.rounded[i] = f->rounded[j];
+    t.decisive[i] = f->decisive[j], t.x[i] = f->x[j];
+  }
+  lce_metric_values mv = vec_metrics(&t, NULL);
+  vec_free(&t);
+  return mv;
+}
+
 static const double R[8] = {1.0, -2.0, 3.0, 0.5, -0.75, 6.0, 1.25, -7.0};
+
+/* Below LCE_STAT_MIN_ELEMS effective elements bias and ulpfrac are undefined (NaN, flagged). */
+static void test_statistics_need_elements(void) {
+  vec_fixture f;
+  vec_init(&f, 8);
+  for (int i = 0; i < 8; i++) vec_set(&f, i, R[i], R[i] * (1 - 0x1p-10), 1.0);
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(mv.undefined[LCE_METRIC_BIAS] && isnan(mv.v[LCE_METRIC_BIAS]), "8 elements: bias must be undefined");
+  EXPECT(mv.undefined[LCE_METRIC_ULPFRAC] && isnan(mv.v[LCE_METRIC_ULPFRAC]), "8 elements: ulpfrac undefined");
+  EXPECT(!mv.undefined[LCE_METRIC_RELERR] && !mv.undefined[LCE_METRIC_MAXSCALED], "relerr, maxscaled always defined");
+  mv = vec_metrics_tiled(&f, 32);
+  EXPECT(!mv.undefined[LCE_METRIC_BIAS] && !mv.undefined[LCE_METRIC_ULPFRAC], "256 elements: defined");
+  EXPECT(mv.neff > LCE_STAT_MIN_ELEMS, "neff %g", mv.neff);
+  vec_free(&f);
+}
 
 /* x = r (1 - 2^-10): relerr 2^-10, bias -2^-10 exactly; each error is > 1 fp32 ulp. */
 static void test_uniform_shrink(void) {
@@ -84,8 +116,9 @@ static void test_uniform_shrink(void) {
   lce_metric_values mv = vec_metrics(&f, NULL);
   EXPECT(mv.judged == 8 && mv.inconclusive == 0, "judged %lld", (long long)mv.judged);
   EXPECT(mv.v[LCE_METRIC_RELERR] == 0x1p-10, "relerr %a, expected 0x1p-10", mv.v[LCE_METRIC_RELERR]);
-  EXPECT(mv.v[LCE_METRIC_BIAS] == -0x1p-10, "bias %a, expected -0x1p-10", mv.v[LCE_METRIC_BIAS]);
-  EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 1.0, "ulpfrac %g, expected 1", mv.v[LCE_METRIC_ULPFRAC]);
+  lce_metric_values mvt = vec_metrics_tiled(&f, 32);
+  EXPECT(mvt.v[LCE_METRIC_BIAS] == -0x1p-10, "bias %a, expected -0x1p-10", mvt.v[LCE_METRIC_BIAS]);
+  EXPECT(mvt.v[LCE_METRIC_ULPFRAC] == 1.0, "ulpfrac %g, expected 1", mvt.v[LCE_METRIC_ULPFRAC]);
   EXPECT(mv.v[LCE_METRIC_MAXSCALED] == 0x1p-12, "maxscaled %a, expected 0x1p-12 (2^-10 / 4)",
          mv.v[LCE_METRIC_MAXSCALED]);
   double norm2 = 0;
@@ -94,13 +127,13 @@ static void test_uniform_shrink(void) {
 
   /* Growth has the opposite sign; the decimal example of the spec to double accuracy. */
   for (int i = 0; i < 8; i++) vec_set(&f, i, R[i], R[i] * (1 + 0x1p-10), 4.0);
-  mv = vec_metrics(&f, NULL);
+  mv = vec_metrics_tiled(&f, 32);
   EXPECT(mv.v[LCE_METRIC_BIAS] == 0x1p-10, "growth: bias %a, expected +0x1p-10", mv.v[LCE_METRIC_BIAS]);
   for (int i = 0; i < 8; i++) {
     f.value[i] = f.rounded[i] = R[i] * 1024;
     f.x[i] = (float)(R[i] * 1024 * (1 - 1e-3));
   }
-  mv = vec_metrics(&f, NULL);
+  mv = vec_metrics_tiled(&f, 32);
   EXPECT(fabs(mv.v[LCE_METRIC_BIAS] + 1e-3) < 1e-6, "x = r(1-1e-3): bias %.9g, expected -1e-3",
          mv.v[LCE_METRIC_BIAS]);
   vec_free(&f);
@@ -115,20 +148,22 @@ static void test_ulpfrac(void) {
     double ulp = lce_ulp(LCE_FP32, R[i]);
     vec_set(&f, i, R[i], R[i] + (i % 2 ? 2 : 1) * ulp, 1.0);
   }
-  lce_metric_values mv = vec_metrics(&f, NULL);
+  lce_metric_values mv = vec_metrics_tiled(&f, 32);
   EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 0.5, "ulpfrac %g, expected 0.5", mv.v[LCE_METRIC_ULPFRAC]);
   vec_free(&f);
 
   /* d_hidden in bf16: 1 + 2^-7 is one bf16 ulp from 1 (not beyond), 1 + 2^-6 two ulps. */
   lce_case c = lce_case_default();
-  c.dtype = LCE_BF16, c.n = 1, c.h = 4;
-  uint16_t dh[4];
-  double value[4] = {1, 1, 1, 1}, err[4] = {0}, mag[4] = {1, 1, 1, 1};
-  unsigned char dec[4] = {1, 1, 1, 1};
+  enum { NH = 64 }; /* 64 elements: enough for ulpfrac to be defined */
+  c.dtype = LCE_BF16, c.n = 1, c.h = NH;
+  uint16_t dh[NH];
+  double value[NH], err[NH], mag[NH];
+  unsigned char dec[NH];
+  for (int i = 0; i < NH; i++) value[i] = mag[i] = 1, err[i] = 0, dec[i] = 1;
   double xs[4] = {1 + 0x1p-7, 1 + 0x1p-7, 1 + 0x1p-6, 1};
-  for (int i = 0; i < 4; i++) lce_store(LCE_BF16, dh, (size_t)i, xs[i]);
+  for (int i = 0; i < NH; i++) lce_store(LCE_BF16, dh, (size_t)i, xs[i % 4]);
   lce_outputs out = {.d_hidden = dh};
-  lce_ref_output ref = {.count = 4, .value = value, .err = err, .mag = mag, .rounded = value, .decisive = dec};
+  lce_ref_output ref = {.count = NH, .value = value, .err = err, .mag = mag, .rounded = value, .decisive = dec};
   lce_metrics_compute(&c, &out, LCE_OUT_D_HIDDEN, &ref, NULL, &mv);
   EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 0.25, "bf16 ulpfrac %g, expected 0.25", mv.v[LCE_METRIC_ULPFRAC]);
 }
@@ -149,8 +184,8 @@ static void test_condition(void) {
   /* Two elements 4 ulps off: one well conditioned (counts), one with mag = 16|r| (does not). */
   vec_set(&f, 0, 2.0, 2.0 + 4 * lce_ulp(LCE_FP32, 2.0), 1.0);
   vec_set(&f, 1, 2.0, 2.0 + 4 * lce_ulp(LCE_FP32, 2.0), 16.0);
-  mv = vec_metrics(&f, NULL);
-  EXPECT(mv.well_conditioned == 3, "well-conditioned elements %lld, expected 3", (long long)mv.well_conditioned);
+  mv = vec_metrics_tiled(&f, 32);
+  EXPECT(mv.well_conditioned == 96, "well-conditioned elements %lld, expected 96", (long long)mv.well_conditioned);
   EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 1.0 / 3.0, "ulpfrac %g, expected 1/3", mv.v[LCE_METRIC_ULPFRAC]);
   vec_free(&f);
 }
@@ -168,7 +203,8 @@ static void test_inconclusive_and_mask(void) {
   EXPECT(mv.judged == 6 && mv.inconclusive == 1, "judged %lld inconclusive %lld, expected 6 and 1",
          (long long)mv.judged, (long long)mv.inconclusive);
   for (int m = 0; m < LCE_METRIC_COUNT; m++)
-    EXPECT(mv.v[m] == 0, "%s = %g: skipped elements leaked into the metric", lce_metric_name((lce_metric)m), mv.v[m]);
+    EXPECT(mv.v[m] == 0 || mv.undefined[m], "%s = %g: skipped elements leaked into the metric",
+           lce_metric_name((lce_metric)m), mv.v[m]);
   mv = vec_metrics(&f, NULL);
   EXPECT(mv.v[LCE_METRIC_RELERR] > 1, "without the mask element 5 must count: relerr %g", mv.v[LCE_METRIC_RELERR]);
   vec_free(&f);
@@ -182,7 +218,8 @@ static void test_edges(void) {
   f.x[1] = 3, f.x[3] = 4;
   lce_metric_values mv = vec_metrics(&f, NULL);
   EXPECT(mv.v[LCE_METRIC_RELERR] == 5, "r == 0: relerr is ||x|| = 5, got %g", mv.v[LCE_METRIC_RELERR]);
-  EXPECT(mv.v[LCE_METRIC_BIAS] == 0, "r == 0: bias 0, got %g", mv.v[LCE_METRIC_BIAS]);
+  EXPECT(mv.undefined[LCE_METRIC_BIAS], "r == 0: a bias (projection on r) is undefined, got %g",
+         mv.v[LCE_METRIC_BIAS]);
   EXPECT(mv.v[LCE_METRIC_MAXSCALED] == INFINITY, "mag 0 with an error: maxscaled Inf, got %g",
          mv.v[LCE_METRIC_MAXSCALED]);
   f.x[1] = f.x[3] = 0;
@@ -197,7 +234,7 @@ static void test_edges(void) {
          (long long)mv.judged, mv.v[LCE_METRIC_RELERR]);
   f.value[0] = f.rounded[0] = 1;
   f.x[0] = NAN;
-  mv = vec_metrics(&f, NULL);
+  mv = vec_metrics_tiled(&f, 32);
   EXPECT(mv.v[LCE_METRIC_RELERR] == INFINITY && isnan(mv.v[LCE_METRIC_BIAS]) &&
              mv.v[LCE_METRIC_MAXSCALED] == INFINITY && mv.v[LCE_METRIC_ULPFRAC] == 0.25,
          "NaN subject vs finite oracle: relerr %g bias %g ulpfrac %g", mv.v[LCE_METRIC_RELERR],
@@ -205,23 +242,25 @@ static void test_edges(void) {
   vec_free(&f);
 }
 
-/* <x - r, r> = 2^60 + 65536 * 2^-10 - 2^60 = 2^6: a plain long double sum loses every small term
- * against 2^60 (they are 2^-70 of it) and returns 0. */
+/* <x - r, r> = 64 * 2^60 + 65536 * 2^-10 - 64 * 2^60 = 2^6: a plain long double sum loses every
+ * small term against 2^66 (they are 2^-76 of it) and returns 0. 128 large elements keep the bias
+ * a defined statistic (neff ~ 128). */
 static void test_compensated_sums(void) {
-  enum { SMALL = 65536 };
+  enum { SMALL = 65536, LARGE = 64 };
   vec_fixture f;
-  vec_init(&f, SMALL + 2);
-  vec_set(&f, 0, 0x1p40, 0x1p40 + 0x1p20, 1.0);
-  for (int i = 1; i <= SMALL; i++) vec_set(&f, i, 1.0, 1 + 0x1p-10, 1.0);
-  vec_set(&f, SMALL + 1, 0x1p40, 0x1p40 - 0x1p20, 1.0);
+  vec_init(&f, SMALL + 2 * LARGE);
+  for (int i = 0; i < LARGE; i++) vec_set(&f, i, 0x1p40, 0x1p40 + 0x1p20, 1.0);
+  for (int i = 0; i < SMALL; i++) vec_set(&f, LARGE + i, 1.0, 1 + 0x1p-10, 1.0);
+  for (int i = 0; i < LARGE; i++) vec_set(&f, LARGE + SMALL + i, 0x1p40, 0x1p40 - 0x1p20, 1.0);
   lce_metric_values mv = vec_metrics(&f, NULL);
-  double want = 0x1p6 / (0x1p81 + SMALL);
+  double want = 0x1p6 / (2 * LARGE * 0x1p80 + SMALL);
   EXPECT(fabs(mv.v[LCE_METRIC_BIAS] - want) <= 1e-15 * want, "compensated bias %a, expected %a",
          mv.v[LCE_METRIC_BIAS], want);
   vec_free(&f);
 }
 
 int main(void) {
+  test_statistics_need_elements();
   test_uniform_shrink();
   test_ulpfrac();
   test_condition();
