@@ -65,8 +65,9 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
     double r = ref->value[i];
     mv->judged++;
     int well = ref->mag[i] <= LCE_ULPFRAC_MAXCOND * fabs(r);
+    double emag = ref->emag ? ref->emag[i] : ref->mag[i];
     mv->well_conditioned += well;
-    comp_add(&mag2, (long double)ref->mag[i] * ref->mag[i]);
+    comp_add(&mag2, (long double)emag * emag);
     if (!isfinite(x)) {
       subject_nonfinite = 1;
       beyond_ulps += well;
@@ -80,7 +81,7 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
     comp_add(&sub2, (long double)x * x);
     if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) beyond_ulps++;
     long double scaled;
-    if (ref->mag[i] > 0) scaled = fabsl(d) / ref->mag[i];
+    if (emag > 0) scaled = fabsl(d) / emag;
     else scaled = d == 0 ? 0 : INFINITY; /* no terms, no room for error */
     if (scaled > maxscaled) maxscaled = scaled;
   }

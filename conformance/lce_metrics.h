@@ -5,9 +5,11 @@
  *   bias      = <x - r, r> / <r, r>                      (signed: < 0 means the output shrinks)
  *   ulpfrac   = fraction of well-conditioned elements (mag_i <= LCE_ULPFRAC_MAXCOND * |r_i|) with
  *               |x - r| > LCE_ULPFRAC_K ulps of the output format at r
- *   maxscaled = max_i |x_i - r_i| / mag_i               (mag = sum of |terms|; 0/0 counts as 0)
- * and the output's normwise condition cond = max(1, ||mag||_2 / ||r||_2): how much cancellation the
- * exact result hides. A correct implementation's relerr and bias grow with cond (an fp32 softmax
+ *   maxscaled = max_i |x_i - r_i| / emag_i              (0/0 counts as 0)
+ * and the output's normwise condition cond = max(1, ||emag||_2 / ||r||_2): how much cancellation the
+ * exact result hides, times how ill-conditioned its softmax rows are. mag is the sum of |terms| of
+ * the final reduction, emag the first-order error scale (mag weighted by the softmax condition of
+ * the rows; lce_oracle.h); ulpfrac's "no cancellation" test uses mag alone. A correct implementation's relerr and bias grow with cond (an fp32 softmax
  * cannot resolve 1 - p_y below 2^-24, so rows with p_y -> 1 have tiny gradients known only to
  * ~100%), so their golden bounds take the `cond` form a + b*cond, while ulpfrac only looks at
  * elements without cancellation.

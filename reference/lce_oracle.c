@@ -54,6 +54,7 @@ void lce_oracle_free(lce_oracle_result *res) {
     free(r->value);
     free(r->err);
     free(r->mag);
+    free(r->emag);
     free(r->rounded);
     free(r->decisive);
   }
@@ -79,9 +80,10 @@ static lce_code alloc_results(const lce_case *c, mpfr_prec_t prec, lce_oracle_re
     r->value = malloc((size_t)n * sizeof *r->value);
     r->err = malloc((size_t)n * sizeof *r->err);
     r->mag = malloc((size_t)n * sizeof *r->mag);
+    r->emag = malloc((size_t)n * sizeof *r->emag);
     r->rounded = malloc((size_t)n * sizeof *r->rounded);
     r->decisive = malloc((size_t)n);
-    LCE_CHECK(st, r->value && r->err && r->mag && r->rounded && r->decisive, LCE_ENOMEM,
+    LCE_CHECK(st, r->value && r->err && r->mag && r->emag && r->rounded && r->decisive, LCE_ENOMEM,
               "out of memory for the oracle's %s (%lld elements)", lce_output_name((lce_output_id)o), (long long)n);
     if (mp == NULL) continue;
     LCE_TRY(lce_mp_array_init(&mp->value[o], n, prec, st));
@@ -125,6 +127,7 @@ static void record(oracle_ctx *cx, lce_output_id o, int64_t i, double value, dou
   r->value[i] = value;
   r->err[i] = err;
   r->mag[i] = mag;
+  r->emag[i] = mag; /* the gradients overwrite it with their conditioned scale */
   r->rounded[i] = rounded;
   r->decisive[i] = (unsigned char)decisive;
   cx->res->total++;
@@ -187,7 +190,7 @@ typedef struct oracle_work {
   lce_row row;
   lce_mp_array dz;          /* [v*n] dz of the rows with non-zero dz, transposed: [j*n + i] */
   double *dz_abs, *dz_err;  /* [v*n] upper bounds on |dz| and on |dz - exact| */
-  double *dz_mag;           /* [v*n] dz_row_mag of those rows, same layout */
+  double *dz_mag, *dz_emag; /* [v*n] dz_row_mag of those rows, and it times the row's softmax condition */
   lce_mp_array loss_token;  /* [n] kept for the reduced loss */
   double *loss_err;         /* [n] */
   int64_t *active;          /* rows with a non-zero dz */
@@ -212,6 +215,7 @@ static void work_free(oracle_work *w) {
   free(w->dz_abs);
   free(w->dz_err);
   free(w->dz_mag);
+  free(w->dz_emag);
   lce_mp_array_free(&w->loss_token);
   free(w->loss_err);
   free(w->active);
@@ -279,9 +283,10 @@ static lce_code alloc_work(const lce_case *c, mpfr_prec_t prec, oracle_work *w, 
   w->dz_abs = malloc((size_t)nv * sizeof *w->dz_abs);
   w->dz_err = malloc((size_t)nv * sizeof *w->dz_err);
   w->dz_mag = malloc((size_t)nv * sizeof *w->dz_mag);
+  w->dz_emag = malloc((size_t)nv * sizeof *w->dz_emag);
   w->loss_err = malloc((size_t)c->n * sizeof *w->loss_err);
   w->active = malloc((size_t)c->n * sizeof *w->active);
-  LCE_CHECK(st, w->dz_abs && w->dz_err && w->dz_mag && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
+  LCE_CHECK(st, w->dz_abs && w->dz_err && w->dz_mag && w->dz_emag && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
   return LCE_OK;
 }
 
@@ -337,13 +342,18 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, 
     /* Magnitudes for the judge count the label term as the two terms every implementation
      * computes, g*p_y and -g: an fp32 kernel cannot resolve 1 - p_y below 2^-24, so measuring its
      * error against |g (p_y - 1)| alone would call correct kernels wrong on confident rows. Since
-     * g p_y = |g| - |dz_y|, that term is 2|g| - |dz_y|, which is >= |dz_y|. */
+     * g p_y = |g| - |dz_y|, that term is 2|g| - |dz_y|, which is >= |dz_y|. The error scale emag
+     * weights each term by the row's softmax condition 1 + T (T = the largest logit's sum of
+     * |terms|): a logit known to an absolute u*T gives p_j to a relative u*T, so a row of logits
+     * near -120 carries ~100x the gradient error of a row near 0 in every correct implementation. */
     const double g_abs = fabs(mpfr_get_d(w->g, MPFR_RNDU));
+    const double softmax_cond = 1.0 + terms_max;
     for (int64_t j = 0; j < V; j++) { /* keep the row for d_weight, at column na */
       w->dz_row_abs[j] = lce_abs_up(dz[j]);
       w->dz_row_mag[j] = j == y ? 2.0 * g_abs - w->dz_row_abs[j] : w->dz_row_abs[j];
       if (w->dz_row_mag[j] < w->dz_row_abs[j]) w->dz_row_mag[j] = w->dz_row_abs[j];
       w->dz_mag[j * c->n + na] = w->dz_row_mag[j];
+      w->dz_emag[j * c->n + na] = w->dz_row_mag[j] * softmax_cond;
       mpfr_set(w->dz.x[j * c->n + na], dz[j], MPFR_RNDN);
       w->dz_abs[j * c->n + na] = w->dz_row_abs[j];
       w->dz_err[j * c->n + na] = lce_mul_up(lce_mul_up(1.01, delta), w->dz_row_abs[j]);
@@ -353,6 +363,7 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, 
                                            w->w_t + k * V, V, &w->prod, &mag);
       if (mpfr_underflow_p()) e = INFINITY;
       finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
+      cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = mag * softmax_cond;
     }
     w->active[na++] = n;
   }
@@ -390,11 +401,12 @@ static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, 
     for (int64_t k = 0; k < H; k++) {
       mpfr_clear_underflow();
       const int64_t col = j * c->n;
-      double mag, e = lce_d_weight_element(w->out, cx->prec, prior[j * H + k], w->dz.x + col, w->dz_abs + col,
-                                           w->dz_err + col, w->dz_mag + col, w->hidden_mp_t.x + k * c->n, w->hidden_t + k * c->n,
+      double mag, emag, e = lce_d_weight_element(w->out, cx->prec, prior[j * H + k], w->dz.x + col, w->dz_abs + col,
+                                           w->dz_err + col, w->dz_mag + col, w->dz_emag + col, &emag, w->hidden_mp_t.x + k * c->n, w->hidden_t + k * c->n,
                                            w->active, na, &w->prod, &mag);
       if (mpfr_underflow_p()) e = INFINITY;
       finish(cx, LCE_OUT_D_WEIGHT, j * H + k, w->out, e, mag);
+      cx->res->out[LCE_OUT_D_WEIGHT].emag[j * H + k] = emag;
     }
   }
   for (int64_t i = c->v * H; i < c->vp * H; i++) finish_exact(cx, LCE_OUT_D_WEIGHT, i, prior[i]);

@@ -19,12 +19,16 @@
  * final reduction producing element i (for error scaled by the condition), rounded[i] = the exact
  * value correctly rounded to the output's format directly from MPFR (never via double), and
  * decisive[i] = 1 when err[i] is small enough that rounded[i] is certain and the element can be
- * judged. Arrays are NULL and count 0 when the output does not apply to the case. */
+ * judged. emag[i] is the element's first-order error scale: mag weighted by the softmax condition
+ * of the rows it depends on (1 + the largest logit's sum of |terms|, for gradients; equal to mag for
+ * the forward outputs, whose mag already counts the logits' terms). Arrays are NULL and count 0
+ * when the output does not apply to the case. */
 typedef struct lce_ref_output {
   int64_t count;
   double *value;
   double *err;
   double *mag;
+  double *emag;
   double *rounded;
   unsigned char *decisive;
 } lce_ref_output;

@@ -87,9 +87,10 @@ double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const doub
 }
 
 double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col, const double *dz_abs_col,
-                            const double *dz_err_col, const double *dz_mag_col, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
+                            const double *dz_err_col, const double *dz_mag_col, const double *dz_emag_col,
+                            double *emag, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
                             int64_t na, lce_mp_array *prod, double *mag) {
-  double se = 0.0, m = 0.0;
+  double se = 0.0, m = 0.0, em = 0.0;
   int64_t terms = 0;
   for (int64_t i = 0; i < na; i++) {
     int64_t n = active[i];
@@ -97,12 +98,14 @@ double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *
     /* An exactly zero term adds no magnitude and no error (and avoids Inf * 0). */
     if (h_col_d[n] == 0.0 || dz_abs_col[i] == 0.0) continue;
     m += dz_mag_col[i] * fabs(h_col_d[n]);
+    em += dz_emag_col[i] * fabs(h_col_d[n]);
     se += dz_err_col[i] * fabs(h_col_d[n]);
     terms++;
   }
   mpfr_set_d(prod->x[na], prior, MPFR_RNDN); /* exact */
   int inexact = mpfr_sum(out, prod->ptr, (unsigned long)(na + 1), MPFR_RNDN);
   *mag = fabs(prior) + m;
+  *emag = fabs(prior) + em;
   double e = lce_sum_bound(se, terms);
   return inexact ? lce_add_up(e, lce_half_ulp(out, prec)) : e;
 }

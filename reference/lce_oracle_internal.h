@@ -121,10 +121,12 @@ double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const doub
 /* Element (j, k) of d_weight = prior + sum_i dz_col[i] * h_col[active[i]] over the na rows with a
  * non-zero dz: dz_col[i] = dz[active[i], j], with upper bounds dz_abs_col on |dz| and dz_err_col
  * on |dz - exact|, dz_mag_col the term magnitudes (label term split); h_col[n] = hidden[n, k] as
- * MPFR numbers and doubles. Returns the error bound; *mag = |prior| + sum dz_mag |h|. prod holds
+ * MPFR numbers and doubles. Returns the error bound; *mag = |prior| + sum dz_mag |h| and
+ * *emag = |prior| + sum dz_emag |h| (dz_emag: dz_mag times each row's softmax condition). prod holds
  * >= na + 1 numbers of precision lce_mul_exact_prec(prec). */
 double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col, const double *dz_abs_col,
-                            const double *dz_err_col, const double *dz_mag_col, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
+                            const double *dz_err_col, const double *dz_mag_col, const double *dz_emag_col,
+                            double *emag, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
                             int64_t na, lce_mp_array *prod, double *mag);
 
 /* ---- entry points for tests ------------------------------------------------------------------- */
