@@ -35,6 +35,18 @@ static int parse_int_token(const char *tok, const char *prefix, int64_t *out) {
   return 1;
 }
 
+/* The seed: any unsigned 64-bit decimal after "s". */
+static int parse_seed_token(const char *tok, uint64_t *out) {
+  if (tok[0] != 's' || tok[1] == '\0') return 0;
+  for (const char *q = tok + 1; *q; q++)
+    if (*q < '0' || *q > '9') return 0;
+  errno = 0;
+  unsigned long long v = strtoull(tok + 1, NULL, 10);
+  if (errno == ERANGE) return 0;
+  *out = v;
+  return 1;
+}
+
 lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
   LCE_CHECK(st, id != NULL, LCE_EPARSE, "case id is NULL");
   char buf[256];
@@ -93,9 +105,8 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
             "case id '%s': unknown value distribution '%s' (mixed|normal|peaked|flat|confident|negative)", id,
             tok[t]);
   t++;
-  LCE_CHECK(st, parse_int_token(tok[t], "s", &x) && x >= 0, LCE_EPARSE,
-            "case id '%s': expected s<seed>, got '%s'", id, tok[t]);
-  c.seed = (uint64_t)x;
+  LCE_CHECK(st, parse_seed_token(tok[t], &c.seed), LCE_EPARSE,
+            "case id '%s': expected s<seed> (unsigned 64-bit), got '%s'", id, tok[t]);
   LCE_TRY(lce_case_validate(&c, st));
   *out = c;
   return LCE_OK;

@@ -190,7 +190,8 @@ typedef struct oracle_work {
   lce_row row;
   lce_mp_array dz;          /* [v*n] dz of the rows with non-zero dz, transposed: [j*n + i] */
   double *dz_abs, *dz_err;  /* [v*n] upper bounds on |dz| and on |dz - exact| */
-  double *dz_mag, *dz_emag; /* [v*n] dz_row_mag of those rows, and it times the row's softmax condition */
+  double *dz_mag, *dz_emag; /* [v*n] dz_row_mag of those rows; times the softmax condition, plus the floor */
+  double *w_col_abs;        /* [h] sum_j |W[j, k]| over real rows: what dz's absolute floor reaches */
   lce_mp_array loss_token;  /* [n] kept for the reduced loss */
   double *loss_err;         /* [n] */
   int64_t *active;          /* rows with a non-zero dz */
@@ -216,6 +217,7 @@ static void work_free(oracle_work *w) {
   free(w->dz_err);
   free(w->dz_mag);
   free(w->dz_emag);
+  free(w->w_col_abs);
   lce_mp_array_free(&w->loss_token);
   free(w->loss_err);
   free(w->active);
@@ -284,9 +286,12 @@ static lce_code alloc_work(const lce_case *c, mpfr_prec_t prec, oracle_work *w, 
   w->dz_err = malloc((size_t)nv * sizeof *w->dz_err);
   w->dz_mag = malloc((size_t)nv * sizeof *w->dz_mag);
   w->dz_emag = malloc((size_t)nv * sizeof *w->dz_emag);
+  w->w_col_abs = calloc((size_t)c->h, sizeof *w->w_col_abs);
   w->loss_err = malloc((size_t)c->n * sizeof *w->loss_err);
   w->active = malloc((size_t)c->n * sizeof *w->active);
-  LCE_CHECK(st, w->dz_abs && w->dz_err && w->dz_mag && w->dz_emag && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
+  LCE_CHECK(st, w->dz_abs && w->dz_err && w->dz_mag && w->dz_emag && w->w_col_abs && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
+  for (int64_t jv = 0; jv < c->v; jv++) /* load_inputs ran first: w->w holds the real rows */
+    for (int64_t k = 0; k < c->h; k++) w->w_col_abs[k] += fabs(w->w[jv * c->h + k]);
   return LCE_OK;
 }
 
@@ -348,12 +353,17 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, 
      * near -120 carries ~100x the gradient error of a row near 0 in every correct implementation. */
     const double g_abs = fabs(mpfr_get_d(w->g, MPFR_RNDU));
     const double softmax_cond = 1.0 + terms_max;
+    /* And every dz has an absolute floor: stored in the input dtype, a dz below the format's
+     * smallest normal number is known only to half its smallest subnormal, 2^(emin - p), not to a
+     * relative u = 2^-p. In units of u that is 2^emin: such a dz counts as the smallest normal
+     * (fp16: 2^-14, so the d_logits of unlikely tokens vanish in every fp16 kernel). */
+    const double dz_floor = g_abs * ldexp(1.0, lce_dtype_emin(c->dtype));
     for (int64_t j = 0; j < V; j++) { /* keep the row for d_weight, at column na */
       w->dz_row_abs[j] = lce_abs_up(dz[j]);
       w->dz_row_mag[j] = j == y ? 2.0 * g_abs - w->dz_row_abs[j] : w->dz_row_abs[j];
       if (w->dz_row_mag[j] < w->dz_row_abs[j]) w->dz_row_mag[j] = w->dz_row_abs[j];
       w->dz_mag[j * c->n + na] = w->dz_row_mag[j];
-      w->dz_emag[j * c->n + na] = w->dz_row_mag[j] * softmax_cond;
+      w->dz_emag[j * c->n + na] = w->dz_row_mag[j] * softmax_cond + dz_floor;
       mpfr_set(w->dz.x[j * c->n + na], dz[j], MPFR_RNDN);
       w->dz_abs[j * c->n + na] = w->dz_row_abs[j];
       w->dz_err[j * c->n + na] = lce_mul_up(lce_mul_up(1.01, delta), w->dz_row_abs[j]);
@@ -363,7 +373,7 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, 
                                            w->w_t + k * V, V, &w->prod, &mag);
       if (mpfr_underflow_p()) e = INFINITY;
       finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
-      cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = mag * softmax_cond;
+      cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = mag * softmax_cond + dz_floor * w->w_col_abs[k];
     }
     w->active[na++] = n;
   }

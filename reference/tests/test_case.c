@@ -42,7 +42,8 @@ static uint64_t tensors_hash(const lce_case *c, const lce_tensors *t) {
 static void test_ids(void) {
   const char *ids[] = {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1",
                        "fp32.tied.tp4.n1.h1.v4.vp4.vc1.none.ign0.ii-1.fresh.negative.s18446744073709551",
-                       "fp16.tied.tp1.n3.h5.v7.vp8.vc100.sum.ign100.fresh.confident.s0"};
+                       "fp16.tied.tp1.n3.h5.v7.vp8.vc100.sum.ign100.fresh.confident.s0",
+                       "bf16.untied.tp1.n1.h1.v24.vp71.vc20.mean.ign0.ii24.fresh.confident.s18446744073709551615"};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
     lce_case c;
     lce_status st;
@@ -62,6 +63,7 @@ static void test_ids(void) {
       {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign101.prior.mixed.s1", "ign<percent"},
       {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.ii5.prior.mixed.s1", "ignore_index 5 is a real label"},
       {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1x", "expected s<seed>"},
+      {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s18446744073709551616", "expected s<seed>"},
       {"bf16..tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1", "empty token"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
