@@ -19,8 +19,12 @@
 
 #include "lce_oracle.h"
 
-#define LCE_ULPFRAC_K 1.0
-#define LCE_ULPFRAC_MAXCOND 8.0
+/* An element without cancellation (mag <= 1.25 |r|) of a correct implementation is within
+ * 1.25 (u + fp32 terms) |r| before the final rounding and half an ulp after it: below 2 ulps of
+ * its format. So ulpfrac counts elements beyond 2 ulps among those, and a correct subject scores
+ * 0 there whatever the data; an accumulation bug does not. */
+#define LCE_ULPFRAC_K 2.0
+#define LCE_ULPFRAC_MAXCOND 1.25
 /* bias and ulpfrac are statistics: over a handful of elements they measure luck, not the
  * implementation (a bias over 4 elements is as large as the relative error). Below this many
  * effective elements (participation ratio (sum r^2)^2 / sum r^4 for bias, well-conditioned

@@ -186,12 +186,12 @@ typedef struct oracle_work {
   lce_mp_array hidden_mp, w_mp, hidden_mp_t, w_mp_t;
   lce_mp_array dz_row;      /* [v] the current row's dz */
   double *dz_row_abs;       /* [v] upper bounds on its |dz| */
-  double *dz_row_mag;       /* [v] |g| (p_j + [j == y]): the terms an implementation subtracts */
+  double *dz_row_mag;       /* [v] |g| (p_j + [j == y]) + floor: the terms an implementation subtracts */
+  double *dz_row_emag;      /* [v] |g| (p_j + [j == y]) * softmax condition + floor: their error scale */
   lce_row row;
   lce_mp_array dz;          /* [v*n] dz of the rows with non-zero dz, transposed: [j*n + i] */
   double *dz_abs, *dz_err;  /* [v*n] upper bounds on |dz| and on |dz - exact| */
   double *dz_mag, *dz_emag; /* [v*n] dz_row_mag of those rows; times the softmax condition, plus the floor */
-  double *w_col_abs;        /* [h] sum_j |W[j, k]| over real rows: what dz's absolute floor reaches */
   lce_mp_array loss_token;  /* [n] kept for the reduced loss */
   double *loss_err;         /* [n] */
   int64_t *active;          /* rows with a non-zero dz */
@@ -217,7 +217,7 @@ static void work_free(oracle_work *w) {
   free(w->dz_err);
   free(w->dz_mag);
   free(w->dz_emag);
-  free(w->w_col_abs);
+  free(w->dz_row_emag);
   lce_mp_array_free(&w->loss_token);
   free(w->loss_err);
   free(w->active);
@@ -279,19 +279,17 @@ static lce_code alloc_work(const lce_case *c, mpfr_prec_t prec, oracle_work *w, 
   LCE_TRY(lce_mp_array_init(&w->dz_row, c->v, prec, st));
   w->dz_row_abs = malloc((size_t)c->v * sizeof *w->dz_row_abs);
   w->dz_row_mag = malloc((size_t)c->v * sizeof *w->dz_row_mag);
-  LCE_CHECK(st, w->dz_row_abs && w->dz_row_mag, LCE_ENOMEM, "out of memory for the oracle's dz row");
+  w->dz_row_emag = malloc((size_t)c->v * sizeof *w->dz_row_emag);
+  LCE_CHECK(st, w->dz_row_abs && w->dz_row_mag && w->dz_row_emag, LCE_ENOMEM, "out of memory for the oracle's dz row");
   LCE_TRY(lce_mp_array_init(&w->loss_token, c->n, prec, st));
   LCE_TRY(lce_mp_array_init(&w->prod, c->v > c->n + 1 ? c->v : c->n + 1, lce_mul_exact_prec(prec), st));
   w->dz_abs = malloc((size_t)nv * sizeof *w->dz_abs);
   w->dz_err = malloc((size_t)nv * sizeof *w->dz_err);
   w->dz_mag = malloc((size_t)nv * sizeof *w->dz_mag);
   w->dz_emag = malloc((size_t)nv * sizeof *w->dz_emag);
-  w->w_col_abs = calloc((size_t)c->h, sizeof *w->w_col_abs);
   w->loss_err = malloc((size_t)c->n * sizeof *w->loss_err);
   w->active = malloc((size_t)c->n * sizeof *w->active);
-  LCE_CHECK(st, w->dz_abs && w->dz_err && w->dz_mag && w->dz_emag && w->w_col_abs && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
-  for (int64_t jv = 0; jv < c->v; jv++) /* load_inputs ran first: w->w holds the real rows */
-    for (int64_t k = 0; k < c->h; k++) w->w_col_abs[k] += fabs(w->w[jv * c->h + k]);
+  LCE_CHECK(st, w->dz_abs && w->dz_err && w->dz_mag && w->dz_emag && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
   return LCE_OK;
 }
 
@@ -360,20 +358,22 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, 
     const double dz_floor = g_abs * ldexp(1.0, lce_dtype_emin(c->dtype));
     for (int64_t j = 0; j < V; j++) { /* keep the row for d_weight, at column na */
       w->dz_row_abs[j] = lce_abs_up(dz[j]);
-      w->dz_row_mag[j] = j == y ? 2.0 * g_abs - w->dz_row_abs[j] : w->dz_row_abs[j];
-      if (w->dz_row_mag[j] < w->dz_row_abs[j]) w->dz_row_mag[j] = w->dz_row_abs[j];
+      double term = j == y ? 2.0 * g_abs - w->dz_row_abs[j] : w->dz_row_abs[j];
+      if (term < w->dz_row_abs[j]) term = w->dz_row_abs[j];
+      w->dz_row_mag[j] = term + dz_floor;
+      w->dz_row_emag[j] = term * softmax_cond + dz_floor;
       w->dz_mag[j * c->n + na] = w->dz_row_mag[j];
-      w->dz_emag[j * c->n + na] = w->dz_row_mag[j] * softmax_cond + dz_floor;
+      w->dz_emag[j * c->n + na] = w->dz_row_emag[j];
       mpfr_set(w->dz.x[j * c->n + na], dz[j], MPFR_RNDN);
       w->dz_abs[j * c->n + na] = w->dz_row_abs[j];
       w->dz_err[j * c->n + na] = lce_mul_up(lce_mul_up(1.01, delta), w->dz_row_abs[j]);
     }
     for (int64_t k = 0; k < H; k++) {
-      double mag, e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_abs, w->dz_row_mag, delta, w->w_mp_t.x + k * V,
+      double mag, emag, e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_abs, w->dz_row_mag, w->dz_row_emag, &emag, delta, w->w_mp_t.x + k * V,
                                            w->w_t + k * V, V, &w->prod, &mag);
       if (mpfr_underflow_p()) e = INFINITY;
       finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
-      cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = mag * softmax_cond + dz_floor * w->w_col_abs[k];
+      cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = emag;
     }
     w->active[na++] = n;
   }

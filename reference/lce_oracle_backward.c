@@ -70,18 +70,20 @@ void lce_mul_exact_1(mpfr_ptr x, mpfr_srcptr a, mpfr_srcptr b) {
 }
 
 double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, const double *dz_mag,
-                            double delta, mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod,
+                            const double *dz_emag, double *emag, double delta, mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod,
                             double *mag) {
-  double s = 0.0, m = 0.0;
+  double s = 0.0, m = 0.0, em = 0.0;
   int64_t terms = 0; /* non-zero terms: exactly zero ones add neither magnitude nor slack */
   for (int64_t j = 0; j < v; j++) {
     lce_mul_exact_1(prod->x[j], dz[j], w_col[j]);
     s += dz_abs[j] * fabs(w_col_d[j]);
     m += dz_mag[j] * fabs(w_col_d[j]);
+    em += dz_emag[j] * fabs(w_col_d[j]);
     terms += dz_abs[j] != 0.0 && w_col_d[j] != 0.0;
   }
   int inexact = mpfr_sum(out, prod->ptr, (unsigned long)v, MPFR_RNDN);
   *mag = m;
+  *emag = em;
   double e = lce_mul_up(lce_mul_up(1.01, delta), lce_sum_bound(s, terms));
   return inexact ? lce_add_up(e, lce_half_ulp(out, prec)) : e;
 }

@@ -112,10 +112,11 @@ static inline mpfr_prec_t lce_mul_exact_prec(mpfr_prec_t a_prec) {
 /* Element (n, k) of d_hidden = sum_j dz[j] * w_col[j] from one row's dz (relative bound delta,
  * absolute values bounded above by dz_abs[j]) and column k of W (w_col[j] = W[j, k], as MPFR
  * numbers and as doubles: contiguous, for the cache). Value into out, returns the error bound and
- * sets *mag = sum_j dz_mag[j] |W_jk| (dz_mag: the row's term magnitudes, label term split).
- * prod holds >= v numbers of precision lce_mul_exact_prec(prec). */
+ * sets *mag = sum_j dz_mag[j] |W_jk| (dz_mag: the row's term magnitudes, label term split) and
+ * *emag = sum_j dz_emag[j] |W_jk| (the same weighted by the softmax condition). prod holds >= v
+ * numbers of precision lce_mul_exact_prec(prec). */
 double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, const double *dz_mag,
-                            double delta,
+                            const double *dz_emag, double *emag, double delta,
                             mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod, double *mag);
 
 /* Element (j, k) of d_weight = prior + sum_i dz_col[i] * h_col[active[i]] over the na rows with a

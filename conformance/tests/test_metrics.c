@@ -118,7 +118,8 @@ static void test_uniform_shrink(void) {
   EXPECT(mv.v[LCE_METRIC_RELERR] == 0x1p-10, "relerr %a, expected 0x1p-10", mv.v[LCE_METRIC_RELERR]);
   lce_metric_values mvt = vec_metrics_tiled(&f, 32);
   EXPECT(mvt.v[LCE_METRIC_BIAS] == -0x1p-10, "bias %a, expected -0x1p-10", mvt.v[LCE_METRIC_BIAS]);
-  EXPECT(mvt.v[LCE_METRIC_ULPFRAC] == 1.0, "ulpfrac %g, expected 1", mvt.v[LCE_METRIC_ULPFRAC]);
+  EXPECT(mvt.undefined[LCE_METRIC_ULPFRAC], "mag = 4|r| everywhere: no element without cancellation, so ulpfrac "
+         "must be undefined, got %g", mvt.v[LCE_METRIC_ULPFRAC]);
   EXPECT(mv.v[LCE_METRIC_MAXSCALED] == 0x1p-12, "maxscaled %a, expected 0x1p-12 (2^-10 / 4)",
          mv.v[LCE_METRIC_MAXSCALED]);
   double norm2 = 0;
@@ -139,20 +140,20 @@ static void test_uniform_shrink(void) {
   vec_free(&f);
 }
 
-/* Half the elements 1 ulp off (not beyond LCE_ULPFRAC_K = 1), half 2 ulps off. The output is fp32
+/* Half the elements 2 ulps off (not beyond LCE_ULPFRAC_K = 2), half 3 ulps off. The output is fp32
  * here; the bf16 case below shows the ulp is the output format's, not fp32's. */
 static void test_ulpfrac(void) {
   vec_fixture f;
   vec_init(&f, 8);
   for (int i = 0; i < 8; i++) {
     double ulp = lce_ulp(LCE_FP32, R[i]);
-    vec_set(&f, i, R[i], R[i] + (i % 2 ? 2 : 1) * ulp, 1.0);
+    vec_set(&f, i, R[i], R[i] + (i % 2 ? 3 : 2) * ulp, 1.0);
   }
   lce_metric_values mv = vec_metrics_tiled(&f, 32);
   EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 0.5, "ulpfrac %g, expected 0.5", mv.v[LCE_METRIC_ULPFRAC]);
   vec_free(&f);
 
-  /* d_hidden in bf16: 1 + 2^-7 is one bf16 ulp from 1 (not beyond), 1 + 2^-6 two ulps. */
+  /* d_hidden in bf16: 1 + 2^-6 is two bf16 ulps from 1 (not beyond), 1 + 3 * 2^-7 three. */
   lce_case c = lce_case_default();
   enum { NH = 64 }; /* 64 elements: enough for ulpfrac to be defined */
   c.dtype = LCE_BF16, c.n = 1, c.h = NH;
@@ -160,7 +161,7 @@ static void test_ulpfrac(void) {
   double value[NH], err[NH], mag[NH];
   unsigned char dec[NH];
   for (int i = 0; i < NH; i++) value[i] = mag[i] = 1, err[i] = 0, dec[i] = 1;
-  double xs[4] = {1 + 0x1p-7, 1 + 0x1p-7, 1 + 0x1p-6, 1};
+  double xs[4] = {1 + 0x1p-6, 1 + 0x1p-6, 1 + 0x1.8p-6, 1};
   for (int i = 0; i < NH; i++) lce_store(LCE_BF16, dh, (size_t)i, xs[i % 4]);
   lce_outputs out = {.d_hidden = dh};
   lce_ref_output ref = {.count = NH, .value = value, .err = err, .mag = mag, .rounded = value, .decisive = dec};
@@ -182,6 +183,7 @@ static void test_condition(void) {
   mv = vec_metrics(&f, NULL);
   EXPECT(mv.cond == 7.0, "cond %g, expected 7", mv.cond);
   /* Two elements 4 ulps off: one well conditioned (counts), one with mag = 16|r| (does not). */
+  for (int i = 2; i < 4; i++) vec_set(&f, i, 2.0, 2.0, 1.0);
   vec_set(&f, 0, 2.0, 2.0 + 4 * lce_ulp(LCE_FP32, 2.0), 1.0);
   vec_set(&f, 1, 2.0, 2.0 + 4 * lce_ulp(LCE_FP32, 2.0), 16.0);
   mv = vec_metrics_tiled(&f, 32);
