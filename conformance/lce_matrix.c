@@ -77,7 +77,8 @@ static size_t build_default(lce_case *out) {
   /* Many tokens, so that per-token statistics (bias and ulpfrac of lse and loss_token) exist. */
   for (int dt = 0; dt < LCE_DTYPE_COUNT; dt++) {
     lce_case c = lce_case_default();
-    c.n = 160, c.h = 16, c.v = 64, c.vp = 128, c.tp = 2, c.vocab_chunk = 8, c.dist = LCE_DIST_NORMAL;
+    c.n = 160, c.h = 16, c.v = 64, c.vp = 128, c.tp = 2, c.vocab_chunk = 8;
+    c.dist = dt == 0 ? LCE_DIST_NORMAL : LCE_DIST_FLAT; /* flat rows: lse without cancellation */
     c.dtype = (lce_dtype)dt, c.reduction = (lce_reduction)dt, c.tied = dt == 1, c.prior_grad = 1;
     c.ignore_pct = 10, c.seed = 8000 + (uint64_t)dt;
     if (out) out[k] = c;
