@@ -92,7 +92,10 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
   mv->cond = kappa > 1 ? (double)kappa : 1.0;
   long double r4 = comp_value(&ref4);
   mv->neff = r4 > 0 ? (double)(rr * rr / r4) : 0.0;
-  if (mv->judged == 0) return;
+  if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no statistic exists */
+    mark_undefined(mv);
+    return;
+  }
   mv->v[LCE_METRIC_ULPFRAC] = mv->well_conditioned ? (double)beyond_ulps / (double)mv->well_conditioned : 0.0;
   if (subject_nonfinite) {
     mv->v[LCE_METRIC_RELERR] = INFINITY;
