@@ -48,6 +48,9 @@ static const seed_spec k_seeds[] = {
     {"20-fp16-front-bytes", "lcecheck front bytes", -1, {H16, 1, 0, 2, 8, 16, 128, 0, 16, MEAN, I10, II100, LCE_DIST_MIXED, 20}},
     {"21-truncated-6-bytes", "", 6, {H16, 1, 1, 3, 20, 40, 1, 0, 1, NONE, I0, II100, LCE_DIST_MIXED, 0}},
     {"22-empty", "", 0, {B, 0, 0, 1, 1, 1, 1, 0, 1, NONE, I0, II100, LCE_DIST_MIXED, 0}},
+    /* Enough d_hidden elements and vocab chunks for ulpfrac to see the seed bug's accumulation. */
+    {"23-bf16-400-chunks-768-elements", "", -1, {B, 0, 0, 1, 24, 32, 400, 0, 1, SUM, I0, II100, LCE_DIST_NORMAL, 5}},
+    {"24-fp16-tied-tp4-200-chunks", "", -1, {H16, 1, 1, 4, 24, 32, 400, 0, 2, MEAN, I10, II100, LCE_DIST_MIXED, 6}},
 };
 
 /* Encodes one seed into buf; returns its length. */
