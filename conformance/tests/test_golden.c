@@ -18,17 +18,7 @@
 
 #include "lce_golden.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      if (failures++ < 40) {                                  \
-        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                         \
-        fprintf(stderr, "\n");                                \
-      }                                                       \
-    }                                                         \
-  } while (0)
+#include "lce_expect.h"
 
 static const char *data_dir;
 

@@ -13,17 +13,7 @@
 
 #include "lce_judge.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      if (failures++ < 40) {                                  \
-        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                         \
-        fprintf(stderr, "\n");                                \
-      }                                                       \
-    }                                                         \
-  } while (0)
+#include "lce_expect.h"
 
 #define SUBJECT "fused-test"
 #define CLASS "test-class"

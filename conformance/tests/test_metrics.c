@@ -11,17 +11,7 @@
 
 #include "lce_metrics.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      if (failures++ < 40) {                                  \
-        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                         \
-        fprintf(stderr, "\n");                                \
-      }                                                       \
-    }                                                         \
-  } while (0)
+#include "lce_expect.h"
 
 /* One fp32 per-token output (loss_token) of n elements, reference arrays alongside. */
 typedef struct vec_fixture {

@@ -8,18 +8,7 @@
 #include "lce_fuzz_case.h"
 #include "lce_prng.h"
 
-static int g_failures;
-
-#define EXPECT(cond, ...)                                        \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      g_failures++;                                              \
-      fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fputc('\n', stderr);                                       \
-      if (g_failures > 20) return;                               \
-    }                                                            \
-  } while (0)
+#include "lce_expect.h"
 
 static void random_bytes(uint64_t stream, uint8_t *buf, size_t len) {
   for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)lce_rand_u64(7, stream, i);
@@ -133,8 +122,8 @@ int main(void) {
   test_front_truncation_keeps_surviving_fields();
   test_front_bytes_change_only_the_seed();
   test_encode_inverts_decode();
-  if (g_failures) {
-    fprintf(stderr, "test_fuzz_case: %d failure(s)\n", g_failures);
+  if (failures) {
+    fprintf(stderr, "test_fuzz_case: %d failure(s)\n", failures);
     return 1;
   }
   printf("test_fuzz_case: all properties hold\n");

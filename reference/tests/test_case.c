@@ -9,16 +9,7 @@
 
 #include "lce_case.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      failures++;                                             \
-      fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);   \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fprintf(stderr, "\n");                                  \
-    }                                                         \
-  } while (0)
+#include "lce_expect.h"
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;

@@ -13,17 +13,7 @@
 #include "lce_dtype.h"
 #include "lce_prng.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                   \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      if (failures++ < 20) {                                \
-        fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                       \
-        fprintf(stderr, "\n");                              \
-      }                                                     \
-    }                                                       \
-  } while (0)
+#include "lce_expect.h"
 
 typedef uint16_t (*from_fn)(double);
 typedef double (*to_fn)(uint16_t);
