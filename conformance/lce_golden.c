@@ -116,7 +116,7 @@ static lce_code add_entry(parser *p, const lce_golden_entry *e) {
   for (size_t i = 0; i < g->count; i++)
     if (same_key(&g->entries[i], e))
       return parse_error(p, "duplicate entry for %s %s %s %s (first on line %d)", e->subject_class,
-                         lce_dtype_name(e->dtype), lce_output_name(e->output), lce_metric_name(e->metric),
+                         lce_precision_name(e->dtype), lce_output_name(e->output), lce_metric_name(e->metric),
                          p->entry_lines[i]);
   if (g->count == p->cap_entries) {
     size_t cap = p->cap_entries ? 2 * p->cap_entries : 16;
@@ -171,8 +171,8 @@ static lce_code parse_entry(parser *p, char *buf) {
   char why[256];
   if (!class_name_ok(f[0], why, sizeof why)) return parse_error(p, "%s", why);
   snprintf(e.subject_class, sizeof e.subject_class, "%s", f[0]);
-  if (!lce_dtype_parse(f[1], &e.dtype))
-    return parse_error(p, "unknown dtype '%.40s' (expected bf16, fp16 or fp32)", f[1]);
+  if (!lce_precision_parse(f[1], &e.dtype))
+    return parse_error(p, "unknown dtype '%.40s' (expected bf16, fp16, fp32 or tf32)", f[1]);
   if (!lce_output_parse(f[2], &e.output))
     return parse_error(p, "unknown output '%.40s' (expected loss, loss_token, lse, d_hidden, d_weight or d_embedding)",
                        f[2]);
@@ -269,7 +269,7 @@ lce_code lce_golden_load(const char *path, lce_golden *g, lce_status *st) {
 
 /* ---- lookup --------------------------------------------------------------------------------- */
 
-const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject_class, lce_dtype t,
+const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject_class, lce_precision t,
                                         lce_output_id o, lce_metric m) {
   if (g == NULL || subject_class == NULL) return NULL;
   for (size_t i = 0; i < g->count; i++) {
@@ -305,7 +305,7 @@ static lce_code validate_for_write(const lce_golden *g, lce_status *st) {
     LCE_CHECK(st, memchr(e->subject_class, '\0', sizeof e->subject_class) != NULL, LCE_EINVAL,
               "golden entry %zu: subject class not terminated", i);
     LCE_CHECK(st, class_name_ok(e->subject_class, why, sizeof why), LCE_EINVAL, "golden entry %zu: %s", i, why);
-    LCE_CHECK(st, (unsigned)e->dtype < LCE_DTYPE_COUNT && (unsigned)e->output < LCE_OUT_COUNT &&
+    LCE_CHECK(st, (unsigned)e->dtype < LCE_PREC_COUNT && (unsigned)e->output < LCE_OUT_COUNT &&
                       (unsigned)e->metric < LCE_METRIC_COUNT && (unsigned)e->form < FORM_COUNT,
               LCE_EINVAL, "golden entry %zu (%s): dtype, output, metric or form out of range", i, e->subject_class);
     LCE_CHECK(st, isfinite(e->a) && !signbit(e->a) && isfinite(e->b) && !signbit(e->b), LCE_EINVAL,
@@ -317,7 +317,7 @@ static lce_code validate_for_write(const lce_golden *g, lce_status *st) {
               lce_output_name(e->output), lce_metric_name(e->metric), e->b);
     for (size_t j = 0; j < i; j++)
       LCE_CHECK(st, !same_key(&g->entries[j], e), LCE_EINVAL, "golden entries %zu and %zu have the same key %s %s %s %s",
-                j, i, e->subject_class, lce_dtype_name(e->dtype), lce_output_name(e->output),
+                j, i, e->subject_class, lce_precision_name(e->dtype), lce_output_name(e->output),
                 lce_metric_name(e->metric));
   }
   return LCE_OK;
@@ -341,7 +341,7 @@ static int write_contents(FILE *f, const lce_golden *g, const lce_golden_entry *
     if (fprintf(f, "%s\n", g->comments[i]) < 0) return 0;
   for (size_t i = 0; i < g->count; i++) {
     const lce_golden_entry *e = order[i];
-    if (fprintf(f, "%s %s %s %s %s %a", e->subject_class, lce_dtype_name(e->dtype), lce_output_name(e->output),
+    if (fprintf(f, "%s %s %s %s %s %a", e->subject_class, lce_precision_name(e->dtype), lce_output_name(e->output),
                 lce_metric_name(e->metric), lce_bound_form_name(e->form), e->a) < 0)
       return 0;
     if (e->form != LCE_FORM_CONST && fprintf(f, " %a", e->b) < 0) return 0;

@@ -4,6 +4,7 @@
  * Format (every line is one of these; anything else is an error naming file:line):
  *   lcecheck-golden 1                                   first line, exactly
  *   # free text                                         provenance and comments (kept verbatim)
+ * (<dtype> is bf16, fp16, fp32, or tf32 for fp32 inputs with tf32 GEMMs)
  *   <class> <dtype> <output> <metric> const <a>          bound = a
  *   <class> <dtype> <output> <metric> sqrtk <a> <b>      bound = a + b*sqrt(K)
  *   <class> <dtype> <output> <metric> lineark <a> <b>    bound = a + b*K
@@ -26,7 +27,7 @@ typedef enum lce_bound_form {
 
 typedef struct lce_golden_entry {
   char subject_class[64];
-  lce_dtype dtype;
+  lce_precision dtype; /* the input dtype, or tf32 (lce_case_precision) */
   lce_output_id output;
   lce_metric metric;
   lce_bound_form form;
@@ -47,7 +48,7 @@ lce_code lce_golden_load(const char *path, lce_golden *g, lce_status *st);
 lce_code lce_golden_parse(const char *text, size_t len, const char *name, lce_golden *g, lce_status *st);
 /* Writes atomically (temp file in the same directory, then rename): an error leaves the old file. */
 lce_code lce_golden_write(const char *path, const lce_golden *g, lce_status *st);
-const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject_class, lce_dtype t,
+const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject_class, lce_precision t,
                                         lce_output_id o, lce_metric m);
 /* The bound of entry e for a case with inner size k and output condition cond (kappa). */
 double lce_golden_bound(const lce_golden_entry *e, int64_t k, double cond);

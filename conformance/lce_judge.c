@@ -180,9 +180,9 @@ static lce_code apply_bounds(const lce_case *c, lce_output_id o, const lce_golde
       ov->budget_pct[m] = 0.0;
       continue;
     }
-    const lce_golden_entry *e = lce_golden_find(g, subject_class, c->dtype, o, (lce_metric)m);
+    const lce_golden_entry *e = lce_golden_find(g, subject_class, lce_case_precision(c), o, (lce_metric)m);
     LCE_CHECK(st, e != NULL, LCE_EINVAL, "no golden entry for class '%s' dtype %s output %s metric %s in '%s'",
-              subject_class, lce_dtype_name(c->dtype), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
+              subject_class, lce_precision_name(lce_case_precision(c)), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
     double bound = lce_golden_bound(e, lce_output_inner(c, o), ov->metrics.cond);
     double val = ov->metrics.v[m];
     if (m == LCE_METRIC_BIAS) val = fabs(val);
@@ -221,6 +221,8 @@ static void summarize(const lce_case *c, int bounded, lce_verdict *v) {
     if (!ov->judged || !has_metrics(c, (lce_output_id)o)) continue;
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       int fails = !ov->metric_ok[m];
+      /* A fraction bounded by 1 (the whole output) constrains nothing: not worth naming. */
+      if (!fails && m == LCE_METRIC_ULPFRAC && ov->bound[m] >= 1.0) continue;
       if (found && (fails < worst_fails || (fails == worst_fails && !(ov->budget_pct[m] > v->worst_pct)))) continue;
       found = 1, worst_fails = fails;
       v->worst_output = (lce_output_id)o, v->worst_metric = (lce_metric)m, v->worst_pct = ov->budget_pct[m];

@@ -16,11 +16,16 @@
 #include "lce_prng.h"
 
 #define ODD_SHAPES 72
+/* The value distributions the cross rotates through (lce_dist order). */
+#define MATRIX_DISTS 6
+/* Room for the whole default matrix: it builds ~370 cases; the count is checked after. */
+#define MATRIX_MAX 2048
 #define ODD_SHAPES_SEED 20261203u
 
 static const lce_matrix MATRICES[] = {
     {"default", "tied/untied x tp{1,2,4} x bf16/fp16/fp32 x none/sum/mean x chunks{1,~6,150} + edge batches "
-                "+ 3 many-token cases + 72 odd shapes"},
+                "+ 3 many-token cases + every option (smoothing, z-loss, softcap, class weights, token chunks, "
+                "tf32) alone and combined + non-finite inputs + 72 odd shapes"},
     {"smoke", "every 7th case of default: a quick look across all axes"},
 };
 
@@ -35,6 +40,8 @@ static int64_t chunk_size_for(const lce_case *c, int chunks) {
   int64_t vc = (per_shard + per_shard_chunks - 1) / per_shard_chunks;
   return vc < 1 ? 1 : vc;
 }
+
+static size_t add_options(lce_case *out, size_t k);
 
 static size_t build_default(lce_case *out) {
   static const int TPS[] = {1, 2, 4};
@@ -54,12 +61,20 @@ static size_t build_default(lce_case *out) {
             c.vp = (k % 2) ? 384 : 300; /* 384: Megatron-style padding to a multiple of 128 */
             c.prior_grad = (int)((k / 2) % 2);
             c.ignore_pct = IGNORE[k % 3];
-            c.dist = (lce_dist)(k % LCE_DIST_COUNT);
+            c.dist = (lce_dist)(k % MATRIX_DISTS);
             c.seed = 1000 + k;
             c.vocab_chunk = chunk_size_for(&c, CHUNKS[ci]);
-            if (out) out[k] = c;
+            out[k] = c;
             k++;
           }
+  /* Every fp32 case of the cross again with tf32 GEMMs: tf32 bounds are measured on as many cases
+   * as fp32 ones (fewer would leave them below fp32's, which no tf32 kernel can beat). */
+  for (size_t i = 0, cross = k; i < cross; i++) {
+    if (out[i].dtype != LCE_FP32) continue;
+    out[k] = out[i];
+    out[k].gemm = LCE_GEMM_TF32, out[k].seed = 3000 + k;
+    k++;
+  }
   /* Edge batches: no valid token at all, and exactly one. */
   for (int dt = 0; dt < LCE_DTYPE_COUNT; dt++)
     for (int red = 0; red < 3; red++)
@@ -71,7 +86,7 @@ static size_t build_default(lce_case *out) {
         c.ignore_pct = edge ? 100 : 94; /* 94% of 16 tokens ignored: exactly one valid */
         c.seed = 5000 + k;
         c.vocab_chunk = chunk_size_for(&c, 150);
-        if (out) out[k] = c;
+        out[k] = c;
         k++;
       }
   /* Many tokens, so that per-token statistics (bias and ulpfrac of lse and loss_token) exist. */
@@ -81,9 +96,10 @@ static size_t build_default(lce_case *out) {
     c.dist = dt == 0 ? LCE_DIST_NORMAL : LCE_DIST_FLAT; /* flat rows: lse without cancellation */
     c.dtype = (lce_dtype)dt, c.reduction = (lce_reduction)dt, c.tied = dt == 1, c.prior_grad = 1;
     c.ignore_pct = 10, c.seed = 8000 + (uint64_t)dt;
-    if (out) out[k] = c;
+    out[k] = c;
     k++;
   }
+  k = add_options(out, k);
   for (int i = 0; i < ODD_SHAPES; i++) {
     uint64_t r = 0;
 #define DRAW(bound) ((int64_t)lce_rand_below(ODD_SHAPES_SEED, (uint64_t)i, r++, (uint64_t)(bound)))
@@ -99,12 +115,73 @@ static size_t build_default(lce_case *out) {
     static const int32_t IGN[] = {0, 10, 25, 50, 100};
     c.ignore_pct = IGN[DRAW(5)];
     c.dist = (lce_dist)DRAW(LCE_DIST_COUNT);
+    c.smoothing = (lce_smoothing)DRAW(3), c.smoothing_permille = c.smoothing ? (int32_t)DRAW(301) : 0;
+    if (c.smoothing == LCE_SMOOTH_MEGATRON && c.v < 2) c.smoothing = LCE_SMOOTH_PYTORCH;
+    c.z_loss_e5 = DRAW(3) == 0 ? (int32_t)(1 + DRAW(1000)) : 0;
+    c.softcap = DRAW(3) == 0 ? (int32_t)(5 + DRAW(46)) : 0;
+    c.class_weights = (int)DRAW(3) == 0;
+    c.token_chunk = DRAW(3) == 0 ? 1 + DRAW(c.n) : 0;
+    c.gemm = c.dtype == LCE_FP32 && DRAW(2) ? LCE_GEMM_TF32 : LCE_GEMM_IEEE;
     c.seed = 9000 + (uint64_t)i;
     if (c.n * c.h * c.v > 333333) c.h = 333333 / (c.n * c.v) > 0 ? 333333 / (c.n * c.v) : 1; /* oracle budget */
 #undef DRAW
-    if (out) out[k] = c;
+    out[k] = c;
     k++;
   }
+  return k;
+}
+
+/* Every option of the full FLCE semantics, alone and all together, across dtypes, tp and
+ * reductions, with the hard value distributions (|logits| >= 80, ties for the maximum, the target
+ * at the maximum and the minimum, zero and subnormal hidden rows), plus non-finite inputs. */
+static size_t add_options(lce_case *out, size_t k) {
+  typedef struct option_set {
+    lce_smoothing smoothing;
+    int32_t permille, z_loss_e5, softcap;
+    int class_weights;
+    int64_t token_chunk;
+    lce_gemm gemm;
+  } option_set;
+  static const option_set SETS[] = {
+      {LCE_SMOOTH_PYTORCH, 100, 0, 0, 0, 0, LCE_GEMM_IEEE},  {LCE_SMOOTH_MEGATRON, 100, 0, 0, 0, 0, LCE_GEMM_IEEE},
+      {LCE_SMOOTH_NONE, 0, 10, 0, 0, 0, LCE_GEMM_IEEE},      {LCE_SMOOTH_NONE, 0, 0, 30, 0, 0, LCE_GEMM_IEEE},
+      {LCE_SMOOTH_NONE, 0, 0, 0, 1, 0, LCE_GEMM_IEEE},       {LCE_SMOOTH_NONE, 0, 0, 0, 0, 5, LCE_GEMM_IEEE},
+      {LCE_SMOOTH_NONE, 0, 0, 0, 0, 0, LCE_GEMM_TF32},       {LCE_SMOOTH_PYTORCH, 50, 10, 30, 1, 5, LCE_GEMM_IEEE},
+      {LCE_SMOOTH_MEGATRON, 50, 10, 30, 1, 5, LCE_GEMM_TF32},
+  };
+  static const lce_dist DISTS[] = {LCE_DIST_HARD,       LCE_DIST_BIG,  LCE_DIST_TIES,      LCE_DIST_TARGET_MAX,
+                                   LCE_DIST_TARGET_MIN, LCE_DIST_ZERO, LCE_DIST_SUBNORMAL, LCE_DIST_MIXED,
+                                   LCE_DIST_NEGATIVE,   LCE_DIST_CONFIDENT};
+  static const int32_t IGNORE[] = {0, 10, 25};
+  size_t j = 0;
+  for (size_t s = 0; s < sizeof SETS / sizeof SETS[0]; s++)
+    for (int dt = 0; dt < LCE_DTYPE_COUNT; dt++)
+      for (int tp = 1; tp <= 4; tp *= 4)
+        for (int rep = 0; rep < (SETS[s].gemm == LCE_GEMM_TF32 ? 3 : 1); rep++, j++) {
+          if (SETS[s].gemm == LCE_GEMM_TF32 && dt != LCE_FP32) continue; /* tf32: fp32 inputs only */
+          lce_case c = lce_case_default();
+          c.n = 16, c.h = 32, c.v = 300, c.vp = j % 2 ? 384 : 300, c.tp = tp;
+          c.dtype = (lce_dtype)dt, c.tied = (int)(j % 2), c.prior_grad = (int)((j / 2) % 2);
+          c.reduction = (lce_reduction)((j + (size_t)rep) % 3), c.ignore_pct = IGNORE[j % 3];
+          c.dist = DISTS[j % (sizeof DISTS / sizeof DISTS[0])];
+          c.smoothing = SETS[s].smoothing, c.smoothing_permille = SETS[s].permille;
+          c.z_loss_e5 = SETS[s].z_loss_e5, c.softcap = SETS[s].softcap, c.class_weights = SETS[s].class_weights;
+          c.token_chunk = SETS[s].token_chunk, c.gemm = SETS[s].gemm;
+          c.seed = 6000 + k;
+          c.vocab_chunk = chunk_size_for(&c, 40);
+          out[k] = c;
+          k++;
+        }
+  for (int dt = 0; dt < LCE_DTYPE_COUNT; dt++) /* NaN and +Inf among the hidden values */
+    for (int tied = 0; tied < 2; tied++) {
+      lce_case c = lce_case_default();
+      c.n = 16, c.h = 32, c.v = 300, c.vp = 384, c.tp = 2, c.dtype = (lce_dtype)dt, c.tied = tied;
+      c.prior_grad = 1, c.reduction = (lce_reduction)(dt % 3), c.ignore_pct = 10, c.dist = LCE_DIST_POISON;
+      c.seed = 7000 + k;
+      c.vocab_chunk = chunk_size_for(&c, 40);
+      out[k] = c;
+      k++;
+    }
   return k;
 }
 
@@ -114,10 +191,10 @@ lce_code lce_matrix_cases(const char *name, lce_case **cases, size_t *count, lce
   int smoke = strcmp(name, "smoke") == 0;
   LCE_CHECK(st, smoke || strcmp(name, "default") == 0, LCE_EINVAL,
             "unknown matrix '%s' (known: default, smoke)", name);
-  size_t n = build_default(NULL);
-  lce_case *all = malloc(n * sizeof *all);
+  lce_case *all = malloc(MATRIX_MAX * sizeof *all);
   LCE_ALLOC_CHECK(st, all);
-  build_default(all);
+  size_t n = build_default(all);
+  LCE_CHECK(st, n <= MATRIX_MAX, LCE_EINTERNAL, "default matrix has %zu cases, more than MATRIX_MAX", n);
   if (smoke) {
     size_t m = 0;
     for (size_t i = 0; i < n; i += 7) all[m++] = all[i]; /* 7 is coprime to every axis length */

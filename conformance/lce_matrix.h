@@ -1,7 +1,10 @@
 /* lce_matrix.h — named conformance matrices: deterministic lists of cases.
  *   default: tied/untied × tp {1,2,4} × bf16/fp16/fp32 × none/sum/mean × vocab-chunk counts from
- *            1 to >= 32, with ignored labels, labels on every shard, padding, prior gradients,
- *            every value distribution; small shapes (runs in seconds).
+ *            1 to 150, with ignored labels, labels on every shard, padding, prior gradients and the
+ *            basic value distributions; edge batches (no valid token, one); many tokens; every
+ *            option (label smoothing pytorch/megatron, z-loss, softcap, class weights, token
+ *            chunks, tf32) alone and combined with the hard distributions; non-finite inputs;
+ *            72 odd shapes drawn from the fuzz harness's space. Small shapes (runs in seconds).
  *   smoke:   a handful of default's cases, for quick checks. */
 #ifndef LCE_MATRIX_H
 #define LCE_MATRIX_H

@@ -101,6 +101,7 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
     mv->v[LCE_METRIC_RELERR] = INFINITY;
     mv->v[LCE_METRIC_BIAS] = NAN;
     mv->v[LCE_METRIC_MAXSCALED] = INFINITY;
+    mark_undefined(mv); /* the same statistics exist (or not) as for a finite subject */
     return;
   }
   /* With r == 0 everywhere a relative error has no scale; ||x|| is the absolute error then, and a

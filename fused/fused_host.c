@@ -1,28 +1,50 @@
 /* fused_host.c — fused-host: fused linear cross-entropy (LM-head GEMM + softmax cross-entropy,
- * forward and backward) computed the way a vocab-chunked, vocab-parallel GPU kernel computes it, on
- * the CPU, with the device's fp32 arithmetic emulated exactly, so that CI predicts the kernel.
+ * forward and backward) computed the way a token- and vocab-chunked, vocab-parallel GPU kernel
+ * computes it, on the CPU, with the device's fp32 arithmetic emulated exactly, so that CI predicts
+ * the kernel.
  *
- * The math is lce_case.h's. How it is evaluated here (every operation is one fp32 operation):
- *   forward, per shard r (its rows below V; padded rows are skipped entirely), per vocab chunk:
- *     z        = hidden · W_chunk^T, an fp32-accumulate GEMM: one fmaf per product, k = 0..H-1
+ * The math is lce_case.h's. How it is evaluated here (every operation is one fp32 operation; e, e/V,
+ * 1 - e and lambda are rounded to fp32 once, from double, as a host passes them to a kernel):
+ *   GEMM inputs: dtype values loaded exactly; with tf32 GEMMs every GEMM operand (hidden, W and the
+ *     d_logits) is first rounded to tf32 with lce_round_tf32 (cvt.rna.tf32.f32).
+ *   Both passes walk token chunks (token_chunk tokens, 0: all), then shards r (their rows below V;
+ *   padded rows are skipped entirely), then vocab chunks; per chunk:
+ *     s        = hidden · W_chunk^T, an fp32-accumulate GEMM: one fmaf per product, k = 0..H-1
+ *     z        = softcap c ? c·tanhf(s / c) : s
+ *   forward, per token and shard, the online statistics:
  *     m_r, s_r   online softmax: m' = max(m, max_j z), s = s·exp(m - m') + sum_j exp(z - m')
+ *     W_r, D_r   smoothing sums W_r = sum_j w_j and D_r = sum_j w_j (m_r - z_j) (rescaled like s_r:
+ *                D += W·(m' - m)); every term is >= 0, so lse·W - sum w z never cancels
  *     z_y        recorded by the shard that owns the label
- *   merge as vocab-parallel ranks do: M = max_r m_r, S = sum_r s_r·exp(m_r - M), lse = M + log S
- *   loss_token = lse - z_y (0 when ignored); loss = sum of loss_token (divided by #valid for mean)
- *   backward, per shard, per chunk (the chunk's logits recomputed exactly as in forward):
- *     dz         = round_to_dtype(g·(exp(z - lse) - onehot))          (d_logits in the input dtype)
- *     dh_r      += sum_j dz·W_j     chunk partial (fmaf, rows in order), then one fp32 add per element
- *     gradW_j   += sum_n dz·h_n     per row (fmaf, tokens in order), then one fp32 add into the buffer
+ *   merge as vocab-parallel ranks all-reduce, in rank order: M = max_r m_r,
+ *     S = sum_r s_r·exp(m_r - M), lse = M + log S; with smoothing, each shard's partial sums scaled
+ *     by e/V of the GLOBAL vocab: A = sum_r (e/V)·W_r, B = sum_r (e/V)·(D_r + W_r (M - m_r)), so that
+ *     (e/V) sum_v w_v (lse - z_v) = B + A·log S does not depend on tp beyond rounding.
+ *   loss_token = (1-e)·w_y·(lse - z_y) [+ B + A·log S] [+ lambda·lse·lse]   (0 when ignored)
+ *   loss       = sum of loss_token in token order; mean divides by sum_n W_n (fp32, token order),
+ *                0 when that is 0
+ *   backward, per chunk (its logits recomputed exactly as in forward), for valid tokens only
+ *   (ignored tokens are skipped: their d_hidden stays 0 and their hidden never reaches d_weight):
+ *     dz         = g·(p·K - (1-e)·w_y·[v == y] - (e/V)·w_v),  p = exp(z - lse),
+ *                  K = (1-e)·w_y [+ A] [+ 2·lambda·lse]
+ *     ds         = dz·(1 - (z/c)·(z/c)) with softcap, then rounded to the input dtype (d_logits
+ *                  are stored in the input format before the two backward GEMMs; tf32: then to tf32)
+ *     dh_r      += sum_j ds·W_j     chunk partial (fmaf, rows in order), then one fp32 add per element
+ *     gradW_j   += sum_n ds·h_n     per row and token chunk its own fp32 GEMM (fmaf, tokens in order),
+ *                                   ADDED into the fp32 gradient buffer once per element
  *   d_hidden   = round_to_dtype(sum_r dh_r): shard buffers summed in fp32 in rank order (all-reduce).
+ * Non-finite inputs propagate as lce_case.h says: a non-finite GEMM result becomes a NaN logit;
+ * fmaxf ignores a NaN logit, but exp(NaN - m) does not, so it reaches s_r, lse, the loss, and through
+ * p the d_logits of its token (hence its d_hidden row and every d_weight element); a shard whose
+ * logits are all NaN keeps m_r = -inf and s_r = NaN, and the merge keeps that NaN. Ignored tokens
+ * never reach the backward GEMMs, so their NaN stays in their lse.
  * The build uses -ffp-contract=off: every fmaf is written out, nothing else is contracted.
  *
  * Build and run: part of lce_fused (cmake --build build --target lce_fused); judge one case with
- *   build/lcecheck repro --subject fused-host <case id>; tests in fused/tests/test_fused_host.c.
+ *   build/lcecheck repro --subject fused-host <case id>; tests in fused/tests/.
  *
- * Versions (fused/mutants.txt; each mutant is this file compiled with one LCE_MUTANT_* switch):
- *   production                          no switch: the algorithm above
- *   LCE_MUTANT_BF16_DHIDDEN_ACCUM       d_hidden buffer held in the input dtype (PR #2739, bug 2)
- *   LCE_MUTANT_TIED_WEIGHT_WHEN_UNTIED  untied run uses the embedding as output weight (bug 1) */
+ * Versions (fused/mutants.txt names the upstream bug of each; each mutant is this file compiled with
+ * one LCE_MUTANT_* switch, whose #if block sits where that bug lived): see FUSED_HOST_IS_MUTANT. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -32,7 +54,14 @@
  * A mutant build must switch on a mutant this file knows and export its own run symbol; the
  * production build must do neither. Adding a mutant: one line in mutants.txt, its switch in this
  * list, and its #if block where the upstream bug lived. */
-#if defined(LCE_MUTANT_BF16_DHIDDEN_ACCUM) || defined(LCE_MUTANT_TIED_WEIGHT_WHEN_UNTIED)
+#if defined(LCE_MUTANT_BF16_DHIDDEN_ACCUM) || defined(LCE_MUTANT_TIED_WEIGHT_WHEN_UNTIED) ||             \
+    defined(LCE_MUTANT_RUNNING_MAX_ZERO_INIT) || defined(LCE_MUTANT_MEAN_EMPTY_NAN) ||                   \
+    defined(LCE_MUTANT_MEAN_COUNTS_IGNORED) || defined(LCE_MUTANT_GRAD_OUTPUT_AFTER_SUM) ||              \
+    defined(LCE_MUTANT_PADDED_ROWS_IN_SOFTMAX) || defined(LCE_MUTANT_NO_RESCALE_ONLINE) ||               \
+    defined(LCE_MUTANT_SHARD_MERGE_NO_RESCALE) || defined(LCE_MUTANT_LAST_CHUNK_SKIPPED) ||              \
+    defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN) || defined(LCE_MUTANT_SMOOTHING_PER_SHARD_VOCAB) ||        \
+    defined(LCE_MUTANT_TARGET_WRONG_SHARD_OFFSET) || defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS) || \
+    defined(LCE_MUTANT_SOFTCAP_NO_DERIVATIVE)
 #define FUSED_HOST_IS_MUTANT 1
 #else
 #define FUSED_HOST_IS_MUTANT 0
@@ -49,97 +78,181 @@
 lce_code LCE_FUSED_HOST_RUN(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
 
 /* Everything one run needs, allocated up front so that no failure can happen after the first
- * output element is written. */
+ * output element is written. Per-shard statistics are [tp*n], shard-major. */
 typedef struct fused_host {
   const lce_case *c;
   const int64_t *labels;
-  const void *w;    /* the output weight, dtype bits [vp*h] */
-  float *grad_w;    /* its fp32 gradient buffer [vp*h], holding the prior */
-  int64_t rows_max; /* most real rows one chunk can hold */
-  int64_t n_valid;
-  float *hidden;    /* [n*h] hidden, loaded exactly */
-  float *w_chunk;   /* [rows_max*h] the chunk's rows of W, loaded exactly */
-  float *z;         /* [n*rows_max] the chunk's logits, then its d_logits */
-  float *m, *s;     /* [tp*n] each shard's running max and running sum */
-  float *z_target;  /* [n] the label's logit, from the shard that owns it */
-  float *lse;       /* [n] */
-  float *g;         /* [n] d loss / d loss_token (0 for ignored tokens) */
-  float *dh_part;   /* [n*h] one chunk's contribution to d_hidden */
-  float *dh_shard;  /* [n*h] one shard's fp32 d_hidden buffer */
-  float *dh_total;  /* [n*h] the all-reduced d_hidden */
-  float *gw_row;    /* [h] one row's weight-gradient contribution from one chunk */
-  float *block_;    /* owner of all the float storage above */
+  const float *class_weight; /* [v] or NULL */
+  const void *w;             /* the output weight, dtype bits [vp*h] */
+  float *grad_w;             /* its fp32 gradient buffer [vp*h], holding the prior */
+  int64_t rows_max;          /* most rows one vocab chunk can hold */
+  int64_t tok_max;           /* tokens per token chunk */
+  int tf32;                  /* round GEMM operands to tf32 */
+  float one_minus_e, lambda, cap; /* 1 - e, z-loss weight, softcap (0: none) */
+  float weight_sum;          /* sum_n W_n over valid tokens: the mean's divisor */
+  float *ev;                 /* [tp] e/V as shard r scales its smoothing sums (0: no smoothing) */
+  float *hidden;             /* [n*h] hidden as the GEMMs read it */
+  float *w_chunk;            /* [rows_max*h] the chunk's rows of W as the GEMMs read them */
+  float *z;                  /* [tok_max*rows_max] the chunk's logits, then its d_logits */
+  float *m, *s, *sw, *d;     /* [tp*n] running max, running sum, sum w_v, sum w_v (m - z_v) */
+  float *z_target;           /* [n] the label's logit, from the shard that owns it */
+  float *lse, *smooth_a, *smooth_b; /* [n] lse, A and B of the smoothing term (see the top) */
+  float *g;                  /* [n] d loss / d loss_token (0 for ignored tokens) */
+  float *dh_part;            /* [tok_max*h] one chunk's contribution to d_hidden */
+  float *dh_shard;           /* [tok_max*h] one shard's fp32 d_hidden buffer for the token chunk */
+  float *dh_total;           /* [n*h] the all-reduced d_hidden */
+  float *gw_row;             /* [h] one row's weight-gradient contribution from one chunk */
+#if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
+  float *gw_dtype;           /* [vp*h] the run's weight gradient, held in the input dtype */
+#endif
+  float *block_;             /* owner of all the float storage above */
 } fused_host;
 
 static int token_valid(const fused_host *f, int64_t i) { return f->labels[i] != f->c->ignore_index; }
 
-/* The part of shard r's row range that holds real vocabulary rows: [lo, hi), possibly empty. */
+/* Class weight of vocab row v (1 without class weights). Rows >= V have none: only a kernel that
+ * lets padded rows in asks. */
+static float class_w(const fused_host *f, int64_t v) {
+  return f->class_weight && v < f->c->v ? f->class_weight[v] : 1.0f;
+}
+
+/* The operand a GEMM reads: x itself, or x rounded to tf32 in tf32 mode. */
+static float gemm_operand(const fused_host *f, float x) { return f->tf32 ? (float)lce_round_tf32(x) : x; }
+
+/* The rows of shard r that enter the softmax: its real vocabulary rows [lo, hi), possibly empty. */
 static void shard_real_rows(const lce_case *c, int r, int64_t *lo, int64_t *hi) {
   lce_shard_range(c, r, lo, hi);
+#if defined(LCE_MUTANT_PADDED_ROWS_IN_SOFTMAX)
+  /* Padded vocab rows left in the softmax: the shard's whole padded row range is treated as vocab
+   * (Megatron-style padding to a multiple of 128·tp without masking the padded logits). */
+  return;
+#endif
   if (*hi > c->v) *hi = c->v;
   if (*lo > *hi) *lo = *hi;
 }
 
-static int64_t chunk_rows(const lce_case *c, int64_t row0, int64_t shard_hi) {
-  return shard_hi - row0 < c->vocab_chunk ? shard_hi - row0 : c->vocab_chunk;
+/* Where the vocab-chunk loop over [lo, hi) stops: hi, so that the last, partial chunk is done. */
+static int64_t chunks_end(const lce_case *c, int64_t lo, int64_t hi) {
+#if defined(LCE_MUTANT_LAST_CHUNK_SKIPPED)
+  /* Chunk count by floor division, (rows / chunk) instead of ceil: the last partial chunk of every
+   * shard is never visited (its logits miss the softmax, its rows get no gradient). */
+  return lo + (hi - lo) / c->vocab_chunk * c->vocab_chunk;
+#endif
+  (void)c, (void)lo;
+  return hi;
 }
 
-/* ---- kernels: one vocab chunk -------------------------------------------------------------- */
+/* The global row whose logit is label y's target as shard r sees it, or -1 when r does not own y.
+ * A shard owns the labels in its own row range [lo, lo + vp/tp). */
+static int64_t target_row(const fused_host *f, int r, int64_t y) {
+  int64_t lo, hi;
+  lce_shard_range(f->c, r, &lo, &hi);
+  int64_t start = lo; /* the vocab-start index the label is made local with */
+#if defined(LCE_MUTANT_TARGET_WRONG_SHARD_OFFSET)
+  /* The label is made local with the previous rank's vocab start: every rank > 0 claims the labels
+   * of the shard before it and reads its own row at that local offset. Tests that place labels only
+   * on rank 0's shard never see it. */
+  if (r > 0) start = lo - (hi - lo);
+#endif
+  int64_t local = y - start;
+  return local >= 0 && local < hi - lo ? lo + local : -1;
+}
 
-/* Loads rows [row0, row0+rows) of W into w_chunk; dtype values are exact in float. */
+/* ---- kernels: one (token chunk, vocab chunk) tile ------------------------------------------ */
+
+/* Loads rows [row0, row0+rows) of W into w_chunk as the GEMMs read them. */
 static void chunk_load(fused_host *f, int64_t row0, int64_t rows) {
   const int64_t h = f->c->h;
-  for (int64_t e = 0; e < rows * h; e++) f->w_chunk[e] = (float)lce_load(f->c->dtype, f->w, (size_t)(row0 * h + e));
+  for (int64_t e = 0; e < rows * h; e++)
+    f->w_chunk[e] = gemm_operand(f, (float)lce_load(f->c->dtype, f->w, (size_t)(row0 * h + e)));
 }
 
-/* z[i, j] = sum_k hidden[i,k]·W[row0+j,k], accumulated in fp32 with one fmaf per product, k in
- * order: the IEEE model of an fp32-accumulate GEMM. */
-static void chunk_logits(fused_host *f, int64_t rows) {
-  const int64_t n = f->c->n, h = f->c->h;
-  for (int64_t i = 0; i < n; i++) {
+/* z[i, j] = sum_k hidden[i,k]·W[row0+j,k] for tokens [t0, t1), accumulated in fp32 with one fmaf
+ * per product, k in order (the IEEE model of an fp32-accumulate GEMM), then softcapped. A
+ * non-finite GEMM result becomes a NaN logit (lce_case.h: a NaN or Inf input makes the logits it
+ * reaches NaN): without softcap the online softmax would turn +Inf into NaN anyway (exp(inf - inf))
+ * but not a row of -Inf, and tanh would cap an Inf to a finite c, as a kernel whose tanh is
+ * (e^2x - 1)/(e^2x + 1) does not. */
+static void chunk_logits(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
+  const int64_t h = f->c->h;
+  for (int64_t i = t0; i < t1; i++) {
     const float *a = f->hidden + i * h;
+    float *zi = f->z + (i - t0) * rows;
     for (int64_t j = 0; j < rows; j++) {
       const float *b = f->w_chunk + j * h;
       float acc = 0.0f;
       for (int64_t k = 0; k < h; k++) acc = fmaf(a[k], b[k], acc);
-      f->z[i * rows + j] = acc;
+      if (!isfinite(acc)) acc = NAN;
+      zi[j] = f->cap > 0.0f ? f->cap * tanhf(acc / f->cap) : acc;
     }
   }
 }
 
-/* Folds the chunk into shard r's online softmax. The running max starts at -inf (not 0: rows whose
- * logits are all below -87 would underflow every exp), and the running sum is rescaled only when
- * the max grows. */
-static void chunk_online_softmax(fused_host *f, int r, int64_t row0, int64_t rows) {
+/* Folds the tile into shard r's online statistics. The running sum is rescaled only when the max
+ * grows. Logits are finite or NaN (chunk_logits): a NaN is skipped by fmaxf but not by exp. */
+static void chunk_online_softmax(fused_host *f, int r, int64_t t0, int64_t t1, int64_t row0, int64_t rows) {
   const int64_t n = f->c->n;
-  for (int64_t i = 0; i < n; i++) {
-    const float *zi = f->z + i * rows;
-    float *m = &f->m[(int64_t)r * n + i], *s = &f->s[(int64_t)r * n + i];
+  for (int64_t i = t0; i < t1; i++) {
+    const float *zi = f->z + (i - t0) * rows;
+    const int64_t at = (int64_t)r * n + i;
+    float m = f->m[at], s = f->s[at];
     float chunk_max = -INFINITY;
     for (int64_t j = 0; j < rows; j++) chunk_max = fmaxf(chunk_max, zi[j]);
-    float m_new = fmaxf(*m, chunk_max);
-    if (m_new > *m) *s *= expf(*m - m_new);
-    if (m_new > -INFINITY) /* all logits -inf: every term is exactly 0, not exp(-inf + inf) */
-      for (int64_t j = 0; j < rows; j++) *s += expf(zi[j] - m_new);
-    *m = m_new;
-    int64_t y = f->labels[i];
-    if (y >= row0 && y < row0 + rows) f->z_target[i] = zi[y - row0];
+    float m_new = fmaxf(m, chunk_max);
+#if defined(LCE_MUTANT_NO_RESCALE_ONLINE)
+    /* The running sum is not rescaled by exp(m - m') when a later chunk raises the max: the terms
+     * summed before are taken relative to a max that no longer holds. */
+#else
+    if (m_new > m) s *= expf(m - m_new);
+#endif
+    for (int64_t j = 0; j < rows; j++) s += expf(zi[j] - m_new);
+    if (f->ev[r] != 0.0f) { /* smoothing sums, relative to the running max */
+      float sw = f->sw[at], d = f->d[at];
+      if (m_new > m && sw != 0.0f) d += sw * (m_new - m);
+      for (int64_t j = 0; j < rows; j++) {
+        float w = class_w(f, row0 + j);
+        d += w * (m_new - zi[j]);
+        sw += w;
+      }
+      f->sw[at] = sw, f->d[at] = d;
+    }
+    f->m[at] = m_new, f->s[at] = s;
+    int64_t ty = target_row(f, r, f->labels[i]);
+    if (ty >= row0 && ty < row0 + rows) f->z_target[i] = zi[ty - row0];
   }
 }
 
-/* d_logits: dz = g·(p - onehot) in fp32, then rounded to the input dtype, as the kernel stores
- * the d_logits tile in the input format before the two backward GEMMs. Overwrites z. */
-static void chunk_dlogits(fused_host *f, int64_t row0, int64_t rows) {
-  const int64_t n = f->c->n;
-  for (int64_t i = 0; i < n; i++) {
+/* d_logits of the tile (see the top), rounded to the input dtype, as the kernel stores the d_logits
+ * tile in the input format before the two backward GEMMs. Overwrites z. */
+static void chunk_dlogits(fused_host *f, int r, int64_t t0, int64_t t1, int64_t row0, int64_t rows) {
+  const lce_case *c = f->c;
+  for (int64_t i = t0; i < t1; i++) {
+    float *zi = f->z + (i - t0) * rows;
+    if (!token_valid(f, i)) { /* ignored tokens are masked, whatever their logits */
+      for (int64_t j = 0; j < rows; j++) zi[j] = 0.0f;
+      continue;
+    }
+    const int64_t y = f->labels[i], ty = target_row(f, r, y);
+    const float wy = f->one_minus_e * class_w(f, y), g = f->g[i], lse = f->lse[i];
+    float k = wy;
+    if (f->ev[r] != 0.0f) k += f->smooth_a[i];
+    if (f->lambda != 0.0f) k += 2.0f * f->lambda * lse;
     for (int64_t j = 0; j < rows; j++) {
-      float dz = 0.0f; /* ignored tokens are masked, whatever their logits */
-      if (token_valid(f, i)) {
-        float p = expf(f->z[i * rows + j] - f->lse[i]);
-        float onehot = f->labels[i] == row0 + j ? 1.0f : 0.0f;
-        dz = (float)lce_round_to(f->c->dtype, (double)(f->g[i] * (p - onehot)));
+      const float z = zi[j];
+      float t = expf(z - lse) * k;
+      if (row0 + j == ty) t -= wy;
+      if (f->ev[r] != 0.0f) t -= f->ev[r] * class_w(f, row0 + j);
+      float dz = g * t;
+#if defined(LCE_MUTANT_SOFTCAP_NO_DERIVATIVE)
+      /* The softcap's derivative 1 - tanh^2 is left out of the backward: d_logits are taken as the
+       * gradient of the capped logits z, not of the GEMM output s. */
+#else
+      if (f->cap > 0.0f) {
+        float q = z / f->cap;
+        dz *= 1.0f - q * q;
       }
-      f->z[i * rows + j] = dz;
+#endif
+      zi[j] = gemm_operand(f, (float)lce_round_to(c->dtype, (double)dz));
     }
   }
 }
@@ -159,96 +272,178 @@ static float dhidden_accumulate(lce_dtype dtype, float buffer, float addend) {
   return sum;
 }
 
-/* dh_shard += dz · W_chunk: the chunk's partial is its own fp32-accumulate GEMM (fmaf over the
- * chunk's rows in order), added to the shard buffer once per element. */
-static void chunk_dhidden(fused_host *f, int64_t rows) {
-  const int64_t n = f->c->n, h = f->c->h;
-  for (int64_t i = 0; i < n; i++) {
-    float *part = f->dh_part + i * h;
+/* dh_shard += ds · W_chunk for the valid tokens of [t0, t1): the chunk's partial is its own
+ * fp32-accumulate GEMM (fmaf over the chunk's rows in order), added to the shard buffer once per
+ * element. Ignored tokens' partials stay exactly 0. */
+static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
+  const int64_t h = f->c->h;
+  for (int64_t i = t0; i < t1; i++) {
+    float *part = f->dh_part + (i - t0) * h;
     for (int64_t k = 0; k < h; k++) part[k] = 0.0f;
-    for (int64_t j = 0; j < rows; j++) {
-      const float dz = f->z[i * rows + j], *wj = f->w_chunk + j * h;
+    for (int64_t j = 0; j < rows && token_valid(f, i); j++) {
+      const float dz = f->z[(i - t0) * rows + j], *wj = f->w_chunk + j * h;
       for (int64_t k = 0; k < h; k++) part[k] = fmaf(dz, wj[k], part[k]);
     }
   }
-  for (int64_t e = 0; e < n * h; e++) f->dh_shard[e] = dhidden_accumulate(f->c->dtype, f->dh_shard[e], f->dh_part[e]);
+  for (int64_t e = 0; e < (t1 - t0) * h; e++)
+    f->dh_shard[e] = dhidden_accumulate(f->c->dtype, f->dh_shard[e], f->dh_part[e]);
 }
 
-/* gradW[row0+j] += dz[:, j]^T · hidden: per row an fp32-accumulate sum over tokens in order, added
- * into the fp32 gradient buffer (which holds the prior gradient) once per element. */
-static void chunk_dweight(fused_host *f, int64_t row0, int64_t rows) {
-  const int64_t n = f->c->n, h = f->c->h;
+/* gradW[row0+j] += ds[:, j]^T · hidden over the valid tokens of [t0, t1): per row an
+ * fp32-accumulate sum over tokens in order, ADDED into the fp32 gradient buffer (which holds the
+ * prior gradient, or the embedding lookup's when tied) once per element and token chunk. */
+static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, int64_t rows) {
+  const int64_t h = f->c->h;
   for (int64_t j = 0; j < rows; j++) {
     for (int64_t k = 0; k < h; k++) f->gw_row[k] = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-      const float dz = f->z[i * rows + j], *hi = f->hidden + i * h;
+    for (int64_t i = t0; i < t1; i++) {
+      if (!token_valid(f, i)) continue;
+      const float dz = f->z[(i - t0) * rows + j], *hi = f->hidden + i * h;
       for (int64_t k = 0; k < h; k++) f->gw_row[k] = fmaf(dz, hi[k], f->gw_row[k]);
     }
     float *dst = f->grad_w + (row0 + j) * h;
+#if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
+    /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
+     * dtype, grad_weight += grad_logits_chunk^T @ input_chunk per token chunk (rounded every time),
+     * only added to the fp32 gradient at the end (backward()). */
+    dst = f->gw_dtype + (row0 + j) * h;
+    for (int64_t k = 0; k < h; k++) dst[k] = (float)lce_round_to(f->c->dtype, (double)(dst[k] + f->gw_row[k]));
+    continue;
+#endif
+#if defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN)
+    /* The tied embedding's gradient buffer is written with = (a copy into main_grad) instead of +=:
+     * the embedding lookup's gradient (and earlier token chunks) is lost. */
+    if (f->c->tied) {
+      for (int64_t k = 0; k < h; k++) dst[k] = f->gw_row[k];
+      continue;
+    }
+#endif
     for (int64_t k = 0; k < h; k++) dst[k] = dst[k] + f->gw_row[k];
   }
 }
 
-/* ---- launchers: shards and chunks ---------------------------------------------------------- */
+/* ---- launchers: token chunks, shards, vocab chunks ----------------------------------------- */
 
-/* Shard statistics → lse, as vocab-parallel ranks all-reduce them: the max first, then the sums
- * rescaled to it, in rank order. A shard without real rows (m = -inf) contributes exactly 0. */
+typedef enum pass { PASS_FORWARD, PASS_BACKWARD } pass;
+
+/* Walks the tiles in kernel order: token chunks, then shards in rank order, then vocab chunks. */
+static void run_pass(fused_host *f, pass p) {
+  const lce_case *c = f->c;
+  const int64_t h = c->h;
+  for (int64_t t0 = 0; t0 < c->n; t0 += f->tok_max) {
+    const int64_t t1 = t0 + f->tok_max < c->n ? t0 + f->tok_max : c->n;
+    for (int r = 0; r < c->tp; r++) {
+      int64_t lo, hi;
+      shard_real_rows(c, r, &lo, &hi);
+      for (int64_t e = 0; p == PASS_BACKWARD && e < (t1 - t0) * h; e++) f->dh_shard[e] = 0.0f;
+      for (int64_t row0 = lo, end = chunks_end(c, lo, hi); row0 < end; row0 += c->vocab_chunk) {
+        const int64_t rows = hi - row0 < c->vocab_chunk ? hi - row0 : c->vocab_chunk;
+        chunk_load(f, row0, rows);
+        chunk_logits(f, t0, t1, rows);
+        if (p == PASS_FORWARD) {
+          chunk_online_softmax(f, r, t0, t1, row0, rows);
+        } else {
+          chunk_dlogits(f, r, t0, t1, row0, rows);
+          chunk_dhidden(f, t0, t1, rows);
+          chunk_dweight(f, t0, t1, row0, rows);
+        }
+      }
+      for (int64_t e = 0; p == PASS_BACKWARD && e < (t1 - t0) * h; e++)
+        f->dh_total[t0 * h + e] = dhidden_accumulate(c->dtype, f->dh_total[t0 * h + e], f->dh_shard[e]);
+    }
+  }
+}
+
+/* Shard statistics → lse and the smoothing sums A, B, as vocab-parallel ranks all-reduce them: the
+ * max first, then the sums rescaled to it, in rank order. A shard without real rows (s_r = 0)
+ * contributes exactly 0; an all-NaN shard (m_r = -inf, s_r = NaN) contributes its NaN. */
 static void merge_shards(fused_host *f) {
   const int64_t n = f->c->n;
   for (int64_t i = 0; i < n; i++) {
-    float M = -INFINITY, S = 0.0f;
+    float M = -INFINITY, S = 0.0f, A = 0.0f, B = 0.0f;
     for (int r = 0; r < f->c->tp; r++) M = fmaxf(M, f->m[(int64_t)r * n + i]);
     for (int r = 0; r < f->c->tp; r++) {
-      float m_r = f->m[(int64_t)r * n + i];
-      if (m_r > -INFINITY) S += f->s[(int64_t)r * n + i] * expf(m_r - M);
+      const int64_t at = (int64_t)r * n + i;
+      const float m_r = f->m[at], s_r = f->s[at];
+      if (s_r == 0.0f) continue;
+#if defined(LCE_MUTANT_SHARD_MERGE_NO_RESCALE)
+      /* Ranks all-reduce their sums as they are, each relative to its own max, not to the global
+       * max: S mixes exponentials of different scales. */
+      S += s_r;
+#else
+      S += s_r * expf(m_r - M);
+#endif
+      if (f->ev[r] != 0.0f) {
+        A += f->ev[r] * f->sw[at];
+        B += f->ev[r] * (f->d[at] + f->sw[at] * (M - m_r));
+      }
     }
     f->lse[i] = M + logf(S);
+    f->smooth_a[i] = A;
+    f->smooth_b[i] = B + A * logf(S);
   }
 }
 
 static void forward(fused_host *f) {
   const lce_case *c = f->c;
-  for (int64_t e = 0; e < (int64_t)c->tp * c->n; e++) f->m[e] = -INFINITY, f->s[e] = 0.0f;
-  for (int r = 0; r < c->tp; r++) {
-    int64_t lo, hi;
-    shard_real_rows(c, r, &lo, &hi);
-    for (int64_t row0 = lo; row0 < hi; row0 += c->vocab_chunk) {
-      int64_t rows = chunk_rows(c, row0, hi);
-      chunk_load(f, row0, rows);
-      chunk_logits(f, rows);
-      chunk_online_softmax(f, r, row0, rows);
-    }
-  }
+  float m0 = -INFINITY;
+#if defined(LCE_MUTANT_RUNNING_MAX_ZERO_INIT)
+  /* The running max starts at 0 instead of -inf: a row whose logits are all below about -87 sums
+   * exp(z - 0), which underflows to 0, and log(0) = -inf reaches lse, the loss and the gradients. */
+  m0 = 0.0f;
+#endif
+  for (int64_t e = 0; e < (int64_t)c->tp * c->n; e++) f->m[e] = m0, f->s[e] = f->sw[e] = f->d[e] = 0.0f;
+  for (int64_t i = 0; i < c->n; i++) f->z_target[i] = 0.0f;
+  run_pass(f, PASS_FORWARD);
   merge_shards(f);
+}
+
+/* The mean's division x / sum_n W_n; 0 when no token carries weight (the all-ignored batch). */
+static float mean_divide(float x, float weight_sum) {
+#if defined(LCE_MUTANT_MEAN_EMPTY_NAN)
+  /* PyTorch cross_entropy(reduction='mean') semantics copied into a fused kernel: with every token
+   * ignored the mean is 0/0 = NaN. */
+  return x / weight_sum;
+#endif
+  return weight_sum > 0.0f ? x / weight_sum : 0.0f;
+}
+
+/* sum_n W_n in fp32, token order: w_{label} of each valid token (1 without class weights). */
+static float token_weight_sum(const fused_host *f) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < f->c->n; i++) {
+    if (token_valid(f, i)) sum += class_w(f, f->labels[i]);
+#if defined(LCE_MUTANT_MEAN_COUNTS_IGNORED)
+    /* The mean divides by every token (labels.numel()), ignored ones included. */
+    else sum += 1.0f;
+#endif
+  }
+  return sum;
 }
 
 /* Per-token loss gradient g (lce_case.h), in fp32 as the kernel receives it. */
 static void loss_gradient(fused_host *f, const float *grad_output) {
   const lce_case *c = f->c;
-  float scale = grad_output[0];
-  if (c->reduction == LCE_RED_MEAN) scale = f->n_valid > 0 ? grad_output[0] / (float)f->n_valid : 0.0f;
-  for (int64_t i = 0; i < c->n; i++)
-    f->g[i] = !token_valid(f, i) ? 0.0f : c->reduction == LCE_RED_NONE ? grad_output[i] : scale;
+  float scale = c->reduction == LCE_RED_MEAN ? mean_divide(grad_output[0], f->weight_sum) : grad_output[0];
+  for (int64_t i = 0; i < c->n; i++) {
+    float gi = c->reduction == LCE_RED_NONE ? grad_output[i] : scale;
+#if defined(LCE_MUTANT_GRAD_OUTPUT_AFTER_SUM)
+    /* Reduction none: grad_output treated as a scalar applied to gradients already summed over
+     * tokens (Liger-Kernel's backward scaled precomputed grads by grad_output): every token gets
+     * grad_output[0]. */
+    gi = grad_output[0];
+#endif
+    f->g[i] = token_valid(f, i) ? gi : 0.0f;
+  }
 }
 
 static void backward(fused_host *f) {
   const lce_case *c = f->c;
-  const int64_t nh = c->n * c->h;
-  for (int64_t e = 0; e < nh; e++) f->dh_total[e] = 0.0f;
-  for (int r = 0; r < c->tp; r++) {
-    int64_t lo, hi;
-    shard_real_rows(c, r, &lo, &hi);
-    for (int64_t e = 0; e < nh; e++) f->dh_shard[e] = 0.0f;
-    for (int64_t row0 = lo; row0 < hi; row0 += c->vocab_chunk) {
-      int64_t rows = chunk_rows(c, row0, hi);
-      chunk_load(f, row0, rows);
-      chunk_logits(f, rows);
-      chunk_dlogits(f, row0, rows);
-      chunk_dhidden(f, rows);
-      chunk_dweight(f, row0, rows);
-    }
-    for (int64_t e = 0; e < nh; e++) f->dh_total[e] = dhidden_accumulate(c->dtype, f->dh_total[e], f->dh_shard[e]);
-  }
+  for (int64_t e = 0; e < c->n * c->h; e++) f->dh_total[e] = 0.0f;
+  run_pass(f, PASS_BACKWARD);
+#if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
+  for (int64_t e = 0; e < c->v * c->h; e++) f->grad_w[e] = f->grad_w[e] + f->gw_dtype[e];
+#endif
 }
 
 /* ---- dispatcher ---------------------------------------------------------------------------- */
@@ -266,29 +461,59 @@ static void select_output_weight(fused_host *f, const lce_tensors *in, lce_outpu
   f->grad_w = use_embedding ? out->grad_embedding : out->grad_weight;
 }
 
+/* The option constants as fp32 kernel arguments, and e/V of each shard's smoothing sums. */
+static void set_options(fused_host *f) {
+  const lce_case *c = f->c;
+  const double e = lce_case_smoothing(c);
+  f->one_minus_e = (float)(1.0 - e);
+  f->lambda = (float)lce_case_z_loss(c);
+  f->cap = (float)c->softcap;
+  f->tf32 = c->gemm == LCE_GEMM_TF32;
+  for (int r = 0; r < c->tp; r++) {
+    double vocab = (double)c->v; /* the GLOBAL vocab: the sum spans all shards */
+#if defined(LCE_MUTANT_SMOOTHING_PER_SHARD_VOCAB)
+    /* Megatron-LM tensor_parallel cross_entropy: the smoothing mean is taken over the partition's
+     * logits (vocab_size = exp_logits.size(-1) = padded vocab / tp), not over the global vocab. */
+    vocab = (double)(c->vp / c->tp);
+#endif
+    f->ev[r] = (float)(e / vocab);
+  }
+}
+
 static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   const lce_case *c = f->c;
   int64_t shard_rows = c->vp / c->tp;
-  f->rows_max = c->vocab_chunk;
-  if (f->rows_max > shard_rows) f->rows_max = shard_rows;
-  if (f->rows_max > c->v) f->rows_max = c->v;
-  const size_t n = (size_t)c->n, h = (size_t)c->h, nh = n * h, rows = (size_t)f->rows_max;
-  const size_t total = 4 * nh + rows * h + n * rows + 2 * (size_t)c->tp * n + 3 * n + h;
+  f->rows_max = c->vocab_chunk < shard_rows ? c->vocab_chunk : shard_rows;
+  f->tok_max = c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
+  const size_t n = (size_t)c->n, h = (size_t)c->h, rows = (size_t)f->rows_max, tok = (size_t)f->tok_max;
+  const size_t tpn = (size_t)c->tp * n;
+  size_t total = 2 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 5 * n + h + (size_t)c->tp;
+#if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
+  total += (size_t)(c->vp * c->h);
+#endif
   f->block_ = calloc(total, sizeof(float));
   LCE_CHECK(st, f->block_ != NULL, LCE_ENOMEM, "fused-host: out of memory for a %zu-float workspace", total);
   float *p = f->block_;
-  f->hidden = p, p += nh;
-  f->dh_part = p, p += nh;
-  f->dh_shard = p, p += nh;
-  f->dh_total = p, p += nh;
+  f->hidden = p, p += n * h;
+  f->dh_total = p, p += n * h;
+  f->dh_part = p, p += tok * h;
+  f->dh_shard = p, p += tok * h;
   f->w_chunk = p, p += rows * h;
-  f->z = p, p += n * rows;
-  f->m = p, p += (size_t)c->tp * n;
-  f->s = p, p += (size_t)c->tp * n;
+  f->z = p, p += tok * rows;
+  f->m = p, p += tpn;
+  f->s = p, p += tpn;
+  f->sw = p, p += tpn;
+  f->d = p, p += tpn;
   f->z_target = p, p += n;
   f->lse = p, p += n;
+  f->smooth_a = p, p += n;
+  f->smooth_b = p, p += n;
   f->g = p, p += n;
-  f->gw_row = p;
+  f->gw_row = p, p += h;
+  f->ev = p, p += c->tp;
+#if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
+  f->gw_dtype = p;
+#endif
   return LCE_OK;
 }
 
@@ -300,28 +525,37 @@ static lce_code check_outputs(const lce_case *c, const lce_outputs *out, lce_sta
   return LCE_OK;
 }
 
+/* loss_token, lse and the reduced loss. An ignored token's loss is exactly 0 whatever its lse. */
 static void write_forward_outputs(const fused_host *f, lce_outputs *out) {
   const lce_case *c = f->c;
   float total = 0.0f;
   for (int64_t i = 0; i < c->n; i++) {
-    float loss_i = token_valid(f, i) ? f->lse[i] - f->z_target[i] : 0.0f;
+    float loss_i = 0.0f;
+    if (token_valid(f, i)) {
+      const float lse = f->lse[i];
+      loss_i = f->one_minus_e * class_w(f, f->labels[i]) * (lse - f->z_target[i]);
+      if (f->ev[0] != 0.0f) loss_i += f->smooth_b[i];
+      if (f->lambda != 0.0f) loss_i += f->lambda * lse * lse;
+    }
     out->loss_token[i] = loss_i;
     out->lse[i] = f->lse[i];
     total += loss_i;
   }
-  if (c->reduction == LCE_RED_MEAN) total = f->n_valid > 0 ? total / (float)f->n_valid : 0.0f;
-  out->loss[0] = total;
+  out->loss[0] = c->reduction == LCE_RED_MEAN ? mean_divide(total, f->weight_sum) : total;
 }
 
 lce_code LCE_FUSED_HOST_RUN(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   LCE_TRY(lce_case_validate(c, st));
   LCE_TRY(lce_tensors_validate(c, in, st));
   LCE_TRY(check_outputs(c, out, st));
-  fused_host f = {.c = c, .labels = in->labels, .n_valid = lce_count_valid(c, in)};
+  fused_host f = {.c = c, .labels = in->labels, .class_weight = c->class_weights ? in->class_weight : NULL};
   LCE_TRY(workspace_alloc(&f, st));
   /* From here on nothing can fail: outputs are written only after every allocation succeeded. */
   select_output_weight(&f, in, out);
-  for (int64_t e = 0; e < c->n * c->h; e++) f.hidden[e] = (float)lce_load(c->dtype, in->hidden, (size_t)e);
+  set_options(&f);
+  f.weight_sum = token_weight_sum(&f);
+  for (int64_t e = 0; e < c->n * c->h; e++)
+    f.hidden[e] = gemm_operand(&f, (float)lce_load(c->dtype, in->hidden, (size_t)e));
   forward(&f);
   write_forward_outputs(&f, out);
   loss_gradient(&f, in->grad_output);

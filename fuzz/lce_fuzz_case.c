@@ -2,36 +2,49 @@
  * harness, encode for the seed-corpus tool), so the two can never disagree about the layout. */
 #include "lce_fuzz_case.h"
 
+#include <string.h>
+
 typedef struct field_spec {
   const char *name;
-  unsigned width; /* bytes taken from the tail */
-  uint32_t lo, hi; /* inclusive range; hi == 0 with lo == 1 on the chunk field means "up to v" */
+  unsigned width;  /* bytes taken from the tail */
+  uint32_t lo, hi; /* inclusive range; hi == 0 on a chunk field means "up to v" (or n) */
+  int zero_or;     /* 1: the values are 0 (option off) or lo..hi */
 } field_spec;
 
 static const field_spec k_fields[LCE_FUZZ_FIELD_COUNT] = {
-    [LCE_FUZZ_DTYPE] = {"dtype", 1, 0, LCE_DTYPE_COUNT - 1},
-    [LCE_FUZZ_TIED] = {"tied", 1, 0, 1},
-    [LCE_FUZZ_PRIOR_GRAD] = {"prior_grad", 1, 0, 1},
-    [LCE_FUZZ_TP] = {"tp", 1, 1, 4},
-    [LCE_FUZZ_N] = {"n", 1, 1, 24},
-    [LCE_FUZZ_H] = {"h", 1, 1, 48},
-    [LCE_FUZZ_V] = {"v", 2, 1, 400},
-    [LCE_FUZZ_PAD] = {"pad", 1, 0, 130},
-    [LCE_FUZZ_VOCAB_CHUNK] = {"vocab_chunk", 2, 1, 0},
-    [LCE_FUZZ_REDUCTION] = {"reduction", 1, 0, LCE_RED_MEAN},
-    [LCE_FUZZ_IGNORE_LEVEL] = {"ignore_level", 1, 0, 4},
-    [LCE_FUZZ_IGNORE_INDEX] = {"ignore_index", 1, 0, 2},
-    [LCE_FUZZ_DIST] = {"dist", 1, 0, LCE_DIST_COUNT - 1},
-    [LCE_FUZZ_SEED] = {"seed", 4, 0, UINT32_MAX},
+    [LCE_FUZZ_DTYPE] = {"dtype", 1, 0, LCE_DTYPE_COUNT - 1, 0},
+    [LCE_FUZZ_TIED] = {"tied", 1, 0, 1, 0},
+    [LCE_FUZZ_PRIOR_GRAD] = {"prior_grad", 1, 0, 1, 0},
+    [LCE_FUZZ_TP] = {"tp", 1, 1, 4, 0},
+    [LCE_FUZZ_N] = {"n", 1, 1, 24, 0},
+    [LCE_FUZZ_H] = {"h", 1, 1, 48, 0},
+    [LCE_FUZZ_V] = {"v", 2, 1, 400, 0},
+    [LCE_FUZZ_PAD] = {"pad", 1, 0, 130, 0},
+    [LCE_FUZZ_VOCAB_CHUNK] = {"vocab_chunk", 2, 1, 0, 0},
+    [LCE_FUZZ_REDUCTION] = {"reduction", 1, 0, LCE_RED_MEAN, 0},
+    [LCE_FUZZ_IGNORE_LEVEL] = {"ignore_level", 1, 0, 4, 0},
+    [LCE_FUZZ_IGNORE_INDEX] = {"ignore_index", 1, 0, 2, 0},
+    [LCE_FUZZ_DIST] = {"dist", 1, 0, LCE_DIST_COUNT - 1, 0},
+    [LCE_FUZZ_SEED] = {"seed", 4, 0, UINT32_MAX, 0},
+    [LCE_FUZZ_TOKEN_CHUNK] = {"token_chunk", 1, 1, 0, 1},
+    [LCE_FUZZ_SMOOTHING] = {"smoothing", 1, 0, LCE_SMOOTH_MEGATRON, 0},
+    [LCE_FUZZ_SMOOTHING_PERMILLE] = {"smoothing_permille", 2, 0, 300, 0},
+    [LCE_FUZZ_Z_LOSS] = {"z_loss_e5", 2, 1, 1000, 1},
+    [LCE_FUZZ_SOFTCAP] = {"softcap", 1, 5, 50, 1},
+    [LCE_FUZZ_CLASS_WEIGHTS] = {"class_weights", 1, 0, 1, 0},
+    [LCE_FUZZ_GEMM] = {"gemm", 1, 0, LCE_GEMM_TF32, 0},
 };
 
 static const int32_t k_ignore_pct[] = {0, 10, 25, 50, 100};
 
-size_t lce_fuzz_tail_bytes(void) {
+static size_t width_sum(int end) {
   size_t total = 0;
-  for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) total += k_fields[f].width;
+  for (int f = 0; f < end; f++) total += k_fields[f].width;
   return total;
 }
+
+size_t lce_fuzz_tail_bytes(void) { return width_sum(LCE_FUZZ_FIELD_COUNT); }
+size_t lce_fuzz_core_bytes(void) { return width_sum(LCE_FUZZ_SEED + 1); }
 
 const char *lce_fuzz_field_name(lce_fuzz_field f) {
   return (f >= 0 && f < LCE_FUZZ_FIELD_COUNT) ? k_fields[f].name : "?";
@@ -41,15 +54,28 @@ unsigned lce_fuzz_field_width(lce_fuzz_field f) {
   return (f >= 0 && f < LCE_FUZZ_FIELD_COUNT) ? k_fields[f].width : 0;
 }
 
-/* The chunk field's upper end is the vocab size decoded before it. */
+/* The chunk fields' upper ends are the vocab size and token count decoded before them. */
 static uint32_t field_hi(lce_fuzz_field f, const lce_fuzz_params *sofar) {
-  return f == LCE_FUZZ_VOCAB_CHUNK ? sofar->field[LCE_FUZZ_V] : k_fields[f].hi;
+  if (f == LCE_FUZZ_VOCAB_CHUNK) return sofar->field[LCE_FUZZ_V];
+  if (f == LCE_FUZZ_TOKEN_CHUNK) return sofar->field[LCE_FUZZ_N];
+  return k_fields[f].hi;
 }
 
-/* raw (any 32-bit value) → the field's range; raw 0 gives lo, so an exhausted tail gives minima. */
-static uint32_t reduce_into(lce_fuzz_field f, uint32_t raw, const lce_fuzz_params *sofar) {
-  uint64_t lo = k_fields[f].lo, span = (uint64_t)field_hi(f, sofar) - lo + 1;
-  return (uint32_t)(lo + (uint64_t)raw % span);
+/* raw (any 32-bit value) → the field's range; raw 0 gives lo (or 0, the "off" value, on a zero_or
+ * field), so an exhausted tail gives minima and options off. */
+static uint32_t raw_to_value(lce_fuzz_field f, uint32_t raw, const lce_fuzz_params *sofar) {
+  const field_spec *s = &k_fields[f];
+  uint64_t span = (uint64_t)field_hi(f, sofar) - s->lo + 1 + (uint64_t)s->zero_or;
+  uint64_t r = (uint64_t)raw % span;
+  if (s->zero_or) return r == 0 ? 0 : (uint32_t)(s->lo + r - 1);
+  return (uint32_t)(s->lo + r);
+}
+
+/* The raw value that raw_to_value maps back to value, for a value inside the field's range. */
+static uint32_t value_to_raw(lce_fuzz_field f, uint32_t value) {
+  const field_spec *s = &k_fields[f];
+  if (s->zero_or) return value == 0 ? 0 : value - s->lo + 1;
+  return value - s->lo;
 }
 
 /* Takes up to width bytes from the end; the first byte taken is the most significant. */
@@ -61,7 +87,7 @@ static uint32_t take_from_tail(const uint8_t *data, size_t *size, unsigned width
 
 void lce_fuzz_params_decode(const uint8_t *data, size_t size, lce_fuzz_params *p, size_t *front_size) {
   for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++)
-    p->field[f] = reduce_into((lce_fuzz_field)f, take_from_tail(data, &size, k_fields[f].width), p);
+    p->field[f] = raw_to_value((lce_fuzz_field)f, take_from_tail(data, &size, k_fields[f].width), p);
   *front_size = size;
 }
 
@@ -71,14 +97,21 @@ size_t lce_fuzz_params_encode(const lce_fuzz_params *p, const uint8_t *front, si
   if (size < total) return 0;
   for (size_t i = 0; i < front_size; i++) buf[i] = front[i];
   lce_fuzz_params reduced;
+  uint32_t raw[LCE_FUZZ_FIELD_COUNT];
   size_t pos = total;
   for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) {
-    reduced.field[f] = reduce_into((lce_fuzz_field)f, p->field[f] - k_fields[f].lo, &reduced);
-    uint32_t raw = reduced.field[f] - k_fields[f].lo;
+    reduced.field[f] = raw_to_value((lce_fuzz_field)f, value_to_raw((lce_fuzz_field)f, p->field[f]), &reduced);
+    raw[f] = value_to_raw((lce_fuzz_field)f, reduced.field[f]);
     unsigned w = k_fields[f].width;
-    for (unsigned i = 0; i < w; i++) buf[--pos] = (uint8_t)(raw >> (8 * (w - 1 - i)));
+    for (unsigned i = 0; i < w; i++) buf[--pos] = (uint8_t)(raw[f] >> (8 * (w - 1 - i)));
   }
-  return total;
+  if (front_size > 0) return total;
+  /* Without a front, the last fields read that are 0 read the same when absent: leave them out,
+   * so that a case with every option off is written in the core layout, byte for byte. */
+  size_t drop = 0;
+  for (int f = LCE_FUZZ_FIELD_COUNT - 1; f >= 0 && raw[f] == 0; f--) drop += k_fields[f].width;
+  memmove(buf, buf + drop, total - drop);
+  return total - drop;
 }
 
 uint64_t lce_fuzz_front_hash(const uint8_t *front, size_t size) {
@@ -93,6 +126,19 @@ static void fit_oracle_budget(lce_case *c) {
   const int64_t budget = LCE_FUZZ_MAX_MACS / 3;
   if (c->n * c->h * c->v > budget) c->h = budget / (c->n * c->v) > 0 ? budget / (c->n * c->v) : 1;
   if (c->n * c->h * c->v > budget) c->n = budget / (c->h * c->v) > 0 ? budget / (c->h * c->v) : 1;
+}
+
+/* The option fields, made valid for the shape: each is canonical (one struct per case id). */
+static void set_options(const uint32_t *f, lce_case *c) {
+  /* The budget may have shrunk n below the chunk; a chunk of n tokens is the same split. */
+  c->token_chunk = f[LCE_FUZZ_TOKEN_CHUNK] < c->n ? f[LCE_FUZZ_TOKEN_CHUNK] : c->n;
+  c->smoothing = (lce_smoothing)f[LCE_FUZZ_SMOOTHING];
+  if (c->smoothing == LCE_SMOOTH_MEGATRON && c->v < 2) c->smoothing = LCE_SMOOTH_PYTORCH;
+  c->smoothing_permille = c->smoothing == LCE_SMOOTH_NONE ? 0 : (int32_t)f[LCE_FUZZ_SMOOTHING_PERMILLE];
+  c->z_loss_e5 = (int32_t)f[LCE_FUZZ_Z_LOSS];
+  c->softcap = (int32_t)f[LCE_FUZZ_SOFTCAP];
+  c->class_weights = (int)f[LCE_FUZZ_CLASS_WEIGHTS];
+  c->gemm = c->dtype == LCE_FP32 ? (lce_gemm)f[LCE_FUZZ_GEMM] : LCE_GEMM_IEEE;
 }
 
 lce_code lce_fuzz_case_from_params(const lce_fuzz_params *p, uint64_t front_hash, lce_case *c,
@@ -119,6 +165,7 @@ lce_code lce_fuzz_case_from_params(const lce_fuzz_params *p, uint64_t front_hash
   c->dist = (lce_dist)f[LCE_FUZZ_DIST];
   c->seed = (uint64_t)f[LCE_FUZZ_SEED] ^ front_hash;
   fit_oracle_budget(c);
+  set_options(f, c);
   LCE_TRY(lce_case_validate(c, st));
   return LCE_OK;
 }

@@ -5,9 +5,21 @@
  * the case seed. A reader that runs out of bytes returns 0, so every prefix of every input still
  * maps to one case, and a truncated input degrades to small default values deterministically.
  *
+ *   [ front: hashed into the seed ][ options, 9 bytes ][ core, 19 bytes ]   (read right to left)
+ *
+ * The core fields (dtype .. seed) are the layout of the first harness; the option fields (token
+ * chunk .. gemm) were added after them, i.e. in front of the core, and raw 0 means "option off".
+ * So a core-only input (every seed written before the options existed) still decodes to the case it
+ * always did: its options read as exhausted, which is the default case. Only an old input with
+ * front bytes changes meaning, because its first 9 front bytes now set options.
+ *
  * Shapes are kept small so that one iteration (oracle included) takes milliseconds:
  *   n in [1,24], h in [1,48], v in [1,400], vp = v + [0,130] rounded up to a multiple of tp,
  *   tp in [1,4], vocab_chunk in [1,v], and 3*n*h*v <= LCE_FUZZ_MAX_MACS (h, then n, shrinks).
+ * Options: token chunk 0 (one chunk) or 1..n; smoothing none/pytorch/megatron with permille 0..300
+ * (megatron falls back to pytorch at v = 1, where V / (V - 1) does not exist; permille is 0 without
+ * smoothing); z-loss 0 or 1..1000 (units of 1e-5); softcap 0 or 5..50; class weights off/on;
+ * GEMM ieee or tf32 (tf32 only for fp32 inputs, otherwise ieee).
  *
  * The same field table drives the encoder, so the seed-corpus tool writes inputs that decode to
  * exactly the parameters it chose. */
@@ -39,6 +51,14 @@ typedef enum lce_fuzz_field {
   LCE_FUZZ_IGNORE_INDEX,     /* 0: -100, 1: -1, 2: v (first padded row) */
   LCE_FUZZ_DIST,             /* lce_dist */
   LCE_FUZZ_SEED,             /* 32 bits, xor-ed with the hash of the front bytes */
+  /* Options (read after the core, so raw 0 = exhausted = off). */
+  LCE_FUZZ_TOKEN_CHUNK,      /* 0 (one chunk) or 1..n */
+  LCE_FUZZ_SMOOTHING,        /* lce_smoothing */
+  LCE_FUZZ_SMOOTHING_PERMILLE, /* 0..300 */
+  LCE_FUZZ_Z_LOSS,           /* 0 or 1..1000, units of 1e-5 */
+  LCE_FUZZ_SOFTCAP,          /* 0 or 5..50 */
+  LCE_FUZZ_CLASS_WEIGHTS,    /* 0 off, 1 on */
+  LCE_FUZZ_GEMM,             /* lce_gemm (tf32 kept only for fp32 inputs) */
   LCE_FUZZ_FIELD_COUNT
 } lce_fuzz_field;
 
@@ -49,6 +69,9 @@ typedef struct lce_fuzz_params {
 
 /* Bytes every field occupies in the tail, summed: an input this long sets every field. */
 size_t lce_fuzz_tail_bytes(void);
+/* Bytes of the core fields (dtype .. seed) alone: the whole tail of an input made before the
+ * option fields existed. */
+size_t lce_fuzz_core_bytes(void);
 const char *lce_fuzz_field_name(lce_fuzz_field f);
 unsigned lce_fuzz_field_width(lce_fuzz_field f); /* bytes field f takes from the tail */
 
@@ -58,7 +81,9 @@ void lce_fuzz_params_decode(const uint8_t *data, size_t size, lce_fuzz_params *p
 
 /* Inverse of decode: writes front (may be NULL when front_size is 0) followed by the tail that
  * decodes to p. buf must hold front_size + lce_fuzz_tail_bytes() bytes; returns the bytes written.
- * Values outside a field's range are reduced into it exactly as decode would. */
+ * Values outside a field's range are reduced into it exactly as decode would. Without front bytes
+ * the encoding is the shortest one: trailing fields (in read order) at raw 0 are left out, so a
+ * case with every option off comes out in the core layout. */
 size_t lce_fuzz_params_encode(const lce_fuzz_params *p, const uint8_t *front, size_t front_size,
                               uint8_t *buf, size_t size);
 

@@ -12,8 +12,16 @@
  *     flat       1e-3/sqrt(H)·N(0,1)                       logits within ~1e-3 (fp16: subnormals)
  *     confident  30·W[y]/|W[y]|² + tiny noise              p_y → 1 (1 − p_y ~ V·e^-30)
  *     negative   normal/3 with column 0 at −120            every logit < −100
+ *   and the hard row kinds (dist "hard" cycles through them):
+ *     big        9·normal: |logits| up to ~300, most beyond 80
+ *     ties       peaked toward row a, whose copy b = (a + V/2) mod V shares the maximum
+ *     tmax, tmin normal/3 ± 20·W[y]/|W[y]|²: the label at the maximum, at the minimum
+ *     zero       all zero: every logit 0
+ *     subnormal  N(0,1) times the dtype's smallest normal / 4: subnormal hidden values
+ *   poison     normal rows, then NaN in hidden[0, H/2] and +Inf in hidden[1, 0] (when n > 1)
  *   labels     ignore_pct% of tokens (exactly rounded count, seeded positions) get ignore_index;
- *              the first valid tokens get one label in each shard's real rows, the rest uniform. */
+ *              the first valid tokens get one label in each shard's real rows, the rest uniform.
+ *   class weights (cw) uniform in [0.5, 2), rounded to fp32. */
 #include "lce_case.h"
 
 #include <math.h>
@@ -23,10 +31,11 @@
 #include "lce_prng.h"
 
 enum { STREAM_W = 1, STREAM_E, STREAM_H, STREAM_KIND, STREAM_PEAK, STREAM_LABEL, STREAM_IGNORE,
-       STREAM_GOUT, STREAM_PRIOR_E, STREAM_PRIOR_W };
+       STREAM_GOUT, STREAM_PRIOR_E, STREAM_PRIOR_W, STREAM_CLASS_W, STREAM_TIE };
 
 static const char *const REDUCTION_NAMES[] = {"none", "sum", "mean"};
-static const char *const DIST_NAMES[] = {"mixed", "normal", "peaked", "flat", "confident", "negative"};
+static const char *const DIST_NAMES[] = {"mixed", "normal", "peaked", "flat", "confident", "negative", "hard",
+                                         "poison", "big", "ties", "tmax", "tmin", "zero", "subnormal"};
 
 const char *lce_reduction_name(lce_reduction r) { return (unsigned)r < 3 ? REDUCTION_NAMES[r] : "?"; }
 const char *lce_dist_name(lce_dist d) { return (unsigned)d < LCE_DIST_COUNT ? DIST_NAMES[d] : "?"; }
@@ -41,6 +50,42 @@ int lce_dist_parse(const char *s, lce_dist *out) {
   for (int i = 0; i < LCE_DIST_COUNT; i++)
     if (strcmp(s, DIST_NAMES[i]) == 0) return *out = (lce_dist)i, 1;
   return 0;
+}
+
+const char *lce_precision_name(lce_precision p) {
+  return p == LCE_PREC_TF32 ? "tf32" : (unsigned)p < LCE_PREC_TF32 ? lce_dtype_name((lce_dtype)p) : "?";
+}
+
+int lce_precision_parse(const char *s, lce_precision *out) {
+  lce_dtype t;
+  if (strcmp(s, "tf32") == 0) return *out = LCE_PREC_TF32, 1;
+  if (lce_dtype_parse(s, &t)) return *out = (lce_precision)t, 1;
+  return 0;
+}
+
+lce_precision lce_case_precision(const lce_case *c) {
+  return c->gemm == LCE_GEMM_TF32 ? LCE_PREC_TF32 : (lce_precision)c->dtype;
+}
+
+double lce_case_smoothing(const lce_case *c) {
+  double eps = c->smoothing_permille / 1000.0;
+  switch (c->smoothing) {
+    case LCE_SMOOTH_PYTORCH: return eps;
+    case LCE_SMOOTH_MEGATRON: return eps * (double)c->v / (double)(c->v - 1);
+    default: return 0.0;
+  }
+}
+
+double lce_case_z_loss(const lce_case *c) { return c->z_loss_e5 * 1e-5; }
+
+double lce_round_tf32(double x) {
+  /* Ties away from zero (cvt.rna): round() on the value scaled so the tf32 quantum is 1. The
+   * exponent range is fp32's; the inputs are fp32 values, so no overflow beyond fp32's either. */
+  if (x == 0.0 || !isfinite(x)) return x;
+  int e = ilogb(x);
+  if (e < -126) e = -126;
+  double r = ldexp(round(ldexp(x, 10 - e)), e - 10);
+  return fabs(r) > 0x1.ffcp127 ? copysign(INFINITY, x) : r;
 }
 
 lce_case lce_case_default(void) {
@@ -73,6 +118,19 @@ lce_code lce_case_validate(const lce_case *c, lce_status *st) {
             c->ignore_pct);
   LCE_CHECK(st, c->ignore_index < 0 || c->ignore_index >= c->v, LCE_EINVAL,
             "ignore_index %lld is a real label in [0, v = %lld)", (long long)c->ignore_index, (long long)c->v);
+  LCE_CHECK(st, c->token_chunk >= 0, LCE_EINVAL, "token chunk = %lld must be >= 0 (0: one chunk)",
+            (long long)c->token_chunk);
+  LCE_CHECK(st, (unsigned)c->smoothing <= LCE_SMOOTH_MEGATRON, LCE_EINVAL, "unknown label smoothing %d",
+            (int)c->smoothing);
+  LCE_CHECK(st, c->smoothing_permille >= 0 && c->smoothing_permille < 1000, LCE_EINVAL,
+            "label smoothing %d/1000 outside [0, 1)", c->smoothing_permille);
+  LCE_CHECK(st, c->smoothing != LCE_SMOOTH_MEGATRON || c->v >= 2, LCE_EINVAL,
+            "megatron label smoothing (eps * V / (V - 1)) needs v >= 2, got v = %lld", (long long)c->v);
+  LCE_CHECK(st, c->z_loss_e5 >= 0, LCE_EINVAL, "z-loss weight %d e-5 must be >= 0", c->z_loss_e5);
+  LCE_CHECK(st, c->softcap >= 0, LCE_EINVAL, "softcap %d must be >= 0 (0: none)", c->softcap);
+  LCE_CHECK(st, (unsigned)c->gemm <= LCE_GEMM_TF32, LCE_EINVAL, "unknown GEMM mode %d", (int)c->gemm);
+  LCE_CHECK(st, c->gemm != LCE_GEMM_TF32 || c->dtype == LCE_FP32, LCE_EINVAL,
+            "tf32 GEMMs apply to fp32 inputs only, not %s", lce_dtype_name(c->dtype));
   LCE_CHECK(st, c->n * c->h <= ((int64_t)1 << 31) && c->vp * c->h <= ((int64_t)1 << 31), LCE_EINVAL,
             "tensor too large: n*h = %lld, vp*h = %lld (limit 2^31 elements)", (long long)(c->n * c->h),
             (long long)(c->vp * c->h));
@@ -85,6 +143,17 @@ lce_code lce_tensors_validate(const lce_case *c, const lce_tensors *in, lce_stat
                     in->grad_embedding_prior, LCE_EINVAL, "missing input tensor");
   LCE_CHECK(st, c->tied || (in->weight && in->grad_weight_prior), LCE_EINVAL,
             "untied case needs a separate output weight and its gradient prior");
+  LCE_CHECK(st, in->n == c->n && in->h == c->h && in->v == c->v && in->vp == c->vp, LCE_EINVAL,
+            "tensors have shape n=%lld h=%lld v=%lld vp=%lld but the case says n=%lld h=%lld v=%lld vp=%lld",
+            (long long)in->n, (long long)in->h, (long long)in->v, (long long)in->vp, (long long)c->n,
+            (long long)c->h, (long long)c->v, (long long)c->vp);
+  LCE_CHECK(st, !c->class_weights || in->class_weight, LCE_EINVAL, "case asks for class weights but none are given");
+  for (int64_t v = 0; c->class_weights && v < c->v; v++)
+    LCE_CHECK(st, isfinite(in->class_weight[v]) && in->class_weight[v] >= 0, LCE_EINVAL,
+              "class_weight[%lld] = %g must be finite and >= 0", (long long)v, (double)in->class_weight[v]);
+  for (int64_t i = 0; i < (c->reduction == LCE_RED_NONE ? c->n : 1); i++)
+    LCE_CHECK(st, isfinite(in->grad_output[i]), LCE_EINVAL, "grad_output[%lld] = %g is not finite", (long long)i,
+              (double)in->grad_output[i]);
   for (int64_t i = 0; i < c->n; i++) {
     int64_t y = in->labels[i];
     LCE_CHECK(st, y == c->ignore_index || (y >= 0 && y < c->v), LCE_EINVAL,
@@ -108,6 +177,15 @@ void lce_shard_range(const lce_case *c, int r, int64_t *lo, int64_t *hi) {
 
 /* ---- generation ---------------------------------------------------------------------------- */
 
+/* The pair of real rows that "ties" rows share the maximum of: row b is a copy of row a. */
+static int tie_rows(const lce_case *c, int64_t *a, int64_t *b) {
+  if ((c->dist != LCE_DIST_HARD && c->dist != LCE_DIST_TIES) || c->v < 2) return 0;
+  *a = (int64_t)lce_rand_below(c->seed, STREAM_TIE, 0, (uint64_t)c->v);
+  *b = (*a + c->v / 2) % c->v;
+  if (*b == *a) *b = (*a + 1) % c->v;
+  return 1;
+}
+
 static void fill_weight(const lce_case *c, void *w, uint64_t stream) {
   for (int64_t j = 0; j < c->vp; j++) {
     for (int64_t k = 0; k < c->h; k++) {
@@ -117,11 +195,17 @@ static void fill_weight(const lce_case *c, void *w, uint64_t stream) {
       lce_store(c->dtype, w, (size_t)(j * c->h + k), x);
     }
   }
+  int64_t a, b;
+  if (tie_rows(c, &a, &b)) {
+    size_t es = lce_dtype_size(c->dtype);
+    memcpy((char *)w + (size_t)(b * c->h) * es, (char *)w + (size_t)(a * c->h) * es, (size_t)c->h * es);
+  }
 }
 
-static void fill_labels(const lce_case *c, int64_t *labels) {
+static int fill_labels(const lce_case *c, int64_t *labels) {
   int64_t n_ignored = (c->n * c->ignore_pct + 50) / 100;
   int64_t *order = malloc((size_t)c->n * sizeof *order);
+  if (order == NULL) return 0;
   for (int64_t i = 0; i < c->n; i++) order[i] = i;
   for (int64_t i = c->n - 1; i > 0; i--) { /* seeded Fisher–Yates: positions of ignored tokens */
     int64_t j = (int64_t)lce_rand_below(c->seed, STREAM_IGNORE, (uint64_t)i, (uint64_t)i + 1);
@@ -141,6 +225,7 @@ static void fill_labels(const lce_case *c, int64_t *labels) {
     }
     labels[i] = lo + (int64_t)lce_rand_below(c->seed, STREAM_LABEL, (uint64_t)i, (uint64_t)(hi - lo));
   }
+  return 1;
 }
 
 static double row_norm2(const lce_case *c, const void *w, int64_t j) {
@@ -152,10 +237,20 @@ static double row_norm2(const lce_case *c, const void *w, int64_t j) {
   return s;
 }
 
+/* The row kind of token i: mixed cycles through normal..negative (the five first kinds, so that
+ * ids made before the hard kinds existed keep their tensors), hard through big..subnormal, poison
+ * is normal rows with two non-finite values added afterwards. */
 static lce_dist row_kind(const lce_case *c, int64_t i) {
-  if (c->dist != LCE_DIST_MIXED) return c->dist;
-  uint64_t off = lce_rand_below(c->seed, STREAM_KIND, 0, LCE_DIST_COUNT - 1);
-  return (lce_dist)(1 + (uint64_t)(i + (int64_t)off) % (LCE_DIST_COUNT - 1));
+  enum { MIXED_KINDS = 5, HARD_KINDS = LCE_DIST_COUNT - LCE_DIST_BIG };
+  if (c->dist == LCE_DIST_MIXED) {
+    uint64_t off = lce_rand_below(c->seed, STREAM_KIND, 0, MIXED_KINDS);
+    return (lce_dist)(LCE_DIST_NORMAL + (uint64_t)(i + (int64_t)off) % MIXED_KINDS);
+  }
+  if (c->dist == LCE_DIST_HARD) {
+    uint64_t off = lce_rand_below(c->seed, STREAM_KIND, 0, HARD_KINDS);
+    return (lce_dist)(LCE_DIST_BIG + (uint64_t)(i + (int64_t)off) % HARD_KINDS);
+  }
+  return c->dist == LCE_DIST_POISON ? LCE_DIST_NORMAL : c->dist;
 }
 
 static void fill_hidden(const lce_case *c, const void *w, const int64_t *labels, void *hidden) {
@@ -166,13 +261,24 @@ static void fill_hidden(const lce_case *c, const void *w, const int64_t *labels,
     double amp = 0.0, noise = scale;
     if (kind == LCE_DIST_FLAT) noise = 1e-3 / sqrt((double)c->h);
     if (kind == LCE_DIST_PEAKED || kind == LCE_DIST_NEGATIVE) noise = scale / 3.0;
+    int64_t label = labels[i] == c->ignore_index ? 0 : labels[i], tie_a, tie_b;
     if (kind == LCE_DIST_PEAKED) {
       target = (int64_t)lce_rand_below(c->seed, STREAM_PEAK, (uint64_t)i, (uint64_t)c->v);
       amp = 20.0;
     } else if (kind == LCE_DIST_CONFIDENT) {
-      target = labels[i] == c->ignore_index ? 0 : labels[i];
+      target = label;
       amp = 30.0;
       noise = 1e-3 / sqrt((double)c->h);
+    } else if (kind == LCE_DIST_BIG) {
+      noise = 9.0 * scale;
+    } else if (kind == LCE_DIST_TIES && tie_rows(c, &tie_a, &tie_b)) {
+      target = tie_a, amp = 20.0, noise = scale / 3.0;
+    } else if (kind == LCE_DIST_TARGET_MAX || kind == LCE_DIST_TARGET_MIN) {
+      target = label, amp = kind == LCE_DIST_TARGET_MAX ? 20.0 : -20.0, noise = scale / 3.0;
+    } else if (kind == LCE_DIST_ZERO) {
+      noise = 0.0;
+    } else if (kind == LCE_DIST_SUBNORMAL) {
+      noise = ldexp(0.25, lce_dtype_emin(c->dtype));
     }
     double tn2 = target >= 0 ? row_norm2(c, w, target) : 1.0;
     for (int64_t k = 0; k < c->h; k++) {
@@ -181,6 +287,10 @@ static void fill_hidden(const lce_case *c, const void *w, const int64_t *labels,
       if (kind == LCE_DIST_NEGATIVE && k == 0 && c->h > 1) x = -120.0;
       lce_store(c->dtype, hidden, (size_t)(i * c->h + k), x);
     }
+  }
+  if (c->dist == LCE_DIST_POISON) {
+    lce_store(c->dtype, hidden, (size_t)(c->h / 2), NAN);
+    if (c->n > 1) lce_store(c->dtype, hidden, (size_t)c->h, INFINITY);
   }
 }
 
@@ -201,18 +311,22 @@ lce_code lce_case_generate(const lce_case *c, lce_tensors *out, lce_status *st) 
   out->grad_output = malloc((size_t)(c->reduction == LCE_RED_NONE ? c->n : 1) * sizeof(float));
   out->grad_embedding_prior = malloc(wn * sizeof(float));
   out->grad_weight_prior = c->tied ? NULL : malloc(wn * sizeof(float));
+  out->class_weight = c->class_weights ? malloc((size_t)c->v * sizeof(float)) : NULL;
+  out->n = c->n, out->h = c->h, out->v = c->v, out->vp = c->vp;
   if (!out->hidden || !out->embedding || (!c->tied && (!out->weight || !out->grad_weight_prior)) ||
-      !out->labels || !out->grad_output || !out->grad_embedding_prior) {
+      !out->labels || !out->grad_output || !out->grad_embedding_prior || (c->class_weights && !out->class_weight) ||
+      !fill_labels(c, out->labels)) {
     lce_tensors_free(out);
     return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory generating case tensors");
   }
   fill_weight(c, out->embedding, STREAM_E);
   if (!c->tied) fill_weight(c, out->weight, STREAM_W);
-  fill_labels(c, out->labels);
   fill_hidden(c, c->tied ? out->embedding : out->weight, out->labels, out->hidden);
   int64_t ng = c->reduction == LCE_RED_NONE ? c->n : 1;
   for (int64_t i = 0; i < ng; i++) /* positive, not 1: a kernel that ignores grad_output fails */
     out->grad_output[i] = (float)(0.25 + 1.5 * lce_rand_uniform(c->seed, STREAM_GOUT, (uint64_t)i));
+  for (int64_t v = 0; c->class_weights && v < c->v; v++)
+    out->class_weight[v] = (float)(0.5 + 1.5 * lce_rand_uniform(c->seed, STREAM_CLASS_W, (uint64_t)v));
   fill_prior(c, out->grad_embedding_prior, STREAM_PRIOR_E);
   if (!c->tied) fill_prior(c, out->grad_weight_prior, STREAM_PRIOR_W);
   return LCE_OK;
@@ -227,5 +341,6 @@ void lce_tensors_free(lce_tensors *t) {
   free(t->grad_output);
   free(t->grad_embedding_prior);
   free(t->grad_weight_prior);
+  free(t->class_weight);
   memset(t, 0, sizeof *t);
 }

@@ -11,12 +11,22 @@
 #include "lce_case.h"
 
 char *lce_case_format(const lce_case *c, char *buf, size_t size) {
-  char ii[32] = "";
-  if (c->ignore_index != LCE_DEFAULT_IGNORE_INDEX) snprintf(ii, sizeof ii, ".ii%lld", (long long)c->ignore_index);
+  char opt[160] = ""; /* the optional tokens, each only when not at its default, in fixed order */
+  size_t o = 0;
+#define OPT(...) (o += (size_t)snprintf(opt + o, sizeof opt - o, __VA_ARGS__))
+  if (c->ignore_index != LCE_DEFAULT_IGNORE_INDEX) OPT(".ii%lld", (long long)c->ignore_index);
+  if (c->token_chunk > 0) OPT(".tc%lld", (long long)c->token_chunk);
+  if (c->smoothing != LCE_SMOOTH_NONE)
+    OPT(".%s%d", c->smoothing == LCE_SMOOTH_MEGATRON ? "lsm" : "ls", c->smoothing_permille);
+  if (c->z_loss_e5 > 0) OPT(".zl%d", c->z_loss_e5);
+  if (c->softcap > 0) OPT(".sc%d", c->softcap);
+  if (c->class_weights) OPT(".cw");
+  if (c->gemm == LCE_GEMM_TF32) OPT(".tf32");
+#undef OPT
   snprintf(buf, size, "%s.%s.tp%d.n%lld.h%lld.v%lld.vp%lld.vc%lld.%s.ign%d%s.%s.%s.s%" PRIu64,
            lce_dtype_name(c->dtype), c->tied ? "tied" : "untied", c->tp, (long long)c->n, (long long)c->h,
            (long long)c->v, (long long)c->vp, (long long)c->vocab_chunk, lce_reduction_name(c->reduction),
-           c->ignore_pct, ii, c->prior_grad ? "prior" : "fresh", lce_dist_name(c->dist), c->seed);
+           c->ignore_pct, opt, c->prior_grad ? "prior" : "fresh", lce_dist_name(c->dist), c->seed);
   return buf;
 }
 
@@ -52,10 +62,10 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
   char buf[256];
   LCE_CHECK(st, strlen(id) < sizeof buf, LCE_EPARSE, "case id too long (%zu characters)", strlen(id));
   strcpy(buf, id);
-  char *tok[16];
+  char *tok[24];
   int nt = 0;
   for (char *p = buf;;) { /* split on '.', rejecting empty tokens */
-    LCE_CHECK(st, nt < 16, LCE_EPARSE, "case id '%s' has too many tokens", id);
+    LCE_CHECK(st, nt < 24, LCE_EPARSE, "case id '%s' has too many tokens", id);
     tok[nt++] = p;
     char *dot = strchr(p, '.');
     LCE_CHECK(st, dot != p && *p != '\0', LCE_EPARSE, "case id '%s' has an empty token", id);
@@ -63,9 +73,8 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
     *dot = '\0';
     p = dot + 1;
   }
-  const int has_ii = nt == 14;
-  LCE_CHECK(st, nt == 13 || nt == 14, LCE_EPARSE,
-            "case id '%s' has %d dot-separated tokens; expected 13 or 14, e.g. "
+  LCE_CHECK(st, nt >= 13 && nt <= 20, LCE_EPARSE,
+            "case id '%s' has %d dot-separated tokens; expected 13 to 20, e.g. "
             "bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1", id, nt);
   lce_case c = lce_case_default();
   int64_t x;
@@ -93,9 +102,25 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
             "case id '%s': expected ign<percent 0..100>, got '%s'", id, tok[t]);
   c.ignore_pct = (int32_t)x;
   t++;
-  if (has_ii) {
-    LCE_CHECK(st, parse_int_token(tok[t], "ii", &c.ignore_index), LCE_EPARSE,
-              "case id '%s': expected ii<ignore_index>, got '%s'", id, tok[t]);
+  /* Optional tokens, in their fixed order, up to the three closing ones. */
+  int stage = 0;
+  while (t < nt - 3) {
+    const char *k = tok[t];
+    int64_t val;
+    if (stage < 1 && parse_int_token(k, "ii", &val)) c.ignore_index = val, stage = 1;
+    else if (stage < 2 && parse_int_token(k, "tc", &val) && val >= 1) c.token_chunk = val, stage = 2;
+    else if (stage < 3 && parse_int_token(k, "lsm", &val) && val >= 0 && val < 1000)
+      c.smoothing = LCE_SMOOTH_MEGATRON, c.smoothing_permille = (int32_t)val, stage = 3;
+    else if (stage < 3 && parse_int_token(k, "ls", &val) && val >= 0 && val < 1000)
+      c.smoothing = LCE_SMOOTH_PYTORCH, c.smoothing_permille = (int32_t)val, stage = 3;
+    else if (stage < 4 && parse_int_token(k, "zl", &val) && val >= 1 && val <= 1000000) c.z_loss_e5 = (int32_t)val, stage = 4;
+    else if (stage < 5 && parse_int_token(k, "sc", &val) && val >= 1 && val <= 1000000) c.softcap = (int32_t)val, stage = 5;
+    else if (stage < 6 && strcmp(k, "cw") == 0) c.class_weights = 1, stage = 6;
+    else if (stage < 7 && strcmp(k, "tf32") == 0) c.gemm = LCE_GEMM_TF32, stage = 7;
+    else
+      return lce_fail(st, LCE_EPARSE, __FILE__, __LINE__,
+                      "case id '%s': unexpected token '%s' (optional tokens, in this order: ii<index> tc<tokens> "
+                      "ls<permille>|lsm<permille> zl<lambda/1e-5> sc<cap> cw tf32)", id, k);
     t++;
   }
   LCE_CHECK(st, strcmp(tok[t], "prior") == 0 || strcmp(tok[t], "fresh") == 0, LCE_EPARSE,

@@ -1,12 +1,24 @@
 /* lce_oracle.c — tier-0 oracle driver (lce_oracle.h): validates the case, runs the per-token
- * forward and backward (lce_oracle_forward.c, lce_oracle_backward.c) in MPFR, and turns every
- * MPFR element into its reference: the nearest double, a bound that includes that last rounding,
- * the format value rounded straight from MPFR, and whether that format value is certain.
+ * forward and backward (lce_oracle_forward.c, lce_oracle_loss.c, lce_oracle_backward.c) in MPFR,
+ * and turns every MPFR element into its reference: the nearest double, a bound that includes that
+ * last rounding, the format value rounded straight from MPFR, and whether that format value is
+ * certain.
  *
  * Order of work: per token row, logits → lse, loss → dz (kept, transposed) → the row of
  * d_hidden; then the reduced loss, then d_weight over the kept dz, then the exact copies (padded rows,
  * the untied embedding's gradient). Padded rows [v, vp) never enter anything; tp and the chunk
- * sizes are the subject's business and change nothing here. */
+ * sizes are the subject's business and change nothing here. With tf32 GEMMs the hidden and W
+ * values are rounded to tf32 on loading, so the logits and both gradient GEMMs read them.
+ *
+ * Non-finite inputs (lce_case.h) are not errors. A token is poisoned when its hidden row or any
+ * real W row holds a NaN or an Inf (after tf32 rounding): its logits are all NaN, so its lse is
+ * NaN, and when its label is valid its loss, its d_hidden row and every real d_weight element
+ * (through its dz row, which is NaN everywhere — even where g is 0, as IEEE's 0 * NaN is) are NaN,
+ * and so is the reduced loss. An ignored token contributes nothing: the kernels skip ignored
+ * tokens, so its loss and d_hidden row are exactly 0 even when poisoned (g = 0 must not meet
+ * its NaN), and only its lse is NaN. A non-finite prior stays what it is where nothing NaN is
+ * added to it. Such elements are reported as their value (NaN, ±Inf) with error 0, decisive,
+ * magnitude 0; the judge compares their classes. Padded d_weight rows are always their prior. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,37 +178,44 @@ static void finish(oracle_ctx *cx, lce_output_id o, int64_t i, mpfr_srcptr m, do
   }
 }
 
-/* An element whose value is known exactly as a double (zeros, copied priors). */
+/* An element whose value is known exactly as a double (zeros, copied priors, NaN). A non-finite
+ * one has magnitude 0: only its class is judged. */
 static void finish_exact(oracle_ctx *cx, lce_output_id o, int64_t i, double x) {
+  const double mag = isfinite(x) ? fabs(x) : 0.0;
   if (cx->mp != NULL) {
     mpfr_set_d(cx->exact, x, MPFR_RNDN);
-    finish(cx, o, i, cx->exact, 0.0, fabs(x));
+    finish(cx, o, i, cx->exact, 0.0, mag);
     return;
   }
-  record(cx, o, i, x, 0.0, fabs(x), lce_round_to(lce_output_format(cx->c, o), x), 1);
+  record(cx, o, i, x, 0.0, mag, lce_round_to(lce_output_format(cx->c, o), x), 1);
 }
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 
 typedef struct oracle_work {
-  /* The exact inputs (real rows only) as doubles and as MPFR numbers of the dtype's precision,
-   * row-major for the logits and transposed ([k*n + i], [k*v + j]) for the backward, whose inner
-   * loops then walk contiguous memory. */
+  /* The exact inputs (real rows only; tf32-rounded with tf32 GEMMs) as doubles and as MPFR numbers
+   * of the dtype's precision, row-major for the logits and transposed ([k*n + i], [k*v + j]) for
+   * the backward, whose inner loops then walk contiguous memory. */
   double *hidden, *w, *hidden_t, *w_t;
   lce_mp_array hidden_mp, w_mp, hidden_mp_t, w_mp_t;
+  unsigned char *bad_h;     /* [n] the token's hidden row holds a NaN or Inf */
+  int bad_w;                /* a real W row holds a NaN or Inf: every token is poisoned */
+  int poisoned_grad;        /* a valid token is poisoned: every real d_weight element is NaN */
   lce_mp_array dz_row;      /* [v] the current row's dz */
-  double *dz_row_abs;       /* [v] upper bounds on its |dz| */
-  double *dz_row_mag;       /* [v] |g| (p_j + [j == y]) + floor: the terms an implementation subtracts */
-  double *dz_row_emag;      /* [v] |g| (p_j + [j == y]) * softmax condition + floor: their error scale */
+  double *dz_row_err;       /* [v] bounds on |dz - exact| */
+  double *dz_row_mag;       /* [v] dz's sum of |terms| (label term split) + floor: what an implementation adds */
+  double *dz_row_emag;      /* [v] the same terms times the softmax condition + floor: their error scale */
+  double *term;             /* [v] error scale of each logit of the current row */
   lce_row row;
-  lce_mp_array dz;          /* [v*n] dz of the rows with non-zero dz, transposed: [j*n + i] */
-  double *dz_abs, *dz_err;  /* [v*n] upper bounds on |dz| and on |dz - exact| */
-  double *dz_mag, *dz_emag; /* [v*n] dz_row_mag of those rows; times the softmax condition, plus the floor */
+  lce_mp_array dz;          /* [v*n] dz of the rows with non-zero g, transposed: [j*n + i] */
+  double *dz_err;           /* [v*n] bounds on |dz - exact| */
+  double *dz_mag, *dz_emag; /* [v*n] dz_row_mag and dz_row_emag of those rows */
   lce_mp_array loss_token;  /* [n] kept for the reduced loss */
   double *loss_err;         /* [n] */
-  int64_t *active;          /* rows with a non-zero dz */
+  int64_t *active;          /* rows with a non-zero g */
   lce_mp_array prod;        /* max(v, n + 1) products for the backward sums */
-  mpfr_t out, g;
+  mpfr_t out, g, sw;        /* sw: the mean's divisor, sum of w_label over valid tokens */
+  double sw_rel;
 } oracle_work;
 
 static void work_free(oracle_work *w) {
@@ -208,47 +227,49 @@ static void work_free(oracle_work *w) {
   lce_mp_array_free(&w->w_mp);
   lce_mp_array_free(&w->hidden_mp_t);
   lce_mp_array_free(&w->w_mp_t);
+  free(w->bad_h);
   lce_mp_array_free(&w->dz_row);
-  free(w->dz_row_abs);
+  free(w->dz_row_err);
   free(w->dz_row_mag);
+  free(w->dz_row_emag);
+  free(w->term);
   lce_row_free(&w->row);
   lce_mp_array_free(&w->dz);
-  free(w->dz_abs);
   free(w->dz_err);
   free(w->dz_mag);
   free(w->dz_emag);
-  free(w->dz_row_emag);
   lce_mp_array_free(&w->loss_token);
   free(w->loss_err);
   free(w->active);
   lce_mp_array_free(&w->prod);
 }
 
-/* Loads the inputs the math reads as doubles (exact) and rejects non-finite ones: the oracle
- * certifies finite inputs only. Padded rows are never read. */
+/* One input element as the math reads it: exact, tf32-rounded for tf32 GEMMs. */
+static double input(const lce_case *c, const void *buf, int64_t i) {
+  double x = lce_load(c->dtype, buf, (size_t)i);
+  return c->gemm == LCE_GEMM_TF32 ? lce_round_tf32(x) : x;
+}
+
+/* Loads the inputs the math reads as doubles (exact) and notes the non-finite ones (lce_case.h:
+ * they poison what they reach). Padded rows are never read. */
 static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_work *w, lce_status *st) {
   const int64_t nh = c->n * c->h, vh = c->v * c->h;
   const void *wt = c->tied ? in->embedding : in->weight;
-  const float *prior = c->tied ? in->grad_embedding_prior : in->grad_weight_prior;
   w->hidden = malloc((size_t)nh * sizeof *w->hidden);
   w->w = malloc((size_t)vh * sizeof *w->w);
   w->hidden_t = malloc((size_t)nh * sizeof *w->hidden_t);
   w->w_t = malloc((size_t)vh * sizeof *w->w_t);
-  LCE_CHECK(st, w->hidden && w->w && w->hidden_t && w->w_t, LCE_ENOMEM, "out of memory loading the oracle's inputs");
+  w->bad_h = calloc((size_t)c->n, 1);
+  LCE_CHECK(st, w->hidden && w->w && w->hidden_t && w->w_t && w->bad_h, LCE_ENOMEM,
+            "out of memory loading the oracle's inputs");
   for (int64_t i = 0; i < nh; i++) {
-    w->hidden[i] = lce_load(c->dtype, in->hidden, (size_t)i);
-    LCE_CHECK(st, isfinite(w->hidden[i]), LCE_EINVAL, "hidden[%lld] = %g is not finite", (long long)i, w->hidden[i]);
+    w->hidden[i] = input(c, in->hidden, i);
+    if (!isfinite(w->hidden[i])) w->bad_h[i / c->h] = 1;
   }
   for (int64_t i = 0; i < vh; i++) {
-    w->w[i] = lce_load(c->dtype, wt, (size_t)i);
-    LCE_CHECK(st, isfinite(w->w[i]), LCE_EINVAL, "%s[%lld] (a real vocab row) = %g is not finite",
-              c->tied ? "embedding" : "weight", (long long)i, w->w[i]);
-    LCE_CHECK(st, isfinite(prior[i]), LCE_EINVAL, "gradient prior [%lld] (a real vocab row) = %g is not finite",
-              (long long)i, (double)prior[i]);
+    w->w[i] = input(c, wt, i);
+    if (!isfinite(w->w[i])) w->bad_w = 1;
   }
-  for (int64_t i = 0; i < (c->reduction == LCE_RED_NONE ? c->n : 1); i++)
-    LCE_CHECK(st, isfinite(in->grad_output[i]), LCE_EINVAL, "grad_output[%lld] = %g is not finite", (long long)i,
-              (double)in->grad_output[i]);
   const mpfr_prec_t dp = lce_dtype_precision(c->dtype);
   LCE_TRY(lce_mp_array_init(&w->hidden_mp, nh, dp, st));
   LCE_TRY(lce_mp_array_init(&w->w_mp, vh, dp, st));
@@ -271,121 +292,174 @@ static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_wor
   return LCE_OK;
 }
 
-static lce_code alloc_work(const lce_case *c, mpfr_prec_t prec, oracle_work *w, lce_status *st) {
+static lce_code alloc_work(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, oracle_work *w,
+                           lce_status *st) {
   const int64_t nv = c->n * c->v;
   const mpfr_prec_t dp = lce_dtype_precision(c->dtype);
-  LCE_TRY(lce_row_init(&w->row, c->v, c->h, prec, lce_mul_exact_prec(dp), st));
+  LCE_TRY(lce_row_init(&w->row, c, in->class_weight, c->h, prec, lce_mul_exact_prec(dp), st));
   LCE_TRY(lce_mp_array_init(&w->dz, nv, prec, st));
   LCE_TRY(lce_mp_array_init(&w->dz_row, c->v, prec, st));
-  w->dz_row_abs = malloc((size_t)c->v * sizeof *w->dz_row_abs);
+  w->dz_row_err = malloc((size_t)c->v * sizeof *w->dz_row_err);
   w->dz_row_mag = malloc((size_t)c->v * sizeof *w->dz_row_mag);
   w->dz_row_emag = malloc((size_t)c->v * sizeof *w->dz_row_emag);
-  LCE_CHECK(st, w->dz_row_abs && w->dz_row_mag && w->dz_row_emag, LCE_ENOMEM, "out of memory for the oracle's dz row");
+  w->term = malloc((size_t)c->v * sizeof *w->term);
+  LCE_CHECK(st, w->dz_row_err && w->dz_row_mag && w->dz_row_emag && w->term, LCE_ENOMEM,
+            "out of memory for the oracle's dz row");
   LCE_TRY(lce_mp_array_init(&w->loss_token, c->n, prec, st));
   LCE_TRY(lce_mp_array_init(&w->prod, c->v > c->n + 1 ? c->v : c->n + 1, lce_mul_exact_prec(prec), st));
-  w->dz_abs = malloc((size_t)nv * sizeof *w->dz_abs);
   w->dz_err = malloc((size_t)nv * sizeof *w->dz_err);
   w->dz_mag = malloc((size_t)nv * sizeof *w->dz_mag);
   w->dz_emag = malloc((size_t)nv * sizeof *w->dz_emag);
   w->loss_err = malloc((size_t)c->n * sizeof *w->loss_err);
   w->active = malloc((size_t)c->n * sizeof *w->active);
-  LCE_CHECK(st, w->dz_abs && w->dz_err && w->dz_mag && w->dz_emag && w->loss_err && w->active, LCE_ENOMEM, "out of memory for the oracle's dz");
+  LCE_CHECK(st, w->dz_err && w->dz_mag && w->dz_emag && w->loss_err && w->active, LCE_ENOMEM,
+            "out of memory for the oracle's dz");
   return LCE_OK;
 }
 
-/* Sum over k of |h[k] W[v,k]| for one token row and one vocab row: the terms of logit z[v]. Every
- * implementation forms z[v] from them in finite precision, so its error scales with this sum, not
- * with |z[v]|, which cancellation can make arbitrarily small. */
+/* Sum over k of |h[k] W[v,k]| for one token row and one vocab row: the terms of logit s[v]. Every
+ * implementation forms s[v] from them in finite precision, so its error scales with this sum, not
+ * with |s[v]|, which cancellation can make arbitrarily small. */
 static double logit_terms(const double *h_row, const double *w_row, int64_t H) {
   double s = 0.0;
   for (int64_t k = 0; k < H; k++) s += fabs(h_row[k] * w_row[k]);
   return s * (1.0 + 0x1p-50); /* an upper bound: H <= 2^24 terms, each sum rounding <= 2^-53 */
 }
 
-/* Per token: lse, loss, dz, and the d_hidden row. Returns the number of rows with non-zero dz. */
-static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, int64_t n_valid, oracle_work *w) {
+/* The error scale of every logit of row n into w->term; returns the largest. With softcap a
+ * logit's error is its own (|z|, from tanh) or the GEMM's scaled by the factor f = dz/ds, so its
+ * scale is max(|z|, f terms) — without softcap that is terms itself. */
+static double row_terms(const lce_case *c, int64_t n, oracle_work *w) {
+  double term_max = 0.0;
+  for (int64_t v = 0; v < c->v; v++) {
+    double t = logit_terms(w->hidden + n * c->h, w->w + v * c->h, c->h);
+    if (c->softcap > 0)
+      t = fmax(fabs(mpfr_get_d(w->row.z.x[v], MPFR_RNDU)), mpfr_get_d(w->row.f.x[v], MPFR_RNDU) * t);
+    w->term[v] = t;
+    term_max = fmax(term_max, t);
+  }
+  return term_max;
+}
+
+/* A poisoned token (see the top of this file). */
+static void poisoned_row(oracle_ctx *cx, int64_t n, int valid, oracle_work *w) {
+  const int64_t H = cx->c->h;
+  const double x = valid ? NAN : 0.0;
+  finish_exact(cx, LCE_OUT_LSE, n, NAN);
+  finish_exact(cx, LCE_OUT_LOSS_TOKEN, n, x);
+  mpfr_set_d(w->loss_token.x[n], x, MPFR_RNDN);
+  w->loss_err[n] = 0.0;
+  for (int64_t k = 0; k < H; k++) finish_exact(cx, LCE_OUT_D_HIDDEN, n * H + k, x);
+  if (valid) w->poisoned_grad = 1;
+}
+
+/* The absolute floor of a gradient element's error scale, in units of the formats' unit
+ * roundoff: each of the `terms` fp32 multiply-adds that form it is exact only to half the smallest
+ * fp32 subnormal (2^-150, i.e. 2^-126 units of 2^-24), and the final rounding to the output format
+ * to half its smallest subnormal (2^emin units). Only elements whose terms are all tiny (subnormal
+ * hidden rows, underflowing products) feel it. */
+static double gemm_floor(const lce_case *c, lce_output_id o, int64_t terms) {
+  return (double)terms * 0x1p-126 + ldexp(1.0, lce_dtype_emin(lce_output_format(c, o)));
+}
+
+/* The row's dz, kept at column na for d_weight, and its d_hidden row. */
+static void row_backward(oracle_ctx *cx, int64_t n, int64_t y, double g_rel, double term_max, int64_t na,
+                         oracle_work *w) {
   const lce_case *c = cx->c;
   const int64_t V = c->v, H = c->h;
-  const double u = ldexp(1.0, -(int)cx->prec);
+  mpfr_t *dz = w->dz_row.x;
+  mpfr_clear_underflow();
+  lce_row_dz(&w->row, y, w->g, g_rel, dz, w->dz_row_err, w->dz_row_mag);
+  const int underflow = mpfr_underflow_p();
+  /* Magnitudes for the judge count the label term as the two terms every implementation
+   * computes, g*cy*p_y and -g*cy (lce_row_dz's mag): an fp32 kernel cannot resolve 1 - p_y below
+   * 2^-24, so measuring its error against |g cy (p_y - 1)| alone would call correct kernels wrong
+   * on confident rows. The error scale emag weights each term by the row's softmax condition
+   * 1 + T (T = the largest logit's error scale): a logit known to an absolute u*T gives p_j to a
+   * relative u*T, so a row of logits near -120 carries ~100x the gradient error of a row near 0
+   * in every correct implementation. */
+  const double g_abs = fabs(mpfr_get_d(w->g, MPFR_RNDU));
+  const double softmax_cond = 1.0 + term_max;
+  /* And every dz has an absolute floor: stored in the input dtype, a dz below the format's
+   * smallest normal number is known only to half its smallest subnormal, 2^(emin - p), not to a
+   * relative u = 2^-p. In units of u that is 2^emin: such a dz counts as the smallest normal
+   * (fp16: 2^-14, so the d_logits of unlikely tokens vanish in every fp16 kernel). */
+  const double dz_floor = g_abs * ldexp(1.0, lce_dtype_emin(c->dtype));
+  for (int64_t j = 0; j < V; j++) {
+    const double term = w->dz_row_mag[j];
+    if (underflow) w->dz_row_err[j] = INFINITY;
+    w->dz_row_mag[j] = term + dz_floor;
+    w->dz_row_emag[j] = term * softmax_cond + dz_floor;
+    w->dz_mag[j * c->n + na] = w->dz_row_mag[j];
+    w->dz_emag[j * c->n + na] = w->dz_row_emag[j];
+    w->dz_err[j * c->n + na] = w->dz_row_err[j];
+    mpfr_set(w->dz.x[j * c->n + na], dz[j], MPFR_RNDN);
+  }
+  for (int64_t k = 0; k < H; k++) {
+    double mag, emag;
+    mpfr_clear_underflow();
+    double e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_err, w->dz_row_mag, w->dz_row_emag, &emag,
+                                    w->w_mp_t.x + k * V, w->w_t + k * V, V, &w->prod, &mag);
+    if (mpfr_underflow_p()) e = INFINITY;
+    finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
+    cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = emag + gemm_floor(c, LCE_OUT_D_HIDDEN, V);
+  }
+}
+
+/* Per token: lse, loss, dz, and the d_hidden row. Returns the number of rows with non-zero g. */
+static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
+  const lce_case *c = cx->c;
+  const int64_t H = c->h;
   int64_t na = 0;
   for (int64_t n = 0; n < c->n; n++) {
     const int64_t y = in->labels[n];
     const int valid = y != c->ignore_index;
+    if (w->bad_w || w->bad_h[n]) {
+      poisoned_row(cx, n, valid, w);
+      continue;
+    }
     lce_row_logits_exact(&w->row, w->hidden_mp.x + n * H, w->w_mp.x);
     lce_row_forward(&w->row, valid ? y : -1);
     /* Magnitudes: lse is a softmax-weighted mean of the logits plus log s, so its terms are at most
-     * the largest logit's terms; a token's loss adds the label logit's terms. */
-    double terms_max = 0.0;
-    for (int64_t v = 0; v < V; v++) terms_max = fmax(terms_max, logit_terms(w->hidden + n * H, w->w + v * H, H));
-    finish(cx, LCE_OUT_LSE, n, w->row.lse, w->row.err_lse, lce_add_up(w->row.mag_lse, terms_max));
+     * the largest logit's terms; a token's loss adds its logits' terms (lce_row_loss). */
+    const double term_max = row_terms(c, n, w);
+    finish(cx, LCE_OUT_LSE, n, w->row.lse, w->row.err_lse, lce_add_up(w->row.mag_lse, term_max));
     if (valid) {
+      lce_row_loss(&w->row, y, w->term, term_max);
       mpfr_set(w->loss_token.x[n], w->row.loss, MPFR_RNDN);
       w->loss_err[n] = w->row.err_loss;
-      double terms_y = logit_terms(w->hidden + n * H, w->w + y * H, H);
-      finish(cx, LCE_OUT_LOSS_TOKEN, n, w->row.loss, w->row.err_loss,
-             lce_add_up(w->row.mag_loss, lce_add_up(terms_max, terms_y)));
+      finish(cx, LCE_OUT_LOSS_TOKEN, n, w->row.loss, w->row.err_loss, w->row.mag_loss);
     } else {
       mpfr_set_zero(w->loss_token.x[n], 1);
       w->loss_err[n] = 0.0;
       finish_exact(cx, LCE_OUT_LOSS_TOKEN, n, 0.0);
     }
-
     /* g: the gradient of the reduced loss with respect to this token's loss. */
-    double g_rel = 0.0;
-    mpfr_set_d(w->g, valid ? in->grad_output[c->reduction == LCE_RED_NONE ? n : 0] : 0.0, MPFR_RNDN);
-    if (valid && c->reduction == LCE_RED_MEAN) g_rel = mpfr_div_si(w->g, w->g, (long)n_valid, MPFR_RNDN) ? u : 0.0;
-    if (mpfr_zero_p(w->g)) { /* ignored token or zero grad_output: dz row exactly zero */
+    const double g_rel = lce_token_g(c, in, n, w->sw, w->sw_rel, w->g);
+    if (mpfr_zero_p(w->g)) { /* ignored token, zero grad_output or zero weight sum: dz exactly zero */
       for (int64_t k = 0; k < H; k++) finish_exact(cx, LCE_OUT_D_HIDDEN, n * H + k, 0.0);
       continue;
     }
-    mpfr_t *dz = w->dz_row.x;
-    mpfr_clear_underflow();
-    double delta = lce_row_dz(&w->row, y, w->g, g_rel, dz);
-    if (mpfr_underflow_p()) delta = INFINITY;
-    /* Magnitudes for the judge count the label term as the two terms every implementation
-     * computes, g*p_y and -g: an fp32 kernel cannot resolve 1 - p_y below 2^-24, so measuring its
-     * error against |g (p_y - 1)| alone would call correct kernels wrong on confident rows. Since
-     * g p_y = |g| - |dz_y|, that term is 2|g| - |dz_y|, which is >= |dz_y|. The error scale emag
-     * weights each term by the row's softmax condition 1 + T (T = the largest logit's sum of
-     * |terms|): a logit known to an absolute u*T gives p_j to a relative u*T, so a row of logits
-     * near -120 carries ~100x the gradient error of a row near 0 in every correct implementation. */
-    const double g_abs = fabs(mpfr_get_d(w->g, MPFR_RNDU));
-    const double softmax_cond = 1.0 + terms_max;
-    /* And every dz has an absolute floor: stored in the input dtype, a dz below the format's
-     * smallest normal number is known only to half its smallest subnormal, 2^(emin - p), not to a
-     * relative u = 2^-p. In units of u that is 2^emin: such a dz counts as the smallest normal
-     * (fp16: 2^-14, so the d_logits of unlikely tokens vanish in every fp16 kernel). */
-    const double dz_floor = g_abs * ldexp(1.0, lce_dtype_emin(c->dtype));
-    for (int64_t j = 0; j < V; j++) { /* keep the row for d_weight, at column na */
-      w->dz_row_abs[j] = lce_abs_up(dz[j]);
-      double term = j == y ? 2.0 * g_abs - w->dz_row_abs[j] : w->dz_row_abs[j];
-      if (term < w->dz_row_abs[j]) term = w->dz_row_abs[j];
-      w->dz_row_mag[j] = term + dz_floor;
-      w->dz_row_emag[j] = term * softmax_cond + dz_floor;
-      w->dz_mag[j * c->n + na] = w->dz_row_mag[j];
-      w->dz_emag[j * c->n + na] = w->dz_row_emag[j];
-      mpfr_set(w->dz.x[j * c->n + na], dz[j], MPFR_RNDN);
-      w->dz_abs[j * c->n + na] = w->dz_row_abs[j];
-      w->dz_err[j * c->n + na] = lce_mul_up(lce_mul_up(1.01, delta), w->dz_row_abs[j]);
-    }
-    for (int64_t k = 0; k < H; k++) {
-      double mag, emag, e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_abs, w->dz_row_mag, w->dz_row_emag, &emag, delta, w->w_mp_t.x + k * V,
-                                           w->w_t + k * V, V, &w->prod, &mag);
-      if (mpfr_underflow_p()) e = INFINITY;
-      finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
-      cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = emag;
-    }
+    row_backward(cx, n, y, g_rel, term_max, na, w);
     w->active[na++] = n;
   }
   return na;
 }
 
 /* The reduced loss: sum of the token losses (reduction none reports the same sum), divided by
- * #valid for mean (0 when nothing is valid). Its magnitude is the sum of the token losses'
- * magnitudes (|lse| + |z_y| each): those are the terms an implementation adds, and a batch of
+ * sum_n W_n for mean (0 when that is 0); NaN when a valid token is poisoned. Its magnitude is the
+ * sum of the token losses' magnitudes: those are the terms an implementation adds, and a batch of
  * confident tokens has a loss far below them. */
-static void run_loss(oracle_ctx *cx, int64_t n_valid, oracle_work *w) {
+static void run_loss(oracle_ctx *cx, oracle_work *w) {
   const lce_case *c = cx->c;
+  if (w->poisoned_grad) {
+    finish_exact(cx, LCE_OUT_LOSS, 0, NAN);
+    return;
+  }
+  if (c->reduction == LCE_RED_MEAN && mpfr_zero_p(w->sw)) {
+    finish_exact(cx, LCE_OUT_LOSS, 0, 0.0);
+    return;
+  }
   double e = 0.0, mag = 0.0;
   for (int64_t n = 0; n < c->n; n++) {
     e = lce_add_up(e, w->loss_err[n]);
@@ -393,11 +467,14 @@ static void run_loss(oracle_ctx *cx, int64_t n_valid, oracle_work *w) {
   }
   if (mpfr_sum(w->out, w->loss_token.ptr, (unsigned long)c->n, MPFR_RNDN))
     e = lce_add_up(e, lce_half_ulp(w->out, cx->prec));
-  if (c->reduction == LCE_RED_MEAN && n_valid > 0) {
-    int inexact = mpfr_div_si(w->out, w->out, (long)n_valid, MPFR_RNDN);
-    e = lce_mul_up(e, 1.0 / (double)n_valid * (1.0 + 0x1p-52));
-    if (inexact) e = lce_add_up(e, lce_half_ulp(w->out, cx->prec));
-    mag /= (double)n_valid;
+  if (c->reduction == LCE_RED_MEAN) {
+    /* sum / SW against SUM / SW_exact, SW = SW_exact (1 + beta), |beta| <= sw_rel:
+     * |sum/SW - SUM/SW_exact| <= (e + (|sum| + e) sw_rel) / SW. */
+    const double sw_lo = mpfr_get_d(w->sw, MPFR_RNDZ);
+    e = lce_add_up(e, lce_mul_up(lce_add_up(lce_abs_up(w->out), e), w->sw_rel));
+    e = nextafter(e / sw_lo, INFINITY);
+    if (mpfr_div(w->out, w->out, w->sw, MPFR_RNDN)) e = lce_add_up(e, lce_half_ulp(w->out, cx->prec));
+    mag /= sw_lo;
   }
   finish(cx, LCE_OUT_LOSS, 0, w->out, e, mag);
 }
@@ -409,14 +486,19 @@ static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, 
   const float *prior = c->tied ? in->grad_embedding_prior : in->grad_weight_prior;
   for (int64_t j = 0; j < c->v; j++) {
     for (int64_t k = 0; k < H; k++) {
+      const int64_t i = j * H + k, col = j * c->n;
+      if (w->poisoned_grad || !isfinite(prior[i])) { /* NaN, or a non-finite prior plus finite terms */
+        finish_exact(cx, LCE_OUT_D_WEIGHT, i, w->poisoned_grad ? NAN : prior[i]);
+        continue;
+      }
       mpfr_clear_underflow();
-      const int64_t col = j * c->n;
-      double mag, emag, e = lce_d_weight_element(w->out, cx->prec, prior[j * H + k], w->dz.x + col, w->dz_abs + col,
-                                           w->dz_err + col, w->dz_mag + col, w->dz_emag + col, &emag, w->hidden_mp_t.x + k * c->n, w->hidden_t + k * c->n,
-                                           w->active, na, &w->prod, &mag);
+      double mag, emag, e = lce_d_weight_element(w->out, cx->prec, prior[i], w->dz.x + col, w->dz_err + col,
+                                                 w->dz_mag + col, w->dz_emag + col, &emag,
+                                                 w->hidden_mp_t.x + k * c->n, w->hidden_t + k * c->n, w->active,
+                                                 na, &w->prod, &mag);
       if (mpfr_underflow_p()) e = INFINITY;
-      finish(cx, LCE_OUT_D_WEIGHT, j * H + k, w->out, e, mag);
-      cx->res->out[LCE_OUT_D_WEIGHT].emag[j * H + k] = emag;
+      finish(cx, LCE_OUT_D_WEIGHT, i, w->out, e, mag);
+      cx->res->out[LCE_OUT_D_WEIGHT].emag[i] = emag + gemm_floor(c, LCE_OUT_D_WEIGHT, na);
     }
   }
   for (int64_t i = c->v * H; i < c->vp * H; i++) finish_exact(cx, LCE_OUT_D_WEIGHT, i, prior[i]);
@@ -427,16 +509,16 @@ static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, 
 static lce_code run_body(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, lce_oracle_result *res,
                          lce_oracle_mp *mp, oracle_work *w, lce_status *st) {
   LCE_TRY(load_inputs(c, in, w, st));
-  LCE_TRY(alloc_work(c, prec, w, st));
+  LCE_TRY(alloc_work(c, in, prec, w, st));
   LCE_TRY(alloc_results(c, prec, res, mp, st));
   oracle_ctx cx = {.c = c, .prec = prec, .res = res, .mp = mp};
   mpfr_inits2(prec, cx.diff, cx.exact, (mpfr_ptr)0);
-  int64_t n_valid = lce_count_valid(c, in);
-  int64_t na = run_rows(&cx, in, n_valid, w);
-  run_loss(&cx, n_valid, w);
+  w->sw_rel = lce_valid_weight_sum(c, in, w->sw);
+  int64_t na = run_rows(&cx, in, w);
+  run_loss(&cx, w);
   run_weight_grads(&cx, in, na, w);
   mpfr_clears(cx.diff, cx.exact, (mpfr_ptr)0);
-  res->n_valid = n_valid;
+  res->n_valid = lce_count_valid(c, in);
   res->precision_bits = (int)prec;
   return LCE_OK;
 }
@@ -456,9 +538,9 @@ lce_code lce_oracle_run_prec(const lce_case *c, const lce_tensors *in, mpfr_prec
   mpfr_set_emax(mpfr_get_emax_max());
   oracle_work w;
   memset(&w, 0, sizeof w);
-  mpfr_inits2(prec, w.out, w.g, (mpfr_ptr)0);
+  mpfr_inits2(prec, w.out, w.g, w.sw, (mpfr_ptr)0);
   lce_code rc = run_body(c, in, prec, res, mp, &w, st);
-  mpfr_clears(w.out, w.g, (mpfr_ptr)0);
+  mpfr_clears(w.out, w.g, w.sw, (mpfr_ptr)0);
   work_free(&w);
   mpfr_set_emin(saved_emin);
   mpfr_set_emax(saved_emax);

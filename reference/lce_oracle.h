@@ -5,7 +5,13 @@
  * with mpfr_sum); max, exp, sum, log, softmax and the gradients are computed in MPFR at
  * LCE_ORACLE_PREC bits, and every reported element carries a rigorous absolute error bound on
  * |value - exact|. An element whose bound is not far below its output format's resolution is
- * "inconclusive": the judge must not blame a subject for it, and the oracle counts them. */
+ * "inconclusive": the judge must not blame a subject for it, and the oracle counts them.
+ *
+ * It computes the whole math of lce_case.h: tf32 input rounding, softcap, label smoothing, z-loss
+ * and class weights. Non-finite inputs are not errors: the elements they reach (lce_case.h; the
+ * details, e.g. that ignored tokens stay exactly 0, are in lce_oracle.c) are reported as value NaN
+ * (or the non-finite prior itself), err 0, decisive, rounded the same, mag and emag 0: the judge
+ * compares their classes. */
 #ifndef LCE_ORACLE_H
 #define LCE_ORACLE_H
 
@@ -16,7 +22,8 @@
 
 /* One output's reference: value[i] is the double nearest the oracle's MPFR result,
  * err[i] >= |value[i] - exact| (includes the rounding to double), mag[i] = sum of |terms| of the
- * final reduction producing element i (for error scaled by the condition), rounded[i] = the exact
+ * final reduction producing element i (for error scaled by the condition; the smoothing and z-loss
+ * terms count like the cross-entropy's, and softcap's factor 1 - (z/c)^2 scales the d_logits terms), rounded[i] = the exact
  * value correctly rounded to the output's format directly from MPFR (never via double), and
  * decisive[i] = 1 when err[i] is small enough that rounded[i] is certain and the element can be
  * judged. emag[i] is the element's first-order error scale: mag weighted by the softmax condition

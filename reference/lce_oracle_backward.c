@@ -1,13 +1,14 @@
 /* lce_oracle_backward.c — the tier-0 oracle's gradient elements: d_hidden = dz · W and
  * d_weight = prior + dz^T · hidden, one correctly rounded sum per element.
  *
- * A dz value has p bits and a W or hidden value at most 24 (one limb), so lce_mul_exact_1 forms
+ * A dz value has p bits and a W or hidden value at most 24 (one limb; tf32-rounded values with tf32), so lce_mul_exact_1 forms
  * each product exactly in one more limb than dz has, and mpfr_sum rounds the element once. W and
  * hidden come as MPFR numbers of the dtype's precision and as doubles for the magnitudes.
- * Given |dz - DZ| <= 1.01 delta |dz| per row (lce_oracle_forward.c), for d_hidden[n, k]
- *     |dh - DH| <= 1.01 delta_n sum_v |dz_nv W_vk| + half_ulp(dh),
+ * Given a bound |dz - DZ| <= err per element (lce_oracle_loss.c; dz means ds with softcap), for
+ * d_hidden[n, k]
+ *     |dh - DH| <= sum_v err_nv |W_vk| + half_ulp(dh),
  * and for d_weight[j, k], whose prior is an exact fp32 term of the same sum,
- *     |dw - DW| <= sum_n 1.01 delta_n |dz_nj h_nk| + half_ulp(dw).
+ *     |dw - DW| <= sum_n err_nj |h_nk| + half_ulp(dw).
  * The sums of absolute values are evaluated in double from upper bounds on |dz| and made upper
  * bounds by lce_sum_bound. A sum whose ternary value says it was exact adds no half ulp, so an
  * element with no dz contribution (all tokens ignored) is exactly its prior, with bound 0. */
@@ -69,26 +70,28 @@ void lce_mul_exact_1(mpfr_ptr x, mpfr_srcptr a, mpfr_srcptr b) {
   mpfr_custom_init_set(x, kind, e, xprec, xs);
 }
 
-double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, const double *dz_mag,
-                            const double *dz_emag, double *emag, double delta, mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod,
-                            double *mag) {
-  double s = 0.0, m = 0.0, em = 0.0;
+double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_err,
+                            const double *dz_mag, const double *dz_emag, double *emag, mpfr_t *w_col,
+                            const double *w_col_d, int64_t v, lce_mp_array *prod, double *mag) {
+  double se = 0.0, m = 0.0, em = 0.0;
   int64_t terms = 0; /* non-zero terms: exactly zero ones add neither magnitude nor slack */
   for (int64_t j = 0; j < v; j++) {
     lce_mul_exact_1(prod->x[j], dz[j], w_col[j]);
-    s += dz_abs[j] * fabs(w_col_d[j]);
-    m += dz_mag[j] * fabs(w_col_d[j]);
-    em += dz_emag[j] * fabs(w_col_d[j]);
-    terms += dz_abs[j] != 0.0 && w_col_d[j] != 0.0;
+    const double w = fabs(w_col_d[j]);
+    if (w == 0.0) continue; /* also avoids Inf * 0 */
+    se += dz_err[j] * w;
+    m += dz_mag[j] * w;
+    em += dz_emag[j] * w;
+    terms += dz_err[j] != 0.0;
   }
   int inexact = mpfr_sum(out, prod->ptr, (unsigned long)v, MPFR_RNDN);
   *mag = m;
   *emag = em;
-  double e = lce_mul_up(lce_mul_up(1.01, delta), lce_sum_bound(s, terms));
+  double e = lce_sum_bound(se, terms);
   return inexact ? lce_add_up(e, lce_half_ulp(out, prec)) : e;
 }
 
-double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col, const double *dz_abs_col,
+double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col,
                             const double *dz_err_col, const double *dz_mag_col, const double *dz_emag_col,
                             double *emag, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
                             int64_t na, lce_mp_array *prod, double *mag) {
@@ -97,11 +100,14 @@ double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *
   for (int64_t i = 0; i < na; i++) {
     int64_t n = active[i];
     lce_mul_exact_1(prod->x[i], dz_col[i], h_col[n]);
-    /* An exactly zero term adds no magnitude and no error (and avoids Inf * 0). */
-    if (h_col_d[n] == 0.0 || dz_abs_col[i] == 0.0) continue;
-    m += dz_mag_col[i] * fabs(h_col_d[n]);
-    em += dz_emag_col[i] * fabs(h_col_d[n]);
-    se += dz_err_col[i] * fabs(h_col_d[n]);
+    /* A zero hidden value makes an exact zero term: no magnitude, no error (and no Inf * 0). A
+     * zero dz may still carry an error (its terms can cancel), so only its bound decides. */
+    const double h = fabs(h_col_d[n]);
+    if (h == 0.0) continue;
+    m += dz_mag_col[i] * h;
+    em += dz_emag_col[i] * h;
+    if (dz_err_col[i] == 0.0) continue;
+    se += dz_err_col[i] * h;
     terms++;
   }
   mpfr_set_d(prod->x[na], prior, MPFR_RNDN); /* exact */

@@ -1,14 +1,24 @@
-/* lce_oracle_forward.c — the tier-0 oracle's per-token work: logits, lse, loss and dz for one
- * row, with rigorous error bounds, and the finite-difference objective built from the same code.
+/* lce_oracle_forward.c — the tier-0 oracle's per-token forward: logits (softcap included), lse and
+ * the cross-entropy part lse - z_y of one row, with rigorous error bounds. The token loss with its
+ * options, dz and the objective build on them in lce_oracle_loss.c.
  *
  * Error analysis. p = working precision, u = 2^-p. Every MPFR operation rounds to nearest, so
  * its result r is within half_ulp(r) <= u|r| of the exact result of its operands
  * (lce_half_ulp). The driver widens MPFR's exponent range for the run, so only an exp of an
  * argument below about -3.2e18 underflows (see Exponentials). Capital letters are exact
- * quantities.
+ * quantities. With tf32 GEMMs the inputs are the tf32-rounded values (lce_oracle.c): exact
+ * numbers like any other, nothing below changes.
  *
- * Logits. z_v = RN(sum of the exact products) (mpfr_sum is correctly rounded):
- *     |z_v - Z_v| <= EZ := max_v half_ulp(z_v) over the logits whose sum was inexact.
+ * Logits. s_v = RN(sum of the exact products) (mpfr_sum is correctly rounded), within ES_v =
+ * half_ulp(s_v) of S_v (0 when the sum was exact). Without softcap z_v = s_v. With softcap c,
+ * q = RN(s_v / c), t = RN(tanh q), z_v = RN(c t); tanh is 1-Lipschitz, so
+ *     |z_v - c tanh(S_v / c)| <= ES_v + c (half_ulp(q) + half_ulp(t)) + half_ulp(z_v),
+ * and the derivative factor F_v = 1 - tanh^2(S_v / c) = sech^2(S_v / c) is f_v = RN(RN(sech q)^2)
+ * (sech, not 1 - t^2, which cancels where |s| >> c). |q - S_v / c| <= eq := half_ulp(q) + ES_v / c
+ * and |d/dx log sech^2 x| = 2 |tanh x| <= 2, so f_v = F_v e^theta (1 + u)^3 with |theta| <= 2 eq:
+ *     |f_v - F_v| <= rf |F_v|,  rf := 1.02 (2 eq + 3u)  (product lemma below; certified while
+ * 2 eq + 3u <= 0.001). A sech that underflows (|s/c| beyond ~3e18) leaves f_v uncertified.
+ * In both cases |z_v - Z_v| <= EZ := the largest of these bounds over the row.
  *
  * Exponentials. a = argmax, m = z_a; d_v = RN(z_v - m), d_a = 0 exactly; t_v = RN(exp d_v),
  * t_a = 1. With hd = max_v half_ulp(d_v):
@@ -27,37 +37,34 @@
  * lse = RN(m + L) and |log(1 + x)| <= 1.01 |x| for |x| <= 0.0099:
  *     |lse - LSE(Z)| <= EZ + 1.01 (R + u) + half_ulp(L) + half_ulp(lse),   mag = |m| + |L|.
  *
- * loss. loss = RN(log1p(r)), r = RN(S_y / t_y), S_y = RN(sum_{v != y} t_v). Mathematically
+ * Cross-entropy part. ce = RN(log1p(r)), r = RN(S_y / t_y), S_y = RN(sum_{v != y} t_v). Mathematically
  * log1p(Q), Q = sum_{v != y} exp(z_v - z_y), equals LSE(z) - z_y, but it keeps relative accuracy
  * where p_y -> 1 and lse - z_y would cancel. Q(z)/Q(Z) lies in e^(+-2 EZ); S_y carries
  * (1 + rho'')(1 + sigma''), t_y (1 + rho_y), the division one more u, so by the product lemma
  * r = Q(Z)(1 + delta) with |delta| <= DL := 1.02 (2 EZ + 2R + 3u). Since Q/(1+Q) <= log1p(Q),
  *     |log1p(Q(1 + delta)) - log1p(Q)| = |log(1 + delta Q/(1+Q))| <= 1.01 DL log1p(Q),
- * and log1p(Q) <= (|loss| + h)/(1 - 1.01 DL) with h = half_ulp(loss), so for DL <= 0.001
- *     |loss - LOSS| <= 1.02 DL (|loss| + h) + h,   mag = |lse| + |z_y|.
- * When t_y < 2^-64 (p_y tiny, loss > 44: nothing cancels, and t_y may have underflowed) the
- * loss is RN(lse - z_y) instead, with |loss - LOSS| <= err(lse) + EZ + half_ulp(loss).
- *
- * dz. g = RN(G) with relative error g_rel (0 when exact). For v != y,
- * dz_v = RN(g RN(t_v / S)); the exact G P_v(Z) differs through e^(+-2 EZ) (P_v(z)/P_v(Z) =
- * exp(z_v - Z_v - (LSE(z) - LSE(Z)))), rho_v, rho', sigma, g_rel and two roundings. For v = y,
- * dz_y = -RN(g RN(S_y / S)) against -G sum_{v != y} P_v(Z): the same factors plus S_y's. By the
- * product lemma every element of the row satisfies |dz_v - DZ_v| <= delta |DZ_v| with
- *     delta = 1.02 (2 EZ + 2R + 6u + g_rel)      (certified while the sum is <= 0.001).
- * The backward (lce_oracle_backward.c) turns this into element bounds, using
- * |DZ| <= |dz|/(1 - delta), i.e. |dz - DZ| <= 1.01 delta |dz|. */
+ * and log1p(Q) <= (|ce| + h)/(1 - 1.01 DL) with h = half_ulp(ce), so for DL <= 0.001
+ *     |ce - CE| <= 1.02 DL (|ce| + h) + h.
+ * When t_y < 2^-64 (p_y tiny, ce > 44: nothing cancels, and t_y may have underflowed) ce is
+ * RN(lse - z_y) instead, with |ce - CE| <= err(lse) + EZ + half_ulp(ce).
+ */
 #include <stdlib.h>
 #include <string.h>
 
 #include "lce_oracle_internal.h"
 
-lce_code lce_row_init(lce_row *r, int64_t v, int64_t h, mpfr_prec_t prec, mpfr_prec_t prod_prec, lce_status *st) {
+lce_code lce_row_init(lce_row *r, const lce_case *c, const float *class_weight, int64_t h, mpfr_prec_t prec,
+                      mpfr_prec_t prod_prec, lce_status *st) {
   memset(r, 0, sizeof *r);
   r->prec = prec;
-  r->v = v;
-  mpfr_inits2(prec, r->d, r->s, r->s_rest, r->tmp, r->lse, r->loss, (mpfr_ptr)0);
-  lce_code rc = lce_mp_array_init(&r->z, v, prec, st);
-  if (rc == LCE_OK) rc = lce_mp_array_init(&r->t, v, prec, st);
+  r->v = c->v;
+  mpfr_inits2(prec, r->d, r->s, r->s_rest, r->tmp, r->k, r->cy, r->pv, r->inner, r->lse, r->ce, r->loss,
+              (mpfr_ptr)0);
+  lce_row_opts_init(&r->opts, c, class_weight, prec);
+  lce_code rc = lce_mp_array_init(&r->z, r->v, prec, st);
+  if (rc == LCE_OK) rc = lce_mp_array_init(&r->t, r->v, prec, st);
+  if (rc == LCE_OK) rc = lce_mp_array_init(&r->f, r->opts.softcap > 0 ? r->v : 0, prec, st);
+  if (rc == LCE_OK) rc = lce_mp_array_init(&r->aux, r->opts.smoothing ? r->v : 0, prec, st);
   if (rc == LCE_OK) rc = lce_mp_array_init(&r->prod, h, prod_prec, st);
   if (rc != LCE_OK) lce_row_free(r);
   return rc;
@@ -65,38 +72,72 @@ lce_code lce_row_init(lce_row *r, int64_t v, int64_t h, mpfr_prec_t prec, mpfr_p
 
 void lce_row_free(lce_row *r) {
   if (r->prec == 0) return;
-  mpfr_clears(r->d, r->s, r->s_rest, r->tmp, r->lse, r->loss, (mpfr_ptr)0);
+  mpfr_clears(r->d, r->s, r->s_rest, r->tmp, r->k, r->cy, r->pv, r->inner, r->lse, r->ce, r->loss,
+              (mpfr_ptr)0);
+  lce_row_opts_clear(&r->opts);
   lce_mp_array_free(&r->z);
+  lce_mp_array_free(&r->f);
   lce_mp_array_free(&r->t);
+  lce_mp_array_free(&r->aux);
   lce_mp_array_free(&r->prod);
   r->prec = 0;
 }
 
 static double max_d(double a, double b) { return a > b ? a : b; }
 
-/* EZ grows by the half ulp of each logit whose sum was inexact (exact logits add nothing). */
-static void note_logit(lce_row *r, int64_t v, int inexact) {
-  if (inexact) r->ez = max_d(r->ez, lce_half_ulp(r->z.x[v], r->prec));
+/* z_v = c tanh(s_v / c) in place of s_v, and f_v = sech^2(s_v / c), given es = ES_v; returns the
+ * logit's bound and raises r->rf (see Logits above). */
+static double softcap_logit(lce_row *r, int64_t v, double es) {
+  const mpfr_prec_t p = r->prec;
+  const double c = r->opts.softcap, u = ldexp(1.0, -(int)p);
+  mpfr_ptr z = r->z.x[v], f = r->f.x[v];
+  mpfr_div_d(r->d, z, c, MPFR_RNDN); /* q */
+  const double hq = lce_half_ulp(r->d, p);
+  mpfr_sech(f, r->d, MPFR_RNDN);
+  mpfr_sqr(f, f, MPFR_RNDN);
+  mpfr_tanh(r->tmp, r->d, MPFR_RNDN);
+  const double ht = lce_half_ulp(r->tmp, p);
+  mpfr_mul_d(z, r->tmp, c, MPFR_RNDN);
+  const double eq = lce_add_up(hq, nextafter(es / c, INFINITY));
+  const double a = lce_add_up(lce_mul_up(2.0, eq), 3.0 * u);
+  r->rf = max_d(r->rf, a <= 0.001 ? lce_mul_up(1.02, a) : INFINITY);
+  return lce_add_up(lce_add_up(es, lce_mul_up(c, lce_add_up(hq, ht))), lce_half_ulp(z, p));
 }
+
+/* EZ grows by the bound of each logit: half an ulp of an inexact sum, and the softcap's. */
+static void finish_logit(lce_row *r, int64_t v, int inexact) {
+  double e = inexact ? lce_half_ulp(r->z.x[v], r->prec) : 0.0;
+  if (r->opts.softcap > 0) e = softcap_logit(r, v, e);
+  r->ez = max_d(r->ez, e);
+}
+
+static void start_logits(lce_row *r) {
+  r->ez = 0.0;
+  r->rf = 0.0;
+  mpfr_clear_underflow();
+}
+
+static void end_logits(lce_row *r) { r->cap_underflow = r->opts.softcap > 0 && mpfr_underflow_p(); }
 
 void lce_row_logits_exact(lce_row *r, mpfr_t *h_row, mpfr_t *w) {
   const int64_t h = r->prod.n;
-  r->ez = 0.0;
+  start_logits(r);
   for (int64_t v = 0; v < r->v; v++) {
     mpfr_t *wv = w + v * h;
     for (int64_t k = 0; k < h; k++) lce_mul_exact_1(r->prod.x[k], h_row[k], wv[k]);
-    note_logit(r, v, mpfr_sum(r->z.x[v], r->prod.ptr, (unsigned long)h, MPFR_RNDN));
+    finish_logit(r, v, mpfr_sum(r->z.x[v], r->prod.ptr, (unsigned long)h, MPFR_RNDN));
   }
+  end_logits(r);
 }
 
-/* Logits from MPFR inputs of any precision: products exact at prod precision, sum rounded once. */
-static void row_logits_mp(lce_row *r, mpfr_t *h_row, mpfr_t *w) {
+void lce_row_logits_mp(lce_row *r, mpfr_t *h_row, mpfr_t *w) {
   const int64_t h = r->prod.n;
-  r->ez = 0.0;
+  start_logits(r);
   for (int64_t v = 0; v < r->v; v++) {
     for (int64_t k = 0; k < h; k++) mpfr_mul(r->prod.x[k], h_row[k], w[v * h + k], MPFR_RNDN);
-    note_logit(r, v, mpfr_sum(r->z.x[v], r->prod.ptr, (unsigned long)h, MPFR_RNDN));
+    finish_logit(r, v, mpfr_sum(r->z.x[v], r->prod.ptr, (unsigned long)h, MPFR_RNDN));
   }
+  end_logits(r);
 }
 
 void lce_row_forward(lce_row *r, int64_t y) {
@@ -118,7 +159,7 @@ void lce_row_forward(lce_row *r, int64_t y) {
     hd = max_d(hd, lce_half_ulp(r->d, p));
     mpfr_exp(t[v], r->d, MPFR_RNDN);
   }
-  r->underflow = mpfr_underflow_p();
+  r->underflow = mpfr_underflow_p() || r->cap_underflow;
   const double ez = r->ez;
   r->certified = hd <= 0.0099;
   r->rho = r->certified ? lce_mul_up(1.01, lce_add_up(u, hd)) : INFINITY;
@@ -140,71 +181,18 @@ void lce_row_forward(lce_row *r, int64_t y) {
   mpfr_sum(r->s_rest, ptr, (unsigned long)(r->v - 1), MPFR_RNDN);
   ptr[r->v - 1] = t[r->v - 1];
   ptr[y] = t[y];
-  r->mag_loss = lce_add_up(lce_abs_up(r->lse), lce_abs_up(z[y]));
   double h;
-  if (mpfr_cmp_ui_2exp(t[y], 1, -64) < 0) { /* p_y < 2^-64: loss > 44, no cancellation to avoid */
-    mpfr_sub(r->loss, r->lse, z[y], MPFR_RNDN);
-    h = lce_half_ulp(r->loss, p);
-    r->err_loss = lce_add_up(lce_add_up(r->err_lse, ez), h);
+  if (mpfr_cmp_ui_2exp(t[y], 1, -64) < 0) { /* p_y < 2^-64: ce > 44, no cancellation to avoid */
+    mpfr_sub(r->ce, r->lse, z[y], MPFR_RNDN);
+    h = lce_half_ulp(r->ce, p);
+    r->err_ce = lce_add_up(lce_add_up(r->err_lse, ez), h);
     return;
   }
   mpfr_div(r->tmp, r->s_rest, t[y], MPFR_RNDN);
-  mpfr_log1p(r->loss, r->tmp, MPFR_RNDN);
+  mpfr_log1p(r->ce, r->tmp, MPFR_RNDN);
   double dl = lce_mul_up(1.02, lce_add_up(lce_mul_up(2.0, lce_add_up(ez, r->rho)), 3.0 * u));
-  h = lce_half_ulp(r->loss, p);
-  r->err_loss = (r->certified && dl <= 0.001)
-                    ? lce_add_up(lce_mul_up(lce_mul_up(1.02, dl), lce_add_up(lce_abs_up(r->loss), h)), h)
-                    : INFINITY;
-}
-
-double lce_row_dz(lce_row *r, int64_t y, mpfr_srcptr g, double g_rel, mpfr_t *dz) {
-  for (int64_t v = 0; v < r->v; v++) {
-    if (v == y) continue;
-    mpfr_div(r->tmp, r->t.x[v], r->s, MPFR_RNDN);
-    mpfr_mul(dz[v], r->tmp, g, MPFR_RNDN);
-  }
-  mpfr_div(r->tmp, r->s_rest, r->s, MPFR_RNDN); /* 1 - p_y without cancellation */
-  mpfr_mul(dz[y], r->tmp, g, MPFR_RNDN);
-  mpfr_neg(dz[y], dz[y], MPFR_RNDN);
-
-  const double u = ldexp(1.0, -(int)r->prec);
-  double a = lce_add_up(lce_add_up(lce_mul_up(2.0, lce_add_up(r->ez, r->rho)), 6.0 * u), g_rel);
-  if (!r->certified || r->underflow || !(a <= 0.001)) return INFINITY;
-  return lce_mul_up(1.02, a);
-}
-
-/* ---- the finite-difference objective ---------------------------------------------------------- */
-
-static mpfr_prec_t max_prec(mpfr_t *x, int64_t n) {
-  mpfr_prec_t m = MPFR_PREC_MIN;
-  for (int64_t i = 0; i < n; i++)
-    if (mpfr_get_prec(x[i]) > m) m = mpfr_get_prec(x[i]);
-  return m;
-}
-
-lce_code lce_oracle_objective(const lce_case *c, const lce_tensors *in, mpfr_t *hidden, mpfr_t *w,
-                              mpfr_prec_t prec, mpfr_t out, lce_status *st) {
-  LCE_TRY(lce_tensors_validate(c, in, st));
-  LCE_CHECK(st, hidden != NULL && w != NULL, LCE_EINVAL, "objective needs hidden and weight values");
-  LCE_CHECK(st, prec >= 64 && prec <= 100000, LCE_EINVAL, "precision %ld outside [64, 100000]", (long)prec);
-  mpfr_prec_t pp = max_prec(hidden, c->n * c->h) + max_prec(w, c->v * c->h);
-  lce_row r;
-  LCE_TRY(lce_row_init(&r, c->v, c->h, prec, pp, st));
-  int64_t n_valid = lce_count_valid(c, in);
-  mpfr_t g, term;
-  mpfr_inits2(prec, g, term, (mpfr_ptr)0);
-  mpfr_set_zero(out, 1);
-  for (int64_t n = 0; n < c->n; n++) {
-    int64_t y = in->labels[n];
-    if (y == c->ignore_index) continue;
-    row_logits_mp(&r, hidden + n * c->h, w);
-    lce_row_forward(&r, y);
-    mpfr_set_d(g, in->grad_output[c->reduction == LCE_RED_NONE ? n : 0], MPFR_RNDN);
-    if (c->reduction == LCE_RED_MEAN) mpfr_div_si(g, g, (long)n_valid, MPFR_RNDN);
-    mpfr_mul(term, g, r.loss, MPFR_RNDN);
-    mpfr_add(out, out, term, MPFR_RNDN);
-  }
-  mpfr_clears(g, term, (mpfr_ptr)0);
-  lce_row_free(&r);
-  return LCE_OK;
+  h = lce_half_ulp(r->ce, p);
+  r->err_ce = (r->certified && dl <= 0.001)
+                  ? lce_add_up(lce_mul_up(lce_mul_up(1.02, dl), lce_add_up(lce_abs_up(r->ce), h)), h)
+                  : INFINITY;
 }

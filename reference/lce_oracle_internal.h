@@ -2,7 +2,8 @@
  * own tests (test_oracle.c, bench_oracle.c); not part of the public contract (lce_oracle.h).
  *
  *   lce_oracle.c           driver: validation, result buffers, rounding and certifying elements
- *   lce_oracle_forward.c   per-token forward (logits, lse, loss, dz) and the error derivation
+ *   lce_oracle_forward.c   per-token logits (softcap included), lse and the cross-entropy part
+ *   lce_oracle_loss.c      the token loss with its options, dz, g, and the finite-difference objective
  *   lce_oracle_backward.c  d_hidden and d_weight
  *
  * Error bounds are doubles that are upper bounds on the true error: each step that computes one
@@ -66,39 +67,104 @@ typedef struct lce_mp_array {
 lce_code lce_mp_array_init(lce_mp_array *a, int64_t n, mpfr_prec_t prec, lce_status *st);
 void lce_mp_array_free(lce_mp_array *a);
 
-/* ---- one token row: forward and dz (lce_oracle_forward.c) ------------------------------------ */
+/* ---- error-carrying MPFR operations ----------------------------------------------------------
+ * Each forms r from computed operands a, b whose distances to the exact operands A, B are at most
+ * ea, eb, and returns a bound on |r - exact result|: the propagated error (|ab - AB| <=
+ * |a| eb + |b| ea + ea eb) plus half an ulp of r when the operation was inexact. r may alias an
+ * operand: the bound reads the operands first. */
+
+static inline double lce_add_err(mpfr_ptr r, mpfr_srcptr a, double ea, mpfr_srcptr b, double eb, mpfr_prec_t p) {
+  double e = lce_add_up(ea, eb);
+  return mpfr_add(r, a, b, MPFR_RNDN) ? lce_add_up(e, lce_half_ulp(r, p)) : e;
+}
+
+static inline double lce_sub_err(mpfr_ptr r, mpfr_srcptr a, double ea, mpfr_srcptr b, double eb, mpfr_prec_t p) {
+  double e = lce_add_up(ea, eb);
+  return mpfr_sub(r, a, b, MPFR_RNDN) ? lce_add_up(e, lce_half_ulp(r, p)) : e;
+}
+
+static inline double lce_mul_err(mpfr_ptr r, mpfr_srcptr a, double ea, mpfr_srcptr b, double eb, mpfr_prec_t p) {
+  double e = lce_add_up(lce_add_up(lce_mul_up(lce_abs_up(a), eb), lce_mul_up(lce_abs_up(b), ea)), lce_mul_up(ea, eb));
+  return mpfr_mul(r, a, b, MPFR_RNDN) ? lce_add_up(e, lce_half_ulp(r, p)) : e;
+}
+
+/* r = a * d for an exact double d. */
+static inline double lce_mul_d_err(mpfr_ptr r, mpfr_srcptr a, double ea, double d, mpfr_prec_t p) {
+  double e = lce_mul_up(ea, fabs(d));
+  return mpfr_mul_d(r, a, d, MPFR_RNDN) ? lce_add_up(e, lce_half_ulp(r, p)) : e;
+}
+
+/* ---- one token row: logits, lse, loss and dz (lce_oracle_forward.c, lce_oracle_loss.c) --------- */
+
+/* The case's loss options as the row math uses them (lce_case.h): e and lambda are the doubles
+ * lce_case_smoothing and lce_case_z_loss return, taken as exact. */
+typedef struct lce_row_opts {
+  double softcap;            /* c, 0: none */
+  double lambda;             /* z-loss weight */
+  int smoothing;             /* e > 0 */
+  const float *class_weight; /* [v], NULL: every weight 1 */
+  mpfr_t one_minus_e, ev, sw; /* 1 - e, e / V, sum_v w_v */
+  double err_one_minus_e, err_ev, err_sw; /* their bounds */
+} lce_row_opts;
 
 typedef struct lce_row {
   mpfr_prec_t prec;
   int64_t v;
-  lce_mp_array z;     /* [v] logits of the row (precision prec), set with ez by lce_row_logits_exact */
+  lce_row_opts opts;
+  lce_mp_array z;     /* [v] logits of the row (precision prec), set with ez by the logit functions */
+  lce_mp_array f;     /* [v] softcap only: the derivative factor 1 - (z/c)^2 = sech^2(s/c) */
   lce_mp_array t;     /* [v] exp(z - max) */
+  lce_mp_array aux;   /* [v] smoothing terms w_v (lse - z_v) */
   lce_mp_array prod;  /* [h] products feeding one logit */
-  mpfr_t d, s, s_rest, tmp;
-  mpfr_t lse, loss;   /* results of lce_row_forward (loss only when the label is valid) */
+  mpfr_t d, s, s_rest, tmp, k, cy, pv, inner; /* scratch; k, cy: see lce_oracle_loss.c */
+  mpfr_t lse, ce, loss; /* results of lce_row_forward (ce) and lce_row_loss (loss); valid labels only */
   double ez;          /* bound on |z_v - exact z_v|, all v (set with the logits) */
+  double rf;          /* softcap: bound on the relative error of every f_v */
   double rho;         /* bound on the relative error of each exp(z_v - max) */
   int certified;      /* 0 when a precondition of the error analysis failed: bounds are +Inf */
-  int underflow;      /* an exp underflowed: lse and loss stay certified, dz does not */
-  double err_lse, mag_lse, err_loss, mag_loss;
+  int cap_underflow;  /* a softcap factor underflowed (|s/c| beyond ~3e18) */
+  int underflow;      /* an exp (or a softcap factor) underflowed: lse and loss stay certified, dz does not */
+  double err_lse, mag_lse, err_ce, err_loss, mag_loss;
 } lce_row;
 
-/* v logits of precision prec, from h products of precision prod_prec (lce_mul_exact_prec(dtype
- * precision) when the inputs are dtype values). */
-lce_code lce_row_init(lce_row *r, int64_t v, int64_t h, mpfr_prec_t prec, mpfr_prec_t prod_prec, lce_status *st);
+/* Options of case c (class_weight: the tensors' weights, NULL without) for rows of c->v logits from
+ * h products of precision prod_prec (lce_mul_exact_prec(dtype precision) for dtype inputs). */
+lce_code lce_row_init(lce_row *r, const lce_case *c, const float *class_weight, int64_t h, mpfr_prec_t prec,
+                      mpfr_prec_t prod_prec, lce_status *st);
 void lce_row_free(lce_row *r);
+/* The options part of lce_row_init (lce_oracle_loss.c). */
+void lce_row_opts_init(lce_row_opts *o, const lce_case *c, const float *class_weight, mpfr_prec_t prec);
+void lce_row_opts_clear(lce_row_opts *o);
 
-/* Logits of one row from dtype values (one-limb MPFR numbers): z_v = sum_k h[k]*w[v*h+k], every
- * product exact (lce_mul_exact_1), the sum correctly rounded. */
+/* Logits of one row from dtype values (one-limb MPFR numbers): s_v = sum_k h[k]*w[v*h+k], every
+ * product exact (lce_mul_exact_1), the sum correctly rounded; then the softcap z_v = c tanh(s_v/c)
+ * and its factor f_v when the case has one. */
 void lce_row_logits_exact(lce_row *r, mpfr_t *h_row, mpfr_t *w);
+/* The same from MPFR inputs of any precision (products exact at the prod precision). */
+void lce_row_logits_mp(lce_row *r, mpfr_t *h_row, mpfr_t *w);
 
-/* lse (always) and loss (when 0 <= y < v) from r->z, with their bounds. */
+/* lse (always) and the cross-entropy part lse - z_y (when 0 <= y < v) from r->z, with bounds. */
 void lce_row_forward(lce_row *r, int64_t y);
 
-/* dz_v = g * (softmax_v - [v == y]) into dz[0..v) for a valid label y and g != 0; returns the
- * relative error bound delta of every dz_v (|dz_v - exact| <= delta |exact|), +Inf if uncertified.
- * g_rel is the relative error of g itself (0 when g is exact). */
-double lce_row_dz(lce_row *r, int64_t y, mpfr_srcptr g, double g_rel, mpfr_t *dz);
+/* The token loss of a valid label y after lce_row_forward: (1 - e) w_y CE + (e / V) sum_v w_v
+ * (lse - z_v) + lambda lse^2, into r->loss with r->err_loss. With term[] (the logits' error scales,
+ * lce_oracle.c; term_max their maximum) it also sets r->mag_loss. */
+void lce_row_loss(lce_row *r, int64_t y, const double *term, double term_max);
+
+/* ds_v (dz_v times the softcap factor) of a valid label y with g != 0 into dz[0..v): err[v] bounds
+ * |ds_v - exact| (+Inf when the row is not certified), mag[v] = |g| f_v times the sum of |terms|
+ * of dz_v (p_v ((1 - e) w_y + (e / V) sum w + 2 lambda |lse|) + (1 - e) w_y [v == y] + (e / V) w_v).
+ * g_rel is the relative error of g (0 when g is exact). Returns 0 when the row is not certified. */
+int lce_row_dz(lce_row *r, int64_t y, mpfr_srcptr g, double g_rel, mpfr_t *dz, double *err, double *mag);
+
+/* ---- reduction (lce_oracle_loss.c) ------------------------------------------------------------- */
+
+/* sum_n W_n over valid tokens (class weights; the count of valid tokens without) into out; returns
+ * its relative error bound (0 when exact). */
+double lce_valid_weight_sum(const lce_case *c, const lce_tensors *in, mpfr_t out);
+/* g[n] into g for a valid token n (sw: lce_valid_weight_sum, sw_rel its bound); returns g's relative
+ * error bound. Ignored tokens and a zero sw give g = 0 exactly. */
+double lce_token_g(const lce_case *c, const lce_tensors *in, int64_t n, mpfr_srcptr sw, double sw_rel, mpfr_t g);
 
 /* ---- backward (lce_oracle_backward.c) --------------------------------------------------------- */
 
@@ -109,23 +175,22 @@ static inline mpfr_prec_t lce_mul_exact_prec(mpfr_prec_t a_prec) {
   return ((a_prec + GMP_NUMB_BITS - 1) / GMP_NUMB_BITS + 1) * GMP_NUMB_BITS;
 }
 
-/* Element (n, k) of d_hidden = sum_j dz[j] * w_col[j] from one row's dz (relative bound delta,
- * absolute values bounded above by dz_abs[j]) and column k of W (w_col[j] = W[j, k], as MPFR
- * numbers and as doubles: contiguous, for the cache). Value into out, returns the error bound and
- * sets *mag = sum_j dz_mag[j] |W_jk| (dz_mag: the row's term magnitudes, label term split) and
+/* Element (n, k) of d_hidden = sum_j dz[j] * w_col[j] from one row's dz (upper bounds dz_err[j] on
+ * |dz - exact|) and column k of W (w_col[j] = W[j, k], as MPFR numbers and
+ * as doubles: contiguous, for the cache). Value into out, returns the error bound and sets
+ * *mag = sum_j dz_mag[j] |W_jk| (dz_mag: the row's term magnitudes, label term split) and
  * *emag = sum_j dz_emag[j] |W_jk| (the same weighted by the softmax condition). prod holds >= v
  * numbers of precision lce_mul_exact_prec(prec). */
-double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_abs, const double *dz_mag,
-                            const double *dz_emag, double *emag, double delta,
-                            mpfr_t *w_col, const double *w_col_d, int64_t v, lce_mp_array *prod, double *mag);
+double lce_d_hidden_element(mpfr_t out, mpfr_prec_t prec, mpfr_t *dz, const double *dz_err,
+                            const double *dz_mag, const double *dz_emag, double *emag, mpfr_t *w_col,
+                            const double *w_col_d, int64_t v, lce_mp_array *prod, double *mag);
 
 /* Element (j, k) of d_weight = prior + sum_i dz_col[i] * h_col[active[i]] over the na rows with a
- * non-zero dz: dz_col[i] = dz[active[i], j], with upper bounds dz_abs_col on |dz| and dz_err_col
- * on |dz - exact|, dz_mag_col the term magnitudes (label term split); h_col[n] = hidden[n, k] as
+ * non-zero g: dz_col[i] = dz[active[i], j], with upper bounds dz_err_col on |dz - exact|, dz_mag_col the term magnitudes (label term split); h_col[n] = hidden[n, k] as
  * MPFR numbers and doubles. Returns the error bound; *mag = |prior| + sum dz_mag |h| and
  * *emag = |prior| + sum dz_emag |h| (dz_emag: dz_mag times each row's softmax condition). prod holds
  * >= na + 1 numbers of precision lce_mul_exact_prec(prec). */
-double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col, const double *dz_abs_col,
+double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *dz_col,
                             const double *dz_err_col, const double *dz_mag_col, const double *dz_emag_col,
                             double *emag, mpfr_t *h_col, const double *h_col_d, const int64_t *active,
                             int64_t na, lce_mp_array *prod, double *mag);
@@ -148,8 +213,9 @@ void lce_oracle_mp_free(lce_oracle_mp *mp);
 
 /* The scalar whose gradient the backward computes, J = sum_n g[n] * loss[n] (sum and mean:
  * grad_output[0] * loss), evaluated at precision prec for arbitrary real inputs: hidden [n*h]
- * and w [v*h] (real rows only) as MPFR numbers of any precision; labels and grad_output come
- * from in. For finite-difference checks of the gradients. */
+ * and w [v*h] (real rows only) as MPFR numbers of any precision, used as given (tf32 rounding is
+ * the caller's); labels, grad_output, class weights and the loss options come from c and in. For
+ * finite-difference checks of the gradients. */
 lce_code lce_oracle_objective(const lce_case *c, const lce_tensors *in, mpfr_t *hidden, mpfr_t *w,
                               mpfr_prec_t prec, mpfr_t out, lce_status *st);
 

@@ -2,14 +2,20 @@
 """fuzz_campaign.py — time-boxed libFuzzer campaigns over the FLCE subjects (glue only).
 
   run --subject S --seconds T [--json]     one campaign: was a violation found, and how fast
-  kill-table --seconds T [--json]          fused-host and every mutant/* subject of `lcecheck list`;
-                                           fused-host must not be found, every mutant must be
+  kill-table [--seconds T] [--json] [--record FILE]
+                                           fused-host and every mutant/* subject of `lcecheck list`,
+                                           one campaign each (T seconds at most, default 60);
+                                           fused-host must not be found, every mutant must be;
+                                           --record appends the table, dated, with the commit and
+                                           the command, to FILE (fuzz/CAMPAIGNS.md)
 
 The fuzzer is fuzz_fused_host from a clang build configured with
   CC=clang cmake -S . -B build-fuzz -DLCE_BUILD_FUZZERS=ON -DLCE_BUILD_TESTS=OFF
 The harness decides what a violation is (golden bounds, class checks, determinism); this script
 only starts it, collects the artifacts and reports. Every command it runs is printed first.
 
+A campaign ends at its first finding (the harness traps, libFuzzer stops), so a table of mutants
+that are all killed early costs far less than (mutants + 1) * T.
 Each campaign gets its own findings directory (<findings-root>/<subject>/<UTC time>) holding the
 libFuzzer log, its crash-* artifacts, the harness's <case id>.finding/.input files and the working
 corpus (new inputs never go into the committed seed corpus).
@@ -45,19 +51,45 @@ def findings_dir_for(root, subject):
     return d
 
 
+def parse_finding(text, fallback_case):
+    """One .finding file (lce_fuzz_session.c's write_report) → dict: case, kind, summary, and the
+    failing outputs ("d_hidden: ulpfrac 3.1, bound 1 (310% of budget)"), indented lines before repro."""
+    case = re.search(r"^case: (.*)$", text, re.M)
+    kind = re.search(r"^lce-fuzz violation: (.*)$", text, re.M)
+    summary = re.search(r"^summary: (.*)$", text, re.M)
+    outputs = [line.strip() for line in text.splitlines() if line.startswith("  ") and line.strip()]
+    return {"case": case.group(1) if case else fallback_case,
+            "kind": kind.group(1) if kind else "?",
+            "summary": summary.group(1) if summary else "",
+            "outputs": outputs}
+
+
 def finding_cases(d):
-    """Case ids and violation kinds from the harness's .finding files."""
+    """The harness's .finding files, oldest first (libFuzzer stops at the first, so usually one)."""
     cases = []
-    for f in sorted(d.glob("*.finding")):
-        text = f.read_text(errors="replace")
-        case = re.search(r"^case: (.*)$", text, re.M)
-        kind = re.search(r"^lce-fuzz violation: (.*)$", text, re.M)
-        summary = re.search(r"^summary: (.*)$", text, re.M)
-        cases.append({"case": case.group(1) if case else f.stem,
-                      "kind": kind.group(1) if kind else "?",
-                      "summary": summary.group(1) if summary else "",
-                      "file": str(f)})
+    for f in sorted(d.glob("*.finding"), key=lambda p: (p.stat().st_mtime, p.name)):
+        c = parse_finding(f.read_text(errors="replace"), f.stem)
+        c["file"] = str(f)
+        c["mtime"] = f.stat().st_mtime
+        cases.append(c)
     return cases
+
+
+def worst_output(outputs):
+    """The failing output line that matters most: a class failure (wrong NaN/Inf/exact value, an
+    untouched buffer written) first, else the metric furthest over its bound."""
+    def rank(line):
+        if ": class: " in line:
+            return float("inf")
+        m = re.search(r"\(([\d.]+)% of budget\)", line)
+        return float(m.group(1)) if m else 0.0
+    return max(outputs, key=rank) if outputs else None
+
+
+def finding_line(c):
+    """What failed, in one line: the worst failing output and metric, else the summary."""
+    what = worst_output(c["outputs"]) or c["summary"]
+    return what if c["kind"] == "verdict fail" else f"{c['kind']}: {what}"
 
 
 def campaign(args, subject):
@@ -73,7 +105,7 @@ def campaign(args, subject):
            "-print_final_stats=1", f"-timeout={args.unit_timeout}", "-rss_limit_mb=4096",
            f"-max_len={args.max_len}", f"-seed={args.seed}", *corpora]
     log_path = d / "fuzzer.log"
-    t0 = time.monotonic()
+    t0, wall0 = time.monotonic(), time.time()
     with open(log_path, "w") as log:
         proc = echo_run(cmd, {"LCE_FUZZ_SUBJECT": subject, "LCE_FUZZ_FINDINGS": str(d)},
                         stdout=log, stderr=subprocess.STDOUT)
@@ -86,14 +118,19 @@ def campaign(args, subject):
     # never started (unknown subject, missing golden), which is an error, not a finding.
     started = "INFO: Seed:" in log_text
     execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", log_text)
+    # The harness writes the .finding file the moment it sees the violation: its time stamp, not the
+    # process exit (crash dump, final stats), is when the campaign found it.
+    to_finding = min(max(cases[0]["mtime"] - wall0, 0.0), elapsed) if cases else elapsed
     return {
         "subject": subject,
         "found": found and started,
         "error": None if started else f"fuzzer did not start (exit {proc.returncode}); see {log_path}",
-        "seconds_to_finding": round(elapsed, 2) if found and started else None,
+        "seconds_to_finding": round(to_finding, 2) if found and started else None,
         "seconds_run": round(elapsed, 2),
         "executions": int(execs.group(1)) if execs else None,
         "exit_code": proc.returncode,
+        "finding": finding_line(cases[0]) if cases else ("crash without a .finding file" if artifacts else None),
+        "finding_case": cases[0]["case"] if cases else None,
         "findings": cases,
         "artifacts": artifacts,
         "findings_dir": str(d),
@@ -111,7 +148,7 @@ def print_run(r):
         print(f"seconds        {r['seconds_to_finding']}")
     print(f"executions     {r['executions']}  in {r['seconds_run']} s")
     for c in r["findings"]:
-        print(f"finding        {c['kind']}: {c['case']}  ({c['summary']})")
+        print(f"finding        {c['case']}: {finding_line(c)}")
     for a in r["artifacts"]:
         print(f"artifact       {a}")
     print(f"log            {r['log']}")
@@ -136,10 +173,110 @@ def list_mutants(lcecheck):
     return [s["name"] for s in subjects if s["name"].startswith("mutant/")]
 
 
+def verdict_of(r):
+    if r["ok"]:
+        return "ok"
+    if r["error"]:
+        return r["error"]
+    return "FOUND (must not be)" if r["found"] else "NOT FOUND"
+
+
+def print_table(rows):
+    """One line per subject, and under a finding its case id and what failed."""
+    width = max(len("subject"), *(len(r["subject"]) for r in rows))
+    print(f"\n{'subject':<{width}}  {'found':<5} {'seconds':>7} {'execs':>7}  verdict")
+    for r in rows:
+        secs = f"{r['seconds_to_finding']:.1f}" if r["found"] else "-"
+        execs = r["executions"] if r["executions"] is not None else "-"
+        print(f"{r['subject']:<{width}}  {'yes' if r['found'] else 'no':<5} {secs:>7} {execs:>7}  {verdict_of(r)}")
+        if r["finding_case"]:
+            print(f"    {r['finding_case']}")
+        if r["finding"]:
+            print(f"    {r['finding']}")
+
+
+def md_cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows):
+    lines = ["| subject | found | s to finding | execs | verdict | first finding: case | output / metric |",
+             "|---|---|---:|---:|---|---|---|"]
+    for r in rows:
+        secs = f"{r['seconds_to_finding']:.1f}" if r["found"] else "-"
+        execs = r["executions"] if r["executions"] is not None else "-"
+        case = f"`{r['finding_case']}`" if r["finding_case"] else ""
+        lines.append(f"| {r['subject']} | {'yes' if r['found'] else 'no'} | {secs} | {execs} | "
+                     f"{md_cell(verdict_of(r))} | {case} | {md_cell(r['finding'] or '')} |")
+    return "\n".join(lines)
+
+
+def head_commit(repo):
+    """The checked-out commit, read from .git without running git (this script never changes or
+    even queries git state through the git binary); "unknown" when it cannot be read."""
+    git = repo / ".git"
+    try:
+        if git.is_file():  # a worktree or submodule: "gitdir: <path>"
+            git = (repo / git.read_text().split(":", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head[:12]
+        ref = head[5:]
+        if (git / ref).is_file():
+            return (git / ref).read_text().strip()[:12]
+        common = git / "commondir"
+        roots = [git] + ([(git / common.read_text().strip()).resolve()] if common.is_file() else [])
+        for root in roots:
+            if (root / ref).is_file():
+                return (root / ref).read_text().strip()[:12]
+            packed = root / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(" " + ref):
+                        return line.split()[0][:12]
+    except (OSError, IndexError):
+        pass
+    return "unknown"
+
+
+def build_description(build):
+    """Compiler and build type of the fuzzer's build tree, from its CMakeCache.txt."""
+    cache = Path(build) / "CMakeCache.txt"
+    found = {}
+    if cache.is_file():
+        for line in cache.read_text(errors="replace").splitlines():
+            m = re.match(r"(CMAKE_C_COMPILER|CMAKE_BUILD_TYPE):\w+=(.*)$", line)
+            if m:
+                found[m.group(1)] = m.group(2)
+    compiler = Path(found["CMAKE_C_COMPILER"]).name if found.get("CMAKE_C_COMPILER") else "?"
+    return f"{compiler} {found.get('CMAKE_BUILD_TYPE') or '?'}, libFuzzer + ASan/UBSan"
+
+
+def record(path, args, rows, when):
+    """Appends one dated section (date, commit, command, table) to the campaigns log."""
+    command = "python3 scripts/fuzz_campaign.py " + shlex.join(sys.argv[1:])
+    killed = sum(1 for r in rows if r["subject"] != "fused-host" and r["found"])
+    mutants = sum(1 for r in rows if r["subject"] != "fused-host")
+    host = next((r for r in rows if r["subject"] == "fused-host"), None)
+    host_line = ("fused-host: no finding" if host and host["ok"] else
+                 f"fused-host: {verdict_of(host)}" if host else "fused-host: not run")
+    corpus = "none" if args.no_seed_corpus else SEED_CORPUS.relative_to(REPO)
+    section = (f"\n## {when:%Y-%m-%d %H:%M} UTC — kill table (commit {head_commit(REPO)}, "
+               f"working tree as it was then)\n\n"
+               f"    {command}\n\n"
+               f"{killed} of {mutants} mutants found within {args.seconds} s each; {host_line}; "
+               f"libFuzzer -seed={args.seed}, seed corpus {corpus}; build {build_description(args.build)}.\n\n"
+               f"{markdown_table(rows)}\n")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(section)
+    print(f"fuzz_campaign: recorded in {path}", file=sys.stderr)
+
+
 def cmd_kill_table(args):
     mutants = list_mutants(args.lcecheck)
     if not mutants:
         sys.exit("fuzz_campaign: lcecheck lists no mutant/* subject (built with LCE_BUILD_MUTANTS=OFF?)")
+    when = datetime.datetime.now(datetime.timezone.utc)
     rows = []
     for subject in ["fused-host"] + mutants:
         r = campaign(args, subject)
@@ -149,12 +286,9 @@ def cmd_kill_table(args):
     if args.json:
         print(json.dumps({"seconds": args.seconds, "rows": rows}, indent=2))
     else:
-        print(f"\n{'subject':<36} {'found':<6} {'seconds':>8} {'execs':>7}  verdict")
-        for r in rows:
-            secs = f"{r['seconds_to_finding']:.1f}" if r["found"] else "-"
-            verdict = "ok" if r["ok"] else (r["error"] or ("FOUND (must not be)" if r["found"] else "NOT FOUND"))
-            print(f"{r['subject']:<36} {'yes' if r['found'] else 'no':<6} {secs:>8} "
-                  f"{r['executions'] if r['executions'] is not None else '-':>7}  {verdict}")
+        print_table(rows)
+    if args.record:
+        record(args.record, args, rows, when)
     return 0 if all(r["ok"] for r in rows) else 1
 
 
@@ -176,7 +310,8 @@ def main():
     r.add_argument("--seconds", type=int, required=True)
     r.set_defaults(func=cmd_run)
     k = sub.add_parser("kill-table", parents=[common], help="fused-host and every mutant, one campaign each")
-    k.add_argument("--seconds", type=int, default=60)
+    k.add_argument("--seconds", type=int, default=60, help="at most this long per subject")
+    k.add_argument("--record", metavar="FILE", help="append the dated table to FILE (fuzz/CAMPAIGNS.md)")
     k.set_defaults(func=cmd_kill_table)
     args = p.parse_args()
     return args.func(args)

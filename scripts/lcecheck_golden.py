@@ -32,10 +32,10 @@ GOLDEN_MAGIC = "lcecheck-golden 1"
 POLICY_MAGIC = "lcecheck-policy 1"
 OUTPUTS = ("loss", "loss_token", "lse", "d_hidden", "d_weight", "d_embedding")
 METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
-DTYPES = ("bf16", "fp16", "fp32")
+DTYPES = ("bf16", "fp16", "fp32", "tf32")  # tf32: fp32 inputs whose GEMMs round them to tf32
 FORMS = ("const", "sqrtk", "lineark", "cond")
 FORM_NVALS = {"const": 1, "sqrtk": 2, "lineark": 2, "cond": 2}  # constants written on a golden line
-UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24}
+UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24, "tf32": 2.0**-11}
 
 
 class Refusal(Exception):

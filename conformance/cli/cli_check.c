@@ -13,10 +13,10 @@ typedef struct tally {
   size_t pass, fail, skip, error;
   int64_t inconclusive;
   /* Worst value per (output, dtype): budget % (check) and metric (|bias| for bias). */
-  double worst_pct[LCE_OUT_COUNT][LCE_DTYPE_COUNT];
-  lce_metric worst_pct_metric[LCE_OUT_COUNT][LCE_DTYPE_COUNT];
-  double worst[LCE_OUT_COUNT][LCE_DTYPE_COUNT][LCE_METRIC_COUNT];
-  int seen[LCE_OUT_COUNT][LCE_DTYPE_COUNT];
+  double worst_pct[LCE_OUT_COUNT][LCE_PREC_COUNT];
+  lce_metric worst_pct_metric[LCE_OUT_COUNT][LCE_PREC_COUNT];
+  double worst[LCE_OUT_COUNT][LCE_PREC_COUNT][LCE_METRIC_COUNT];
+  int seen[LCE_OUT_COUNT][LCE_PREC_COUNT];
 } tally;
 
 static void tally_add(tally *t, const lce_case_result *r) {
@@ -27,12 +27,13 @@ static void tally_add(tally *t, const lce_case_result *r) {
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     const lce_output_verdict *ov = &r->verdict.out[o];
     if (!ov->judged) continue;
-    int d = r->c.dtype;
+    int d = lce_case_precision(&r->c);
     t->seen[o][d] = 1;
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       double x = fabs(ov->metrics.v[m]);
       if (x > t->worst[o][d][m]) t->worst[o][d][m] = x;
-      if (ov->budget_pct[m] > t->worst_pct[o][d]) {
+      int trivial = m == LCE_METRIC_ULPFRAC && ov->bound[m] >= 1.0; /* a fraction bounded by the whole */
+      if (!trivial && ov->budget_pct[m] > t->worst_pct[o][d]) {
         t->worst_pct[o][d] = ov->budget_pct[m];
         t->worst_pct_metric[o][d] = (lce_metric)m;
       }
@@ -42,11 +43,11 @@ static void tally_add(tally *t, const lce_case_result *r) {
 
 static void print_budget_table(const tally *t) {
   printf("\nworst use of the golden budget per output (%% of bound, metric):\n%-12s", "output");
-  for (int d = 0; d < LCE_DTYPE_COUNT; d++) printf("  %-20s", lce_dtype_name((lce_dtype)d));
+  for (int d = 0; d < LCE_PREC_COUNT; d++) printf("  %-20s", lce_precision_name((lce_precision)d));
   printf("\n");
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     printf("%-12s", lce_output_name((lce_output_id)o));
-    for (int d = 0; d < LCE_DTYPE_COUNT; d++) {
+    for (int d = 0; d < LCE_PREC_COUNT; d++) {
       char cell[32] = "-";
       if (t->seen[o][d] && t->worst_pct[o][d] > 0)
         snprintf(cell, sizeof cell, "%7.1f%% %s", t->worst_pct[o][d], lce_metric_name(t->worst_pct_metric[o][d]));
@@ -62,9 +63,9 @@ static void print_metric_table(const tally *t) {
   for (int m = 0; m < LCE_METRIC_COUNT; m++) printf(" %11s", lce_metric_name((lce_metric)m));
   printf("\n");
   for (int o = 0; o < LCE_OUT_COUNT; o++)
-    for (int d = 0; d < LCE_DTYPE_COUNT; d++) {
+    for (int d = 0; d < LCE_PREC_COUNT; d++) {
       if (!t->seen[o][d]) continue;
-      printf("%-12s %-5s", lce_output_name((lce_output_id)o), lce_dtype_name((lce_dtype)d));
+      printf("%-12s %-5s", lce_output_name((lce_output_id)o), lce_precision_name((lce_precision)d));
       for (int m = 0; m < LCE_METRIC_COUNT; m++) printf(" %11.3e", t->worst[o][d][m]);
       printf("\n");
     }

@@ -115,7 +115,9 @@ static void json_metric_map(FILE *f, const char *key, const double *v) {
 void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
   fputs("{\"id\":", f);
   cli_json_string(f, r->id);
-  fprintf(f, ",\"dtype\":\"%s\",\"status\":\"%s\"", lce_dtype_name(r->c.dtype), cli_case_status(r));
+  /* "dtype" is the golden precision key: the input dtype, or tf32 for fp32 inputs with tf32 GEMMs. */
+  fprintf(f, ",\"dtype\":\"%s\",\"status\":\"%s\"", lce_precision_name(lce_case_precision(&r->c)),
+          cli_case_status(r));
   if (r->error || r->skipped) {
     fputs(",\"message\":", f);
     cli_json_string(f, r->status.msg);

@@ -130,6 +130,14 @@ static void test_bad_in_memory(void) {
          "entry without final newline: %s", st.msg);
   lce_golden_free(&g);
 
+  /* tf32 is a precision key of its own, apart from fp32. */
+  static const char tf32_text[] = "lcecheck-golden 1\nfused-host tf32 lse relerr const 0x1p-12\n";
+  rc = lce_golden_parse(tf32_text, sizeof tf32_text - 1, "mem", &g, &st);
+  EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].dtype == LCE_PREC_TF32, "tf32 entry: %s", st.msg);
+  EXPECT(lce_golden_find(&g, "fused-host", LCE_PREC_FP32, LCE_OUT_LSE, LCE_METRIC_RELERR) == NULL,
+         "an fp32 lookup must not find the tf32 bound");
+  lce_golden_free(&g);
+
   /* The cond form scales with the case's output condition: a + b*cond. */
   static const char cond_text[] = "lcecheck-golden 1\nfused-host bf16 d_hidden relerr cond 0x1p-20 0x1p-8\n";
   rc = lce_golden_parse(cond_text, sizeof cond_text - 1, "mem", &g, &st);
@@ -160,20 +168,20 @@ static void test_good_file(void) {
   }
   EXPECT(strcmp(g.path, path) == 0, "g.path = '%s'", g.path);
 
-  const lce_golden_entry *e = lce_golden_find(&g, "fused-host", LCE_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR);
+  const lce_golden_entry *e = lce_golden_find(&g, "fused-host", LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR);
   EXPECT(e && e->form == LCE_FORM_SQRTK && e->a == 0x1p-10 && e->b == 0x1.8p-14, "sqrtk entry");
   if (e) EXPECT(lce_golden_bound(e, 16, 1.0) == 0x1p-10 + 4 * 0x1.8p-14, "sqrtk bound at K=16: %a", lce_golden_bound(e, 16, 1.0));
-  e = lce_golden_find(&g, "fused-host", LCE_BF16, LCE_OUT_D_WEIGHT, LCE_METRIC_ULPFRAC);
+  e = lce_golden_find(&g, "fused-host", LCE_PREC_BF16, LCE_OUT_D_WEIGHT, LCE_METRIC_ULPFRAC);
   EXPECT(e && e->form == LCE_FORM_LINEARK && e->a == 0 && e->b == 1e-3, "lineark entry (decimal, tabs, spaces)");
   if (e) EXPECT(lce_golden_bound(e, 1000, 1.0) == 1e-3 * 1000, "lineark bound at K=1000: %a", lce_golden_bound(e, 1000, 1.0));
-  e = lce_golden_find(&g, "fused-host", LCE_FP32, LCE_OUT_LOSS, LCE_METRIC_MAXSCALED);
+  e = lce_golden_find(&g, "fused-host", LCE_PREC_FP32, LCE_OUT_LOSS, LCE_METRIC_MAXSCALED);
   EXPECT(e && e->form == LCE_FORM_CONST && e->a == 0.25 && e->b == 0, "const entry");
   if (e) EXPECT(lce_golden_bound(e, 123456, 1.0) == 0.25, "const bound ignores K");
-  e = lce_golden_find(&g, "mutant/bf16-dhidden-accum", LCE_FP16, LCE_OUT_LSE, LCE_METRIC_RELERR);
+  e = lce_golden_find(&g, "mutant/bf16-dhidden-accum", LCE_PREC_FP16, LCE_OUT_LSE, LCE_METRIC_RELERR);
   EXPECT(e && e->a == DBL_MAX, "class with '/' and the largest double");
-  EXPECT(lce_golden_find(&g, "fused-host", LCE_FP16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR) == NULL,
+  EXPECT(lce_golden_find(&g, "fused-host", LCE_PREC_FP16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR) == NULL,
          "find must match the dtype");
-  EXPECT(lce_golden_find(&g, "fused", LCE_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR) == NULL,
+  EXPECT(lce_golden_find(&g, "fused", LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR) == NULL,
          "find must match the whole class name");
   lce_golden_free(&g);
 }
@@ -212,7 +220,7 @@ static int temp_files_left(void) {
   return n;
 }
 
-static lce_golden_entry entry(const char *cls, lce_dtype t, lce_output_id o, lce_metric m, lce_bound_form f, double a,
+static lce_golden_entry entry(const char *cls, lce_precision t, lce_output_id o, lce_metric m, lce_bound_form f, double a,
                               double b) {
   lce_golden_entry e;
   memset(&e, 0, sizeof e);
@@ -226,12 +234,12 @@ static lce_golden_entry SAMPLE[6];
 static char *SAMPLE_COMMENTS[] = {"# generator: test_golden", "#", "# values: 0.1, 1e-3, subnormal, DBL_MAX"};
 
 static void make_sample(lce_golden *g) {
-  SAMPLE[0] = entry("zeta", LCE_FP32, LCE_OUT_LOSS, LCE_METRIC_RELERR, LCE_FORM_CONST, 0.1, 0);
-  SAMPLE[1] = entry("fused-host", LCE_FP16, LCE_OUT_D_WEIGHT, LCE_METRIC_BIAS, LCE_FORM_LINEARK, 1e-3, 0x1p-1074);
-  SAMPLE[2] = entry("fused-host", LCE_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_MAXSCALED, LCE_FORM_SQRTK, DBL_MAX, 0);
-  SAMPLE[3] = entry("fused-host", LCE_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR, LCE_FORM_SQRTK, 0, 1.0 / 3);
-  SAMPLE[4] = entry("fused-host", LCE_BF16, LCE_OUT_LOSS_TOKEN, LCE_METRIC_ULPFRAC, LCE_FORM_CONST, 0.5, 0);
-  SAMPLE[5] = entry("alpha/x", LCE_FP32, LCE_OUT_LSE, LCE_METRIC_BIAS, LCE_FORM_CONST, 0x1.23456789abcdep-700, 0);
+  SAMPLE[0] = entry("zeta", LCE_PREC_FP32, LCE_OUT_LOSS, LCE_METRIC_RELERR, LCE_FORM_CONST, 0.1, 0);
+  SAMPLE[1] = entry("fused-host", LCE_PREC_FP16, LCE_OUT_D_WEIGHT, LCE_METRIC_BIAS, LCE_FORM_LINEARK, 1e-3, 0x1p-1074);
+  SAMPLE[2] = entry("fused-host", LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_MAXSCALED, LCE_FORM_SQRTK, DBL_MAX, 0);
+  SAMPLE[3] = entry("fused-host", LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR, LCE_FORM_SQRTK, 0, 1.0 / 3);
+  SAMPLE[4] = entry("fused-host", LCE_PREC_BF16, LCE_OUT_LOSS_TOKEN, LCE_METRIC_ULPFRAC, LCE_FORM_CONST, 0.5, 0);
+  SAMPLE[5] = entry("alpha/x", LCE_PREC_FP32, LCE_OUT_LSE, LCE_METRIC_BIAS, LCE_FORM_CONST, 0x1.23456789abcdep-700, 0);
   memset(g, 0, sizeof *g);
   g->entries = SAMPLE;
   g->count = 6;

@@ -79,6 +79,31 @@ const lce_subject *fused_test_subject(const char *name) {
 
 /* ---- the unfused double-precision computation ------------------------------------------------ */
 
+/* What the GEMMs of a case read: a dtype value, rounded to tf32 with tf32 GEMMs. */
+static double gemm_input(const lce_case *c, const void *buf, size_t i) {
+  double x = lce_load(c->dtype, buf, i);
+  return c->gemm == LCE_GEMM_TF32 ? lce_round_tf32(x) : x;
+}
+
+double unfused_class_weight(const lce_case *c, const lce_tensors *in, int64_t v) {
+  return c->class_weights ? (double)in->class_weight[v] : 1.0;
+}
+
+double unfused_weight_sum(const lce_case *c, const lce_tensors *in) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < c->n; i++)
+    if (in->labels[i] != c->ignore_index) sum += unfused_class_weight(c, in, in->labels[i]);
+  return sum;
+}
+
+/* Token i's loss gradient g (lce_case.h): 0 when ignored or when no token carries weight. */
+static double token_g(const lce_case *c, const lce_tensors *in, int64_t i, double weight_sum) {
+  if (in->labels[i] == c->ignore_index) return 0.0;
+  if (c->reduction == LCE_RED_NONE) return in->grad_output[i];
+  if (c->reduction == LCE_RED_SUM) return in->grad_output[0];
+  return weight_sum > 0.0 ? (double)in->grad_output[0] / weight_sum : 0.0;
+}
+
 int unfused_reference(const lce_case *c, const lce_tensors *in, unfused_ref *r) {
   const int64_t n = c->n, h = c->h, v = c->v;
   const void *w = c->tied ? in->embedding : in->weight;
@@ -96,44 +121,54 @@ int unfused_reference(const lce_case *c, const lce_tensors *in, unfused_ref *r) 
     unfused_ref_free(r);
     return 0;
   }
-  int64_t n_valid = lce_count_valid(c, in);
+  const double e = lce_case_smoothing(c), ev = e / (double)v, lambda = lce_case_z_loss(c), cap = c->softcap;
+  const int weighted = e > 0.0 || c->class_weights; /* the constant terms of dz are not exactly 1 */
+  double sw = 0.0;
+  for (int64_t j = 0; j < v; j++) sw += unfused_class_weight(c, in, j);
+  r->weight_sum = unfused_weight_sum(c, in);
   double loss_sum = 0.0;
   for (int64_t i = 0; i < n; i++) {
     double zmax = -INFINITY, s = 0.0, amax = 0.0;
     for (int64_t j = 0; j < v; j++) {
       double acc = 0.0, abs_acc = 0.0;
       for (int64_t k = 0; k < h; k++) {
-        double t = lce_load(c->dtype, in->hidden, (size_t)(i * h + k)) * lce_load(c->dtype, w, (size_t)(j * h + k));
+        double t = gemm_input(c, in->hidden, (size_t)(i * h + k)) * gemm_input(c, w, (size_t)(j * h + k));
         acc += t, abs_acc += fabs(t);
       }
-      z[j] = acc, a[j] = abs_acc;
-      if (acc > zmax) zmax = acc;
+      z[j] = cap > 0.0 ? cap * tanh(acc / cap) : acc, a[j] = abs_acc;
+      if (z[j] > zmax) zmax = z[j];
       if (abs_acc > amax) amax = abs_acc;
     }
     for (int64_t j = 0; j < v; j++) s += exp(z[j] - zmax);
-    r->lse[i] = zmax + log(s);
-    int64_t y = in->labels[i];
-    int valid = y != c->ignore_index;
-    r->loss_token[i] = valid ? r->lse[i] - z[y] : 0.0;
+    const double lse = r->lse[i] = zmax + log(s);
+    const int64_t y = in->labels[i];
+    const int valid = y != c->ignore_index;
+    const double wy = valid ? (1.0 - e) * unfused_class_weight(c, in, y) : 0.0;
+    if (valid) {
+      double smooth = 0.0;
+      for (int64_t j = 0; j < v && e > 0.0; j++) smooth += unfused_class_weight(c, in, j) * (lse - z[j]);
+      r->loss_token[i] = wy * (lse - z[y]) + ev * smooth + lambda * lse * lse;
+    }
     loss_sum += r->loss_token[i];
-    double g = 0.0;
-    if (valid && c->reduction == LCE_RED_NONE) g = in->grad_output[i];
-    if (valid && c->reduction == LCE_RED_SUM) g = in->grad_output[0];
-    if (valid && c->reduction == LCE_RED_MEAN) g = (double)in->grad_output[0] / (double)n_valid;
+    const double g = token_g(c, in, i, r->weight_sum), kf = wy + ev * sw + 2.0 * lambda * lse;
     for (int64_t j = 0; j < v && g != 0.0; j++) {
-      double p = exp(z[j] - r->lse[i]);
-      double dz = g * (p - (j == y ? 1.0 : 0.0)), cond = fabs(g) * p * (1.0 + a[j] + amax);
+      double p = exp(z[j] - lse), wj = unfused_class_weight(c, in, j);
+      double konst = (j == y ? wy : 0.0) + ev * wj;
+      double dz = g * (p * kf - konst);
+      double ds = cap > 0.0 ? dz * (1.0 - (z[j] / cap) * (z[j] / cap)) : dz;
+      double cond = fabs(g) * (p * fabs(kf) * (1.0 + a[j] + amax) + (weighted ? konst : 0.0)) +
+                    (cap > 0.0 ? 4.0 * fabs(dz) : 0.0);
       for (int64_t k = 0; k < h; k++) {
-        double wk = lce_load(c->dtype, w, (size_t)(j * h + k));
-        double hk = lce_load(c->dtype, in->hidden, (size_t)(i * h + k));
-        r->d_hidden[i * h + k] += dz * wk;
-        r->d_weight[j * h + k] += dz * hk;
+        double wk = gemm_input(c, w, (size_t)(j * h + k));
+        double hk = gemm_input(c, in->hidden, (size_t)(i * h + k));
+        r->d_hidden[i * h + k] += ds * wk;
+        r->d_weight[j * h + k] += ds * hk;
         r->d_hidden_cond[i * h + k] += cond * fabs(wk);
         r->d_weight_cond[j * h + k] += cond * fabs(hk);
       }
     }
   }
-  r->loss = c->reduction == LCE_RED_MEAN ? (n_valid ? loss_sum / (double)n_valid : 0.0) : loss_sum;
+  r->loss = c->reduction == LCE_RED_MEAN ? (r->weight_sum > 0.0 ? loss_sum / r->weight_sum : 0.0) : loss_sum;
   free(z), free(a);
   return 1;
 }

@@ -50,22 +50,31 @@ const lce_subject *fused_test_subject(const char *name);
 /* ---- the unfused double-precision computation ------------------------------------------------ */
 typedef struct unfused_ref {
   double loss;
+  double weight_sum;  /* sum_n W_n: the mean's divisor */
   double *loss_token; /* [n] */
   double *lse;        /* [n] */
   double *d_hidden;   /* [n*h] */
   double *d_weight;   /* [vp*h] the increment to the output weight's gradient (0 in padded rows) */
   /* Condition scales of the gradients: d_hidden and d_weight computed with every d_logit replaced by
-   * |g|·p·(1 + A_ij + max_j A_ij), where A_ij = sum_k |h_ik·w_jk| bounds what a logit's fp32 rounding
-   * can be. An fp32 logit error of u32·A moves p by p·u32·A (and exp itself rounds: the 1), so these
-   * scales times ~u32 bound
-   * the gradient error that no fp32 algorithm avoids (confident rows: p_y - 1 cancels). */
+   * |g|·p·|K|·(1 + A_ij + max_j A_ij), where A_ij = sum_k |h_ik·w_jk| bounds what a logit's fp32
+   * rounding can be and K is the factor p is multiplied by (1 without options). An fp32 logit error
+   * of u32·A moves p by p·u32·A (and exp itself rounds: the 1), so these scales times ~u32 bound the
+   * gradient error that no fp32 algorithm avoids (confident rows: p_y - 1 cancels). With smoothing or
+   * class weights the constant terms of dz (rounded fp32 constants) are added, with softcap 4|dz|
+   * (the derivative 1 - (z/c)^2 cancels where |z| approaches c). */
   double *d_hidden_cond; /* [n*h] */
   double *d_weight_cond; /* [vp*h] */
 } unfused_ref;
 
-/* Returns 1 on success, 0 when out of memory. */
+/* Every option of lce_case.h (smoothing, z-loss, softcap, class weights, tf32-rounded GEMM inputs)
+ * is applied; token chunking does not change the function. Non-finite inputs give NaN here too,
+ * but normwise comparisons need finite values: compare those separately. Returns 1 on success, 0
+ * when out of memory. */
 int unfused_reference(const lce_case *c, const lce_tensors *in, unfused_ref *r);
 void unfused_ref_free(unfused_ref *r);
+/* w_v (1 without class weights), and sum_n W_n over the valid tokens, in double. */
+double unfused_class_weight(const lce_case *c, const lce_tensors *in, int64_t v);
+double unfused_weight_sum(const lce_case *c, const lce_tensors *in);
 
 /* ---- comparisons --------------------------------------------------------------------------- */
 /* ||x - ref||_2 / ||ref||_2 over count elements; EXPECTs ||ref|| > 0 so that no comparison passes

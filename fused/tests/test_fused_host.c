@@ -4,17 +4,18 @@
  *   2. chunking and tp change results only at fp32-rounding level (fp32 inputs);
  *   3. one chunk and tp 1 equals a direct fp32 program bit for bit (in fp32, and in bf16/fp16 with
  *      the d_logits and d_hidden roundings written out);
- *   4. bad cases and labels give LCE_EINVAL with every output buffer untouched;
- *   5. gradient routing: untied leaves grad_embedding bit-identical, tied adds to the prior,
+ *   4. gradient routing: untied leaves grad_embedding bit-identical, tied adds to the prior,
  *      padded rows are never written;
- *   6. all-ignored batches: loss 0 and zero gradients, not NaN.
+ *   5. all-ignored batches: loss 0 and zero gradients, not NaN.
+ * The options (smoothing, z-loss, softcap, class weights, tf32, token chunks) and non-finite inputs
+ * are tested in test_fused_options.c, invalid input in test_fused_invalid.c.
  * Seed: $LCE_TEST_SEED (default 1). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fused_test_util.h"
+#include "fused_test_accuracy.h"
 
 static const double U32 = 0x1p-24; /* unit roundoff of fp32 */
 
@@ -26,95 +27,7 @@ static lce_case base_case(lce_dtype dtype, int tied, int tp, lce_reduction red) 
   return c;
 }
 
-/* Rows >= v of the output weight's gradient are padding: they must hold their prior bit for bit. */
-static void check_padding_untouched(const fused_run *r) {
-  const lce_case *c = &r->c;
-  const float *buf = c->tied ? r->out.grad_embedding : r->out.grad_weight;
-  const float *prior = c->tied ? r->in.grad_embedding_prior : r->in.grad_weight_prior;
-  size_t off = (size_t)(c->v * c->h), count = (size_t)((c->vp - c->v) * c->h);
-  EXPECT(memcmp(buf + off, prior + off, count * sizeof(float)) == 0, "padded gradient rows were written");
-}
-
 /* ---- 1. accuracy against the unfused double computation ------------------------------------ */
-
-/* Forward outputs are fp32 computations from exact inputs: each logit is off by at most ~h·u32 of
- * sum_k |h_k w_k|, and lse, loss_token = lse - z_y and the loss inherit that absolute error. A
- * confident token's loss is a cancellation (lse and z_y both ~30, the loss ~1e-6), so forward
- * errors are measured against the logit scale: max(||loss||, ||lse||) over the same tokens. */
-static double forward_bound(const lce_case *c) { return 8.0 * U32 * sqrt((double)c->h); }
-
-/* Gradients carry the rounding of d_logits and of d_hidden to the dtype (u each), plus the fp32
- * logit error carried through exp, which the reference's condition scale measures (it is what
- * makes p_y - 1 of a confident row inexact in any fp32 algorithm), times sqrt(h) for the
- * random-walk growth of an h-term fp32 dot product. Relative to ||ref||. */
-static double gradient_bound(const lce_case *c, const double *ref, const double *cond, int64_t count) {
-  return 3.0 * lce_dtype_unit_roundoff(c->dtype) + sqrt((double)c->h) * U32 * norm2(cond, count) / norm2(ref, count);
-}
-
-/* ||x - ref|| / max(||ref||, ||scale||) over count elements. */
-static double scaled_err(const double *x, const double *ref, const double *scale, int64_t count) {
-  double num = 0.0, den = 0.0, den_scale = 0.0;
-  for (int64_t i = 0; i < count; i++) {
-    num += (x[i] - ref[i]) * (x[i] - ref[i]);
-    den += ref[i] * ref[i];
-    den_scale += scale[i] * scale[i];
-  }
-  if (den_scale > den) den = den_scale;
-  EXPECT(den > 0.0, "all-zero forward outputs: the comparison would be vacuous");
-  return sqrt(num / den);
-}
-
-/* The reduced loss's scale: the same reduction applied to |lse| of the valid tokens. */
-static double loss_scale(const lce_case *c, const lce_tensors *in, const unfused_ref *ref) {
-  double s = 0.0;
-  for (int64_t i = 0; i < c->n; i++) s += in->labels[i] != c->ignore_index ? fabs(ref->lse[i]) : 0.0;
-  int64_t n_valid = lce_count_valid(c, in);
-  return c->reduction == LCE_RED_MEAN && n_valid ? s / (double)n_valid : s;
-}
-
-static void check_accuracy(const lce_case *c) {
-  const lce_subject *s = fused_test_subject("fused-host");
-  fused_run r = {0};
-  unfused_ref ref;
-  if (!s || !fused_run_case(s, c, &r)) {
-    fused_run_free(&r);
-    return;
-  }
-  if (!unfused_reference(&r.c, &r.in, &ref)) {
-    EXPECT(0, "out of memory in the unfused reference");
-    fused_run_free(&r);
-    return;
-  }
-  const int64_t n = c->n;
-  double *loss_token = floats_to_doubles(r.out.loss_token, n);
-  double *lse = floats_to_doubles(r.out.lse, n);
-  double *dh = outputs_d_hidden(c, &r.out);
-  double *dw = outputs_d_weight_increment(c, &r.in, &r.out);
-  if (loss_token && lse && dh && dw) {
-    double e_loss = fabs(r.out.loss[0] - ref.loss) / fmax(fabs(ref.loss), loss_scale(c, &r.in, &ref));
-    double e_tok = scaled_err(loss_token, ref.loss_token, ref.lse, n);
-    double e_lse = normwise_rel_err(lse, ref.lse, n, "lse");
-    double e_dh = normwise_rel_err(dh, ref.d_hidden, n * c->h, "d_hidden");
-    double e_dw = normwise_rel_err(dw, ref.d_weight, c->vp * c->h, "d_weight");
-    char id[192];
-    printf("  %-62s loss %.1e tok %.1e lse %.1e dh %.1e dw %.1e\n", lce_case_format(c, id, sizeof id), e_loss,
-           e_tok, e_lse, e_dh, e_dw);
-    double fb = forward_bound(c);
-    double gb_dh = gradient_bound(c, ref.d_hidden, ref.d_hidden_cond, n * c->h);
-    double gb_dw = gradient_bound(c, ref.d_weight, ref.d_weight_cond, c->vp * c->h);
-    printf("  %62s bound dh %.1e (%3.0f%%) dw %.1e (%3.0f%%)\n", "", gb_dh, 100 * e_dh / gb_dh, gb_dw,
-           100 * e_dw / gb_dw);
-    EXPECT(e_loss <= fb, "loss relative error %.3e > %.3e", e_loss, fb);
-    EXPECT(e_tok <= fb, "loss_token normwise error %.3e > %.3e", e_tok, fb);
-    EXPECT(e_lse <= fb, "lse normwise error %.3e > %.3e", e_lse, fb);
-    EXPECT(e_dh <= gb_dh, "d_hidden normwise error %.3e > %.3e", e_dh, gb_dh);
-    EXPECT(e_dw <= gb_dw, "d_weight normwise error %.3e > %.3e", e_dw, gb_dw);
-    check_padding_untouched(&r);
-  }
-  free(loss_token), free(lse), free(dh), free(dw);
-  unfused_ref_free(&ref);
-  fused_run_free(&r);
-}
 
 static void test_accuracy(void) {
   printf("accuracy against the unfused double computation:\n");
@@ -124,27 +37,17 @@ static void test_accuracy(void) {
         for (int red = LCE_RED_NONE; red <= LCE_RED_MEAN; red++) {
           lce_case c = base_case((lce_dtype)dt, tied, tp, (lce_reduction)red);
           c.prior_grad = 0; /* prior + increment rounds at the prior's scale: tested exactly below */
-          check_accuracy(&c);
+          check_accuracy("fused-host", &c);
         }
-  for (int dist = 1; dist < LCE_DIST_COUNT; dist++) { /* each row kind alone, in bf16 */
+  for (int dist = 1; dist < LCE_DIST_COUNT; dist++) { /* each finite row kind alone, in bf16 */
+    if (dist == LCE_DIST_POISON) continue;             /* non-finite: test_fused_options.c */
     lce_case c = base_case(LCE_BF16, 0, 2, LCE_RED_MEAN);
     c.dist = (lce_dist)dist, c.prior_grad = 0;
-    check_accuracy(&c);
+    check_accuracy("fused-host", &c);
   }
 }
 
 /* ---- 2. chunking and tp change results only at fp32-rounding level ------------------------ */
-
-/* Normwise difference between two fp32 arrays, relative to the first. */
-static double float_diff(const float *a, const float *b, int64_t count) {
-  double num = 0.0, den = 0.0;
-  for (int64_t i = 0; i < count; i++) {
-    num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    den += (double)a[i] * a[i];
-  }
-  EXPECT(den > 0.0, "all-zero output: the comparison would be vacuous");
-  return sqrt(num / den);
-}
 
 static void test_chunking_invariance(void) {
   printf("chunking and tp (fp32 inputs), normwise difference from 1 chunk, tp 1:\n");
@@ -164,10 +67,10 @@ static void test_chunking_invariance(void) {
     fused_test_set_case(&cv);
     lce_outputs o = {0};
     if (fused_run_on(s, &cv, &base.in, &o)) {
-      double d_tok = float_diff(base.out.loss_token, o.loss_token, c.n);
-      double d_lse = float_diff(base.out.lse, o.lse, c.n);
-      double d_dh = float_diff(base.out.d_hidden, o.d_hidden, nh);
-      double d_dw = float_diff(base.out.grad_weight, o.grad_weight, vh);
+      double d_tok = float_rel_diff(base.out.loss_token, o.loss_token, c.n);
+      double d_lse = float_rel_diff(base.out.lse, o.lse, c.n);
+      double d_dh = float_rel_diff(base.out.d_hidden, o.d_hidden, nh);
+      double d_dw = float_rel_diff(base.out.grad_weight, o.grad_weight, vh);
       printf("  tp %d vc %3lld: loss_token %.1e lse %.1e d_hidden %.1e d_weight %.1e\n", cv.tp,
              (long long)cv.vocab_chunk, d_tok, d_lse, d_dh, d_dw);
       /* Reordering sums moves each by a few u32 of its terms' magnitude; exp and the d_logits
@@ -275,91 +178,7 @@ static void test_bit_exact(void) {
       }
 }
 
-/* ---- 4. invalid input: LCE_EINVAL, outputs untouched -------------------------------------- */
-
-/* Copies of every output buffer's bytes, to prove a rejected run wrote nothing. */
-typedef struct snapshot {
-  unsigned char *bytes;
-  size_t size;
-} snapshot;
-
-static void snapshot_parts(const lce_case *c, const lce_outputs *o, const void *part[6], size_t len[6]) {
-  part[0] = o->loss, len[0] = 4;
-  part[1] = o->loss_token, len[1] = (size_t)c->n * 4;
-  part[2] = o->lse, len[2] = (size_t)c->n * 4;
-  part[3] = o->d_hidden, len[3] = (size_t)(c->n * c->h) * lce_dtype_size(c->dtype);
-  part[4] = o->grad_embedding, len[4] = (size_t)(c->vp * c->h) * 4;
-  part[5] = o->grad_weight, len[5] = o->grad_weight ? (size_t)(c->vp * c->h) * 4 : 0;
-}
-
-static snapshot snapshot_take(const lce_case *c, const lce_outputs *o) {
-  const void *part[6];
-  size_t len[6];
-  snapshot_parts(c, o, part, len);
-  snapshot s = {NULL, 0};
-  for (int b = 0; b < 6; b++) s.size += len[b];
-  s.bytes = malloc(s.size);
-  EXPECT(s.bytes != NULL, "out of memory");
-  for (int b = 0, off = 0; s.bytes && b < 6; off += (int)len[b], b++) memcpy(s.bytes + off, part[b], len[b]);
-  return s;
-}
-
-static int snapshot_same(const snapshot *s, const lce_case *c, const lce_outputs *o) {
-  snapshot now = snapshot_take(c, o);
-  int same = now.bytes && s->bytes && now.size == s->size && memcmp(now.bytes, s->bytes, s->size) == 0;
-  free(now.bytes);
-  return same;
-}
-
-static void expect_rejected(const lce_case *bad, const lce_tensors *in, lce_outputs *out, const lce_case *real,
-                            const char *what) {
-  const lce_subject *s = fused_test_subject("fused-host");
-  if (!s) return;
-  snapshot before = snapshot_take(real, out);
-  lce_status st = {0};
-  lce_code rc = s->run(bad, in, out, &st);
-  EXPECT(rc == LCE_EINVAL, "%s: got %s, want EINVAL", what, lce_code_name(rc));
-  EXPECT(st.msg[0] != '\0', "%s: no message", what);
-  EXPECT(snapshot_same(&before, real, out), "%s: a rejected run wrote an output buffer", what);
-  free(before.bytes);
-}
-
-static void test_invalid_input(void) {
-  lce_case c = base_case(LCE_BF16, 0, 2, LCE_RED_NONE);
-  fused_run r = {0};
-  if (!fused_run_case(fused_test_subject("fused-host"), &c, &r)) {
-    fused_run_free(&r);
-    return;
-  }
-  lce_outputs *o = &r.out; /* already written once: a second, rejected run must leave it as it is */
-  lce_case bad = c;
-  bad.tp = 5, expect_rejected(&bad, &r.in, o, &c, "tp not dividing vp");
-  bad = c, bad.vocab_chunk = 0, expect_rejected(&bad, &r.in, o, &c, "vocab chunk 0");
-  bad = c, bad.vp = c.v - 1, expect_rejected(&bad, &r.in, o, &c, "vp < v");
-  bad = c, bad.ignore_index = 3, expect_rejected(&bad, &r.in, o, &c, "ignore_index inside the vocab");
-  bad = c, bad.dtype = (lce_dtype)7, expect_rejected(&bad, &r.in, o, &c, "unknown dtype");
-  int64_t saved = r.in.labels[3];
-  static const int64_t bad_labels[] = {300, 301, -1, -101, INT64_MAX};
-  for (size_t k = 0; k < sizeof bad_labels / sizeof bad_labels[0]; k++) {
-    char what[64];
-    snprintf(what, sizeof what, "label %lld", (long long)bad_labels[k]);
-    r.in.labels[3] = bad_labels[k];
-    expect_rejected(&c, &r.in, o, &c, what);
-  }
-  r.in.labels[3] = saved;
-  void *w = r.in.weight;
-  r.in.weight = NULL, expect_rejected(&c, &r.in, o, &c, "untied case without a weight");
-  r.in.weight = w;
-  float *gw = o->grad_weight;
-  o->grad_weight = NULL;
-  lce_status st = {0};
-  const lce_subject *s = fused_test_subject("fused-host");
-  EXPECT(s && s->run(&c, &r.in, o, &st) == LCE_EINVAL, "untied case without a grad_weight output accepted");
-  o->grad_weight = gw;
-  fused_run_free(&r);
-}
-
-/* ---- 5. gradient routing ------------------------------------------------------------------ */
+/* ---- 4. gradient routing ------------------------------------------------------------------ */
 
 static int64_t count_changed(const float *a, const float *b, int64_t count) {
   int64_t k = 0;
@@ -414,7 +233,7 @@ static void test_gradient_routing(void) {
   }
 }
 
-/* ---- 6. all tokens ignored ---------------------------------------------------------------- */
+/* ---- 5. all tokens ignored ---------------------------------------------------------------- */
 
 static void test_all_ignored(void) {
   const lce_subject *s = fused_test_subject("fused-host");
@@ -443,7 +262,6 @@ int main(void) {
   test_accuracy();
   test_chunking_invariance();
   test_bit_exact();
-  test_invalid_input();
   test_gradient_routing();
   test_all_ignored();
   return fused_test_finish("test_fused_host");

@@ -11,73 +11,16 @@
  *   edge cases      all tokens ignored (mean): loss 0, gradients 0 / prior, exactly
  *   self-proof      at 160 and 320 bits: |v160 - v320| <= err160 + err320 for every element,
  *                   rounded == lce_mpfr_round_to(v), decisive > 0, non-zero norms
- *   validation      invalid case, label or non-finite input: LCE_EINVAL, nothing computed
+ *   validation      invalid case, label, grad_output or class weight: LCE_EINVAL, nothing computed
+ * and, in test_oracle_options.c, every loss option (softcap, label smoothing, z-loss, class weights,
+ * tf32) and non-finite inputs. Helpers shared by both files: oracle_check.c.
  * Seed: LCE_SEED environment variable (default 1); failures print the case id. */
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lce_mpfr_dtype.h"
-#include "lce_oracle_internal.h"
 #include "lce_prng.h"
-
-static long g_fail;
-static uint64_t g_seed = 1;
-
-#define EXPECT(cond, ...)                                                               \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      if (g_fail++ < 25) {                                                              \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                            \
-        fprintf(stderr, __VA_ARGS__);                                                   \
-        fprintf(stderr, " (seed %" PRIu64 ", repro: LCE_SEED=%" PRIu64 " test_oracle)\n", g_seed, g_seed); \
-      }                                                                                 \
-    }                                                                                   \
-  } while (0)
-
-static const char *id_of(const lce_case *c) {
-  static char buf[200];
-  return lce_case_format(c, buf, sizeof buf);
-}
-
-static int same(double a, double b) {
-  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-  return a == b && signbit(a) == signbit(b);
-}
-
-static lce_case make_case(lce_dtype t, int64_t n, int64_t h, int64_t v, lce_dist d, lce_reduction r, int tied) {
-  lce_case c = lce_case_default();
-  c.dtype = t, c.n = n, c.h = h, c.v = v, c.vp = v, c.dist = d, c.reduction = r, c.tied = tied;
-  c.seed = g_seed;
-  return c;
-}
-
-static void gen(const lce_case *c, lce_tensors *t) {
-  lce_status st = {0};
-  if (lce_case_generate(c, t, &st) != LCE_OK) {
-    fprintf(stderr, "generate %s: %s\n", id_of(c), st.msg);
-    exit(2);
-  }
-}
-
-static void run(const lce_case *c, const lce_tensors *t, lce_oracle_result *r) {
-  lce_status st = {0};
-  if (lce_oracle_run(c, t, r, &st) != LCE_OK) {
-    fprintf(stderr, "oracle %s: %s\n", id_of(c), st.msg);
-    exit(2);
-  }
-}
-
-/* |value - x| <= err (+ slack), with x given in MPFR. */
-static int within(double value, double err, mpfr_srcptr x, double slack) {
-  mpfr_t d;
-  mpfr_init2(d, 600);
-  mpfr_sub_d(d, x, value, MPFR_RNDN);
-  int ok = fabs(mpfr_get_d(d, MPFR_RNDA)) <= err + slack;
-  mpfr_clear(d);
-  return ok;
-}
+#include "oracle_check.h"
 
 static double g_of(const lce_case *c, const lce_tensors *t, int64_t n, int64_t n_valid) {
   if (t->labels[n] == c->ignore_index) return 0.0;
@@ -172,7 +115,7 @@ static void test_integer_inputs(void) {
   lce_row row;
   lce_status st = {0};
   lce_mp_array hm, wm;
-  if (lce_row_init(&row, c.v, c.h, LCE_ORACLE_PREC, lce_mul_exact_prec(8), &st) ||
+  if (lce_row_init(&row, &c, NULL, c.h, LCE_ORACLE_PREC, lce_mul_exact_prec(8), &st) ||
       lce_mp_array_init(&hm, c.n * c.h, 8, &st) || lce_mp_array_init(&wm, c.v * c.h, 8, &st)) {
     fprintf(stderr, "%s\n", st.msg);
     exit(2);
@@ -227,32 +170,6 @@ static void test_integer_inputs(void) {
 
 /* ---- finite differences ----------------------------------------------------------------------- */
 
-static void objective(const lce_case *c, const lce_tensors *t, lce_mp_array *hm, lce_mp_array *wm, mpfr_t out) {
-  lce_status st = {0};
-  if (lce_oracle_objective(c, t, hm->x, wm->x, 400, out, &st) != LCE_OK) {
-    fprintf(stderr, "objective %s: %s\n", id_of(c), st.msg);
-    exit(2);
-  }
-}
-
-/* dJ/dx by central differences at step 2^-40 (truncation ~1e-24 relative), x one element. */
-static double central_difference(const lce_case *c, const lce_tensors *t, lce_mp_array *hm, lce_mp_array *wm,
-                                 mpfr_ptr x) {
-  mpfr_t jp, jm, x0;
-  mpfr_inits2(400, jp, jm, x0, (mpfr_ptr)0);
-  mpfr_set(x0, x, MPFR_RNDN);
-  mpfr_add_d(x, x0, 0x1p-40, MPFR_RNDN);
-  objective(c, t, hm, wm, jp);
-  mpfr_sub_d(x, x0, 0x1p-40, MPFR_RNDN);
-  objective(c, t, hm, wm, jm);
-  mpfr_set(x, x0, MPFR_RNDN);
-  mpfr_sub(jp, jp, jm, MPFR_RNDN);
-  mpfr_mul_2si(jp, jp, 39, MPFR_RNDN);
-  double d = mpfr_get_d(jp, MPFR_RNDN);
-  mpfr_clears(jp, jm, x0, (mpfr_ptr)0);
-  return d;
-}
-
 static void test_finite_differences(void) {
   const lce_reduction reds[] = {LCE_RED_MEAN, LCE_RED_SUM, LCE_RED_NONE};
   const lce_dist dists[] = {LCE_DIST_MIXED, LCE_DIST_PEAKED, LCE_DIST_NORMAL};
@@ -263,49 +180,13 @@ static void test_finite_differences(void) {
     gen(&c, &t);
     lce_oracle_result r;
     run(&c, &t, &r);
-    lce_mp_array hm, wm;
-    lce_status st = {0};
-    if (lce_mp_array_init(&hm, c.n * c.h, 256, &st) || lce_mp_array_init(&wm, c.v * c.h, 256, &st)) exit(2);
-    const void *w = c.tied ? t.embedding : t.weight;
-    for (int64_t j = 0; j < c.n * c.h; j++) mpfr_set_d(hm.x[j], lce_load(c.dtype, t.hidden, (size_t)j), MPFR_RNDN);
-    for (int64_t j = 0; j < c.v * c.h; j++) mpfr_set_d(wm.x[j], lce_load(c.dtype, w, (size_t)j), MPFR_RNDN);
-    const float *prior = c.tied ? t.grad_embedding_prior : t.grad_weight_prior;
-    for (int s = 0; s < 4; s++) {
-      int64_t e = (int64_t)lce_rand_below(g_seed, 20 + (uint64_t)i, (uint64_t)s, (uint64_t)(c.n * c.h));
-      double fd = central_difference(&c, &t, &hm, &wm, hm.x[e]);
-      double v = r.out[LCE_OUT_D_HIDDEN].value[e], err = r.out[LCE_OUT_D_HIDDEN].err[e];
-      EXPECT(fabs(fd - v) <= err + 1e-18 * (r.out[LCE_OUT_D_HIDDEN].mag[e] + 1e-30),
-             "%s d_hidden[%lld] %.17g vs fd %.17g", id_of(&c), (long long)e, v, fd);
-      e = (int64_t)lce_rand_below(g_seed, 30 + (uint64_t)i, (uint64_t)s, (uint64_t)(c.v * c.h));
-      fd = central_difference(&c, &t, &hm, &wm, wm.x[e]);
-      v = r.out[LCE_OUT_D_WEIGHT].value[e] - prior[e]; /* prior fresh: 0 */
-      EXPECT(fabs(fd - v) <= r.out[LCE_OUT_D_WEIGHT].err[e] + 1e-18 * (r.out[LCE_OUT_D_WEIGHT].mag[e] + 1e-30),
-             "%s d_weight[%lld] %.17g vs fd %.17g", id_of(&c), (long long)e, v, fd);
-    }
-    lce_mp_array_free(&hm);
-    lce_mp_array_free(&wm);
+    check_gradients_fd(&c, &t, &r, 4, 20 + (uint64_t)i, NULL);
     lce_oracle_free(&r);
     lce_tensors_free(&t);
   }
 }
 
 /* ---- invariances ------------------------------------------------------------------------------ */
-
-/* Values and format values bit-identical; error bounds identical when exact_err, else within
- * 1e-12 relative (their sums of magnitudes are evaluated in double, in row order). */
-static void expect_output_identical(const lce_oracle_result *a, const lce_oracle_result *b, lce_output_id o,
-                                    int exact_err, const char *what) {
-  const lce_ref_output *x = &a->out[o], *y = &b->out[o];
-  EXPECT(x->count == y->count, "%s %s: counts differ", what, lce_output_name(o));
-  if (x->count != y->count) return;
-  for (int64_t i = 0; i < x->count; i++) {
-    int err_ok = exact_err ? same(x->err[i], y->err[i]) : fabs(x->err[i] - y->err[i]) <= 1e-12 * x->err[i];
-    int ok = same(x->value[i], y->value[i]) && err_ok && same(x->rounded[i], y->rounded[i]) &&
-             x->decisive[i] == y->decisive[i];
-    EXPECT(ok, "%s %s[%lld]: %.17g vs %.17g", what, lce_output_name(o), (long long)i, x->value[i], y->value[i]);
-    if (!ok) return;
-  }
-}
 
 static void test_tp_and_chunk(void) {
   lce_case c = make_case(LCE_BF16, 8, 16, 100, LCE_DIST_MIXED, LCE_RED_MEAN, 0);
@@ -438,8 +319,16 @@ static void test_validation(void) {
   t.labels[1] = c.v;
   expect_rejected(&c, &t, "label == v");
   t.labels[1] = y;
-  ((float *)t.hidden)[3] = NAN;
-  expect_rejected(&c, &t, "NaN hidden");
+  t.grad_output[0] = INFINITY;
+  expect_rejected(&c, &t, "Inf grad_output");
+  t.grad_output[0] = 1.0f;
+  lce_tensors_free(&t);
+  c.class_weights = 1;
+  gen(&c, &t);
+  t.class_weight[2] = NAN;
+  expect_rejected(&c, &t, "NaN class weight");
+  t.class_weight[2] = -1.0f;
+  expect_rejected(&c, &t, "negative class weight");
   lce_tensors_free(&t);
 }
 
@@ -466,71 +355,6 @@ static void test_mul_exact(void) {
 
 /* ---- self-proof ------------------------------------------------------------------------------- */
 
-static void self_proof(const lce_case *c) {
-  lce_tensors t;
-  gen(c, &t);
-  lce_oracle_result lo, hi;
-  lce_oracle_mp mlo, mhi;
-  lce_status st = {0};
-  if (lce_oracle_run_prec(c, &t, 160, &lo, &mlo, &st) || lce_oracle_run_prec(c, &t, 320, &hi, &mhi, &st)) {
-    fprintf(stderr, "self-proof %s: %s\n", id_of(c), st.msg);
-    exit(2);
-  }
-  mpfr_t d;
-  mpfr_init2(d, 700);
-  double tight = 0.0;
-  for (int o = 0; o < LCE_OUT_COUNT; o++) {
-    const lce_ref_output *r = &lo.out[o];
-    double norm = 0.0;
-    for (int64_t i = 0; i < r->count; i++) {
-      mpfr_srcptr vl = mlo.value[o].x[i], vh = mhi.value[o].x[i];
-      double el = mlo.err_mp[o][i], eh = mhi.err_mp[o][i];
-      if (!mpfr_number_p(vl)) {
-        EXPECT(el == 0.0 && mpfr_nan_p(vl) == mpfr_nan_p(vh), "%s %s[%lld] non-finite", id_of(c),
-               lce_output_name((lce_output_id)o), (long long)i);
-        continue;
-      }
-      mpfr_sub(d, vl, vh, MPFR_RNDN);
-      double diff = fabs(mpfr_get_d(d, MPFR_RNDA));
-      EXPECT(diff <= el + eh, "%s %s[%lld]: |v160 - v320| = %g > err %g + %g", id_of(c),
-             lce_output_name((lce_output_id)o), (long long)i, diff, el, eh);
-      EXPECT(eh <= el * 0x1p-100 || el == 0.0 || !isfinite(el), "%s %s[%lld]: err320 %g not << err160 %g", id_of(c),
-             lce_output_name((lce_output_id)o), (long long)i, eh, el);
-      if (el > 0.0 && diff / el > tight) tight = diff / el;
-      mpfr_sub_d(d, vh, r->value[i], MPFR_RNDN); /* the public double against the better value */
-      EXPECT(fabs(mpfr_get_d(d, MPFR_RNDA)) <= r->err[i] + eh, "%s %s[%lld]: value off by more than err", id_of(c),
-             lce_output_name((lce_output_id)o), (long long)i);
-      lce_dtype fmt = lce_output_format(c, (lce_output_id)o);
-      EXPECT(same(r->rounded[i], lce_mpfr_round_to(fmt, vl)), "%s %s[%lld]: rounded", id_of(c),
-             lce_output_name((lce_output_id)o), (long long)i);
-      if (r->decisive[i]) {
-        /* Numerically: a certified zero may carry either sign (see certify in lce_oracle.c). */
-        EXPECT(r->rounded[i] == hi.out[o].rounded[i], "%s %s[%lld]: decisive but rounds differently at 320 bits",
-               id_of(c), lce_output_name((lce_output_id)o), (long long)i);
-        EXPECT(r->err[i] <= ldexp(lce_ulp(fmt, r->value[i]), -12), "%s %s[%lld]: decisive with err %g", id_of(c),
-               lce_output_name((lce_output_id)o), (long long)i, r->err[i]);
-      }
-      norm += r->value[i] * r->value[i];
-    }
-    if (o != LCE_OUT_LOSS && r->count > 0 && lo.n_valid > 0)
-      EXPECT(norm > 0.0, "%s %s: zero norm", id_of(c), lce_output_name((lce_output_id)o));
-  }
-  /* Inconclusive elements are the rare exactly-cancelling ones (W's constant column 0 makes
-   * d_hidden[n, 0] = g (sum_v p_v - 1) = 0): at most 2% here. */
-  EXPECT(lo.decisive > 0 && lo.decisive >= lo.total - lo.total / 50, "%s: decisive %lld of %lld", id_of(c),
-         (long long)lo.decisive, (long long)lo.total);
-  /* Not absurdly loose: somewhere the bound is within 2^40 of the actual difference. */
-  EXPECT(tight > 0x1p-40, "%s: bounds loose, max |v160 - v320|/err = %g", id_of(c), tight);
-  printf("  %-58s decisive %6lld/%-6lld worst rel err %.2e (mpfr %.2e) tightness %.2e\n", id_of(c),
-         (long long)lo.decisive, (long long)lo.total, lo.worst_rel_err, mlo.worst_rel_err_mp, tight);
-  mpfr_clear(d);
-  lce_oracle_free(&lo);
-  lce_oracle_free(&hi);
-  lce_oracle_mp_free(&mlo);
-  lce_oracle_mp_free(&mhi);
-  lce_tensors_free(&t);
-}
-
 static void test_self_proof(void) {
   for (int d = 0; d < LCE_DIST_COUNT; d++) {
     lce_case c = make_case((lce_dtype)(d % 3), 9, 12, 50, (lce_dist)d, (lce_reduction)(d % 3), d % 2);
@@ -546,7 +370,10 @@ int main(void) {
       {"equal_logits", test_equal_logits}, {"integer_inputs", test_integer_inputs},
       {"finite_differences", test_finite_differences}, {"tp_and_chunk", test_tp_and_chunk},
       {"padding", test_padding}, {"permutation", test_permutation}, {"all_ignored", test_all_ignored},
-      {"validation", test_validation}, {"mul_exact", test_mul_exact}, {"self_proof", test_self_proof}};
+      {"validation", test_validation}, {"mul_exact", test_mul_exact}, {"self_proof", test_self_proof},
+      {"option_values", test_option_values}, {"option_gradients", test_option_gradients},
+      {"option_closed_forms", test_option_closed_forms}, {"option_invariance", test_option_invariance},
+      {"tf32", test_tf32}, {"poison", test_poison}, {"option_self_proof", test_option_self_proof}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     long before = g_fail;
     tests[i].fn();
