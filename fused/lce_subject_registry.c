@@ -17,6 +17,19 @@
 #define LCE_MUTANT_SUBJECTS
 #endif
 
+#ifdef LCE_WITH_CUDA /* fused/cuda.cmake: fused-cuda and, with mutants, its GPU mutants */
+#include "fused_cuda.h"
+#define LCE_CUDA_SUBJECTS &lce_fused_cuda_subject,
+#else
+#define LCE_CUDA_SUBJECTS
+#endif
+#if defined(LCE_WITH_CUDA) && defined(LCE_WITH_MUTANTS)
+#define LCE_CUDA_MUTANT_SUBJECTS \
+  &lce_mutant_cuda_bf16_dhidden_accum_subject, &lce_mutant_cuda_tied_weight_when_untied_subject,
+#else
+#define LCE_CUDA_MUTANT_SUBJECTS
+#endif
+
 static const lce_subject fused_host_subject = {
     .name = "fused-host",
     .golden_class = "fused-host",
@@ -26,7 +39,8 @@ static const lce_subject fused_host_subject = {
     .run = lce_fused_host_run,
 };
 
-static const lce_subject *const registry[] = {&fused_host_subject, LCE_MUTANT_SUBJECTS};
+static const lce_subject *const registry[] = {&fused_host_subject, LCE_CUDA_SUBJECTS LCE_MUTANT_SUBJECTS
+                                               LCE_CUDA_MUTANT_SUBJECTS};
 
 size_t lce_subject_count(void) { return sizeof registry / sizeof registry[0]; }
 

@@ -418,6 +418,8 @@ def mpfr_version(listing, build):
 
 
 def git_commit():
+    if os.environ.get("LCE_GOLDEN_COMMIT"):  # a copy of the tree without .git (the GPU machine)
+        return os.environ["LCE_GOLDEN_COMMIT"] + " (from LCE_GOLDEN_COMMIT)"
     rc, out, _ = run_command(["git", "-C", REPO, "rev-parse", "HEAD"], check=False)
     if rc != 0:
         return "unknown (not a git checkout)"
@@ -518,7 +520,7 @@ def cmd_regen(args):
         f"MPFR: {mpfr_version(listing, args.build)}",
         f"commit: {git_commit()}",
         f"date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
-        "device: host (fused-host emulation)",
+        "device: " + os.environ.get("LCE_GOLDEN_DEVICE", "host (fused-host emulation)"),
     ]
     if loosened:
         provenance.append(f"loosened ({', '.join(loosened)}): {args.allow_loosen}")

@@ -42,5 +42,6 @@ const char *cli_case_status(const lce_case_result *r);
 int cli_list(int argc, char **argv);
 int cli_check(int argc, char **argv, int measure_only);
 int cli_repro(int argc, char **argv);
+int cli_bench(int argc, char **argv); /* cli_bench.c: exits 77 where no GPU exists */
 
 #endif

@@ -3,6 +3,7 @@
  *   lcecheck check   --subject S [--matrix M | --case ID] [--golden P]   judge against goldens
  *   lcecheck measure --subject S [--matrix M | --case ID]               metrics only (regeneration)
  *   lcecheck repro   [--subject S] ID [--golden P]                      one case in full detail
+ *   lcecheck bench                                                       fused-cuda timings (GPU)
  * Every verb takes --json. Exit status: 0 pass, 1 a case failed or errored, 2 bad usage or input. */
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,8 @@ static void usage(FILE *f) {
           "  measure --subject S [--matrix M | --case ID] [--quiet]\n"
           "                                            error metrics without bounds (feeds golden regeneration)\n"
           "  repro   [--subject S] ID [--golden PATH]  one case in full detail\n"
+          "  bench   [--reps N] [--warmup N] [--vocab-chunk C] [--shape NxHxV]\n"
+          "                                            fused-cuda vs its plain cuBLAS GEMMs on the GPU\n"
           "every verb accepts --json; default subject fused-host, default matrix default\n");
 }
 
@@ -31,6 +34,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "check") == 0) return cli_check(argc, argv, 0);
   if (strcmp(argv[1], "measure") == 0) return cli_check(argc, argv, 1);
   if (strcmp(argv[1], "repro") == 0) return cli_repro(argc, argv);
+  if (strcmp(argv[1], "bench") == 0) return cli_bench(argc, argv);
   fprintf(stderr, "lcecheck: unknown verb '%s'\n", argv[1]);
   usage(stderr);
   return CLI_USAGE;

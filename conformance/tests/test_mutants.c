@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
   printf("%-34s %-7s %-13s %-24s %s\n", "mutant", "caught", "cases failed", "outputs failed", "worst (output metric % of bound)");
   for (size_t i = 0; i < lce_subject_count(); i++) {
     const lce_subject *s = lce_subject_at(i);
-    if (!(s->caps & LCE_CAP_MUTANT)) continue;
+    if (!(s->caps & LCE_CAP_MUTANT) || (s->caps & LCE_CAP_NEEDS_GPU)) continue; /* GPU mutants: gpu label */
     mutants++;
     expectation *x = NULL;
     for (int j = 0; j < nexp; j++)

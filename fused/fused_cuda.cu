@@ -1,0 +1,380 @@
+/* fused_cuda.cu — fused-cuda: fused linear cross-entropy (LM-head GEMM + softmax cross-entropy,
+ * forward and backward) on the GPU with the algorithm and precision policy of fused-host
+ * (fused_host.c's header has the full evaluation order; the math is lce_case.h's):
+ *   GEMMs (cuBLAS, cublasGemmEx): bf16/fp16 inputs with CUBLAS_COMPUTE_32F and fp32 logits; fp32
+ *     inputs with CUBLAS_COMPUTE_32F_PEDANTIC (IEEE fp32, never tf32) or, for gemm tf32,
+ *     CUBLAS_COMPUTE_32F_FAST_TF32 on operands rounded to tf32 (cvt.rna) beforehand. Reduced-precision
+ *     split-K reductions are disallowed on the handle.
+ *   forward: token chunks, then shards r in rank order (their real rows only: padded rows never enter
+ *     a GEMM), then vocab chunks; per tile the logits GEMM into an fp32 tile and the online-softmax
+ *     statistics kernel (running max from -inf, rescaled sum, smoothing sums, the label's logit);
+ *     then the shard merge kernel (lse, loss_token). The reduced loss is summed on the host in
+ *     token order, as fused-host does.
+ *   backward: the tile's logits recomputed by the same GEMM, d_logits in the input dtype (kernel),
+ *     d_hidden += d_logits · W_chunk by cuBLAS with beta = 1 into ONE fp32 buffer across chunks and
+ *     shards, grad_W[chunk] += d_logits^T · hidden with beta = 1 straight into the fp32 gradient of
+ *     the parameter that is the output weight (tied: grad_embedding; untied: grad_weight; the
+ *     embedding gradient untouched); d_hidden converted to the dtype at the end.
+ * Where the fused-host order is a sequential loop, the GPU reassociates (blocks fold their share of a
+ * tile's logits and merge; cuBLAS orders its own sums): same function, different rounding, judged by
+ * the "fused-cuda" goldens.
+ *
+ * Build: fused/cuda.cmake (sm_90, CUDA::cublas). Run: build/lcecheck check --subject fused-cuda.
+ * Versions: production, and one mutant per LCE_MUTANT_CUDA_* switch below (the GPU variants of the two
+ * Megatron-LM PR #2739 seed bugs; fused/mutants.txt describes them), each its own subject symbol. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fused_cuda_driver.cuh"
+
+extern "C" {
+#include "fused_cuda.h"
+}
+
+/* ---- build variant --------------------------------------------------------------------------- */
+#if defined(LCE_MUTANT_CUDA_BF16_DHIDDEN_ACCUM) && defined(LCE_MUTANT_CUDA_TIED_WEIGHT_WHEN_UNTIED)
+#error "one LCE_MUTANT_CUDA_* switch per build"
+#endif
+#if defined(LCE_MUTANT_CUDA_BF16_DHIDDEN_ACCUM) || defined(LCE_MUTANT_CUDA_TIED_WEIGHT_WHEN_UNTIED)
+#define FUSED_CUDA_IS_MUTANT 1
+#else
+#define FUSED_CUDA_IS_MUTANT 0
+#endif
+
+#define FC_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/* ---- workspace ------------------------------------------------------------------------------- */
+
+static cudaDataType fc_cuda_type(lce_dtype t) {
+  return t == LCE_BF16 ? CUDA_R_16BF : (t == LCE_FP16 ? CUDA_R_16F : CUDA_R_32F);
+}
+
+static cublasComputeType_t fc_compute_type(const lce_case *c) {
+  if (c->dtype != LCE_FP32) return CUBLAS_COMPUTE_32F;
+  return c->gemm == LCE_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+}
+
+/* The option constants as fp32 kernel arguments (rounded once from double, as fused-host does). */
+static fc_options fc_make_options(const lce_case *c) {
+  const double e = lce_case_smoothing(c);
+  fc_options o;
+  o.one_minus_e = (float)(1.0 - e);
+  o.ev = (float)(e / (double)c->v); /* the GLOBAL vocab: the smoothing sum spans all shards */
+  o.lambda = (float)lce_case_z_loss(c);
+  o.cap = (float)c->softcap;
+  o.tf32 = c->gemm == LCE_GEMM_TF32;
+  o.dtype = c->dtype;
+  return o;
+}
+
+static lce_code fc_device_alloc(fc_workspace *ws, void **ptr, size_t bytes, const char *what, lce_status *st) {
+  cudaError_t rc = cudaMalloc(ptr, bytes ? bytes : 1);
+  if (rc != cudaSuccess) {
+    *ptr = NULL;
+    return lce_fail(st, rc == cudaErrorMemoryAllocation ? LCE_ENOMEM : LCE_EINTERNAL, __FILE__, __LINE__,
+                    "fused-cuda: cudaMalloc of %zu bytes for %s failed: %s", bytes, what, cudaGetErrorString(rc));
+  }
+  ws->bytes += bytes;
+  return LCE_OK;
+}
+
+static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
+  memset(ws, 0, sizeof *ws);
+  ws->stream = stream;
+  const int64_t shard_rows = c->vp / c->tp;
+  ws->rows_max = c->vocab_chunk < shard_rows ? c->vocab_chunk : shard_rows;
+  ws->tok_max = c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
+  ws->o = fc_make_options(c);
+  ws->dh_dtype = LCE_FP32;
+#if defined(LCE_MUTANT_CUDA_BF16_DHIDDEN_ACCUM)
+  /* Megatron-LM PR #2739, seed bug 2: d_hidden += d_logits_chunk @ W_chunk accumulated in a buffer of
+   * the input dtype: cuBLAS rounds it to bf16/fp16 after every chunk's beta = 1 GEMM. */
+  ws->dh_dtype = c->dtype;
+#endif
+  const size_t tile = (size_t)(ws->tok_max * ws->rows_max), tpn = (size_t)c->tp * (size_t)c->n;
+  const size_t n = (size_t)c->n, nh = (size_t)(c->n * c->h);
+  LCE_TRY(fc_device_alloc(ws, (void **)&ws->tile, tile * sizeof(float), "the logits tile", st));
+  LCE_TRY(fc_device_alloc(ws, &ws->ds, tile * lce_dtype_size(c->dtype), "the d_logits tile", st));
+  LCE_TRY(fc_device_alloc(ws, &ws->dh_acc, nh * lce_dtype_size(ws->dh_dtype), "the d_hidden buffer", st));
+  LCE_TRY(fc_device_alloc(ws, (void **)&ws->stats.m, 4 * tpn * sizeof(float), "the online statistics", st));
+  ws->stats.s = ws->stats.m + tpn, ws->stats.sw = ws->stats.s + tpn, ws->stats.d = ws->stats.sw + tpn;
+  LCE_TRY(fc_device_alloc(ws, (void **)&ws->z_target, 2 * n * sizeof(float), "the per-token values", st));
+  ws->smooth_a = ws->z_target + n;
+  LCE_TRY(fc_device_alloc(ws, &ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace", st));
+  LCE_CUBLAS_CHECK(st, cublasCreate(&ws->blas));
+  LCE_CUBLAS_CHECK(st, cublasSetStream(ws->blas, stream));
+  LCE_CUBLAS_CHECK(st, cublasSetWorkspace(ws->blas, ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES));
+  LCE_CUBLAS_CHECK(st, cublasSetMathMode(ws->blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+  return LCE_OK;
+}
+
+/* Frees whatever workspace_create got to; errors here cannot be acted on and are not reported. */
+static void workspace_destroy(fc_workspace *ws) {
+  if (ws->blas) cublasDestroy(ws->blas);
+  void *bufs[] = {ws->tile, ws->ds, ws->dh_acc, ws->stats.m, ws->z_target, ws->blas_ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) cudaFree(bufs[i]);
+  memset(ws, 0, sizeof *ws);
+}
+
+/* ---- GEMMs (column-major cuBLAS on row-major tensors) ----------------------------------------- */
+
+/* C[m x n] = A·B (+ C when beta = 1), column-major, every operand described by its cuBLAS type. */
+static lce_code fc_gemm(fc_workspace *ws, const lce_case *c, cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
+                        int64_t n, int64_t k, const void *a, cudaDataType ta, int64_t lda, const void *b,
+                        cudaDataType tb, int64_t ldb, float beta, void *out, cudaDataType tc, int64_t ldc,
+                        lce_status *st) {
+  LCE_CHECK(st, m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX &&
+                    ldc <= INT32_MAX, LCE_EINVAL, "fused-cuda: GEMM dimension beyond int32 (m %lld n %lld k %lld)",
+            (long long)m, (long long)n, (long long)k);
+  const float alpha = 1.0f;
+  LCE_CUBLAS_CHECK(st, cublasGemmEx(ws->blas, op_a, op_b, (int)m, (int)n, (int)k, &alpha, a, ta, (int)lda, b, tb,
+                                    (int)ldb, &beta, out, tc, (int)ldc, fc_compute_type(c), CUBLAS_GEMM_DEFAULT));
+  return LCE_OK;
+}
+
+static const char *fc_at(const void *base, int64_t elems, lce_dtype t) {
+  return (const char *)base + (size_t)elems * lce_dtype_size(t);
+}
+
+/* tile[tok x rows] (row-major) = hidden[t0 .. t0+tok) · W[row0 .. row0+rows)^T: in cuBLAS terms the
+ * column-major [rows x tok] product W_chunk^T(h x rows, transposed) · hidden^T(h x tok). */
+static lce_code gemm_logits(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                            int64_t rows, lce_status *st) {
+  const lce_case *c = p->c;
+  const cudaDataType t = fc_cuda_type(c->dtype);
+  return fc_gemm(ws, c, CUBLAS_OP_T, CUBLAS_OP_N, rows, tok, c->h, fc_at(p->w, row0 * c->h, c->dtype), t, c->h,
+                 fc_at(p->hidden, t0 * c->h, c->dtype), t, c->h, 0.0f, ws->tile, CUDA_R_32F, rows, st);
+}
+
+/* dh[t0 .. t0+tok) += ds · W_chunk: column-major [h x tok] = W_chunk(h x rows) · ds^T(rows x tok). */
+static lce_code gemm_dhidden(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                             int64_t rows, lce_status *st) {
+  const lce_case *c = p->c;
+  const cudaDataType t = fc_cuda_type(c->dtype);
+  return fc_gemm(ws, c, CUBLAS_OP_N, CUBLAS_OP_N, c->h, tok, rows, fc_at(p->w, row0 * c->h, c->dtype), t, c->h,
+                 ws->ds, t, rows, 1.0f, (void *)fc_at(ws->dh_acc, t0 * c->h, ws->dh_dtype),
+                 fc_cuda_type(ws->dh_dtype), c->h, st);
+}
+
+/* grad_W[row0 .. row0+rows) += ds^T · hidden[t0 .. t0+tok): column-major [h x rows] =
+ * hidden^T(h x tok) · ds(tok x rows, the transposed column-major [rows x tok] tile). */
+static lce_code gemm_dweight(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                             int64_t rows, lce_status *st) {
+  const lce_case *c = p->c;
+  const cudaDataType t = fc_cuda_type(c->dtype);
+  return fc_gemm(ws, c, CUBLAS_OP_N, CUBLAS_OP_T, c->h, rows, tok, fc_at(p->hidden, t0 * c->h, c->dtype), t, c->h,
+                 ws->ds, t, rows, 1.0f, p->grad_w + row0 * c->h, CUDA_R_32F, c->h, st);
+}
+
+/* ---- passes: token chunks, shards, vocab chunks ---------------------------------------------- */
+
+/* The rows of shard r that enter the softmax: its real vocabulary rows [lo, hi), possibly empty. */
+static void shard_real_rows(const lce_case *c, int r, int64_t *lo, int64_t *hi) {
+  lce_shard_range(c, r, lo, hi);
+  if (*hi > c->v) *hi = c->v;
+  if (*lo > *hi) *lo = *hi;
+}
+
+typedef enum fc_pass { FC_FORWARD, FC_BACKWARD } fc_pass;
+
+static lce_code run_tiles(fc_workspace *ws, const fc_problem *p, fc_pass pass, lce_status *st) {
+  const lce_case *c = p->c;
+  for (int64_t t0 = 0; t0 < c->n; t0 += ws->tok_max) {
+    const int64_t tok = c->n - t0 < ws->tok_max ? c->n - t0 : ws->tok_max;
+    for (int r = 0; r < c->tp; r++) {
+      int64_t lo, hi;
+      shard_real_rows(c, r, &lo, &hi);
+      fc_stats shard = ws->stats;
+      shard.m += (int64_t)r * c->n, shard.s += (int64_t)r * c->n, shard.sw += (int64_t)r * c->n, shard.d += (int64_t)r * c->n;
+      for (int64_t row0 = lo; row0 < hi; row0 += c->vocab_chunk) {
+        const int64_t rows = hi - row0 < c->vocab_chunk ? hi - row0 : c->vocab_chunk;
+        LCE_TRY(gemm_logits(ws, p, t0, tok, row0, rows, st));
+        if (pass == FC_FORWARD) {
+          LCE_TRY(fc_launch_chunk_stats(ws->tile, tok, rows, t0, row0, p->tk, ws->o, shard, ws->z_target, ws->stream, st));
+        } else {
+          LCE_TRY(fc_launch_chunk_dlogits(ws->tile, ws->ds, tok, rows, t0, row0, p->tk, ws->o, p->g, p->lse,
+                                          ws->smooth_a, ws->stream, st));
+          LCE_TRY(gemm_dhidden(ws, p, t0, tok, row0, rows, st));
+          LCE_TRY(gemm_dweight(ws, p, t0, tok, row0, rows, st));
+        }
+      }
+    }
+  }
+  return LCE_OK;
+}
+
+static lce_code forward(fc_workspace *ws, const fc_problem *p, lce_status *st) {
+  const lce_case *c = p->c;
+  LCE_TRY(fc_launch_stats_init(ws->stats, (int64_t)c->tp * c->n, ws->z_target, c->n, ws->stream, st));
+  LCE_TRY(run_tiles(ws, p, FC_FORWARD, st));
+  return fc_launch_merge(ws->stats, c->tp, ws->z_target, p->tk, ws->o, p->lse, ws->smooth_a, p->loss_token,
+                         ws->stream, st);
+}
+
+static lce_code backward(fc_workspace *ws, const fc_problem *p, lce_status *st) {
+  const lce_case *c = p->c;
+  LCE_TRY(fc_launch_zero_ignored_rows(p->hidden, c->dtype, c->h, p->tk, ws->stream, st));
+  LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->dh_acc, 0, (size_t)(c->n * c->h) * lce_dtype_size(ws->dh_dtype), ws->stream));
+  LCE_TRY(run_tiles(ws, p, FC_BACKWARD, st));
+  return fc_launch_finish_dhidden(ws->dh_acc, ws->dh_dtype, p->d_hidden, c->dtype, c->h, p->tk, ws->stream, st);
+}
+
+/* ---- the subject: uploads, the two passes, downloads ----------------------------------------- */
+
+/* Device copies of one case's tensors and outputs. */
+typedef struct fc_device_case {
+  void *hidden, *w;
+  float *grad_w, *class_weight, *g, *lse, *loss_token;
+  int64_t *labels;
+  void *d_hidden;
+} fc_device_case;
+
+static lce_code check_outputs(const lce_case *c, const lce_outputs *out, lce_status *st) {
+  LCE_CHECK(st, out != NULL && out->loss && out->loss_token && out->lse && out->d_hidden && out->grad_embedding,
+            LCE_EINVAL, "fused-cuda: missing output buffer");
+  LCE_CHECK(st, c->tied || out->grad_weight != NULL, LCE_EINVAL,
+            "fused-cuda: untied case needs the grad_weight output buffer");
+  return LCE_OK;
+}
+
+static float class_w(const lce_case *c, const lce_tensors *in, int64_t v) {
+  return c->class_weights && in->class_weight ? in->class_weight[v] : 1.0f;
+}
+
+/* sum_n W_n in fp32, token order, and g [n] as the kernel receives it (fused-host's loss_gradient). */
+static float loss_gradient(const lce_case *c, const lce_tensors *in, float *g) {
+  float weight_sum = 0.0f;
+  for (int64_t i = 0; i < c->n; i++)
+    if (in->labels[i] != c->ignore_index) weight_sum += class_w(c, in, in->labels[i]);
+  const float go0 = in->grad_output[0];
+  const float scale = c->reduction == LCE_RED_MEAN ? (weight_sum > 0.0f ? go0 / weight_sum : 0.0f) : go0;
+  for (int64_t i = 0; i < c->n; i++)
+    g[i] = in->labels[i] == c->ignore_index ? 0.0f : (c->reduction == LCE_RED_NONE ? in->grad_output[i] : scale);
+  return weight_sum;
+}
+
+/* The output weight and the gradient buffer it owns: the embedding table and grad_embedding when
+ * tied, the separate weight and grad_weight when untied. */
+static void select_output_weight(const lce_case *c, const lce_tensors *in, lce_outputs *out, const void **w,
+                                 float **grad_w) {
+  int use_embedding = c->tied;
+#if defined(LCE_MUTANT_CUDA_TIED_WEIGHT_WHEN_UNTIED)
+  /* Megatron-LM PR #2739, seed bug 1: the fused loss took the input embedding matrix as the output
+   * weight even with untied embeddings, so the output layer's weight got no gradient at all. */
+  use_embedding = 1;
+#endif
+  *w = use_embedding ? in->embedding : in->weight;
+  *grad_w = use_embedding ? out->grad_embedding : out->grad_weight;
+}
+
+static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outputs *out, const float *g,
+                              fc_device_case *d, fc_workspace *ws, cudaStream_t stream, lce_status *st) {
+  const size_t es = lce_dtype_size(c->dtype), nh = (size_t)(c->n * c->h), vh = (size_t)(c->vp * c->h);
+  const size_t n = (size_t)c->n;
+  const void *w_host;
+  float *grad_host;
+  select_output_weight(c, in, out, &w_host, &grad_host);
+  LCE_TRY(workspace_create(ws, c, stream, st));
+  LCE_TRY(fc_device_alloc(ws, &d->hidden, nh * es, "hidden", st));
+  LCE_TRY(fc_device_alloc(ws, &d->w, vh * es, "the output weight", st));
+  LCE_TRY(fc_device_alloc(ws, (void **)&d->grad_w, vh * sizeof(float), "the weight gradient", st));
+  LCE_TRY(fc_device_alloc(ws, (void **)&d->labels, n * sizeof(int64_t), "labels", st));
+  LCE_TRY(fc_device_alloc(ws, (void **)&d->g, 3 * n * sizeof(float), "g, lse, loss_token", st));
+  d->lse = d->g + n, d->loss_token = d->lse + n;
+  LCE_TRY(fc_device_alloc(ws, &d->d_hidden, nh * es, "d_hidden", st));
+  if (c->class_weights) LCE_TRY(fc_device_alloc(ws, (void **)&d->class_weight, (size_t)c->v * sizeof(float), "class weights", st));
+
+  LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->hidden, in->hidden, nh * es, cudaMemcpyHostToDevice, stream));
+  LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->w, w_host, vh * es, cudaMemcpyHostToDevice, stream));
+  LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->grad_w, grad_host, vh * sizeof(float), cudaMemcpyHostToDevice, stream));
+  LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->labels, in->labels, n * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
+  LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->g, g, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  if (c->class_weights)
+    LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->class_weight, in->class_weight, (size_t)c->v * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream));
+  if (c->gemm == LCE_GEMM_TF32) { /* fp32 inputs only (lce_case_validate) */
+    LCE_TRY(fc_launch_round_tf32((float *)d->hidden, (int64_t)nh, stream, st));
+    LCE_TRY(fc_launch_round_tf32((float *)d->w, (int64_t)vh, stream, st));
+  }
+  fc_problem p;
+  p.c = c, p.hidden = d->hidden, p.w = d->w, p.grad_w = d->grad_w;
+  p.tk.labels = d->labels, p.tk.class_weight = d->class_weight, p.tk.n = c->n, p.tk.ignore_index = c->ignore_index;
+  p.g = d->g, p.lse = d->lse, p.loss_token = d->loss_token, p.d_hidden = d->d_hidden;
+  LCE_TRY(forward(ws, &p, st));
+  LCE_TRY(backward(ws, &p, st));
+  LCE_CUDA_CHECK(st, cudaStreamSynchronize(stream));
+
+  /* Every device step succeeded: only now are the outputs written (payloads only, never the guards). */
+  LCE_CUDA_CHECK(st, cudaMemcpy(out->loss_token, d->loss_token, n * sizeof(float), cudaMemcpyDeviceToHost));
+  LCE_CUDA_CHECK(st, cudaMemcpy(out->lse, d->lse, n * sizeof(float), cudaMemcpyDeviceToHost));
+  LCE_CUDA_CHECK(st, cudaMemcpy(out->d_hidden, d->d_hidden, nh * es, cudaMemcpyDeviceToHost));
+  LCE_CUDA_CHECK(st, cudaMemcpy(grad_host, d->grad_w, vh * sizeof(float), cudaMemcpyDeviceToHost));
+  return LCE_OK;
+}
+
+static lce_code fused_cuda_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
+  LCE_TRY(lce_case_validate(c, st));
+  LCE_TRY(lce_tensors_validate(c, in, st));
+  LCE_TRY(check_outputs(c, out, st));
+  char why[256];
+  LCE_CHECK(st, lce_cuda_device_count(why, sizeof why) > 0, LCE_ENODEV, "fused-cuda: no CUDA device: %s", why);
+  float *g = (float *)malloc((size_t)c->n * sizeof(float));
+  LCE_ALLOC_CHECK(st, g);
+  const float weight_sum = loss_gradient(c, in, g);
+  cudaStream_t stream = NULL;
+  fc_workspace ws;
+  memset(&ws, 0, sizeof ws);
+  fc_device_case d;
+  memset(&d, 0, sizeof d);
+  lce_code rc = LCE_OK;
+  cudaError_t srs = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (srs != cudaSuccess)
+    rc = lce_fail(st, LCE_EINTERNAL, __FILE__, __LINE__, "fused-cuda: cudaStreamCreate failed: %s", cudaGetErrorString(srs));
+  if (rc == LCE_OK) rc = run_on_device(c, in, out, g, &d, &ws, stream, st);
+  void *bufs[] = {d.hidden, d.w, d.grad_w, d.labels, d.g, d.d_hidden, d.class_weight};
+  if (stream) cudaStreamSynchronize(stream); /* nothing may still use the buffers freed below */
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) cudaFree(bufs[i]);
+  workspace_destroy(&ws);
+  if (stream) cudaStreamDestroy(stream);
+  free(g);
+  if (rc != LCE_OK) return rc;
+  float total = 0.0f; /* the reduced loss in token order, as fused-host sums it */
+  for (int64_t i = 0; i < c->n; i++) total += out->loss_token[i];
+  out->loss[0] = c->reduction == LCE_RED_MEAN ? (weight_sum > 0.0f ? total / weight_sum : 0.0f) : total;
+  return LCE_OK;
+}
+
+/* ---- the subject of this build --------------------------------------------------------------- */
+#define FC_CAPS (LCE_CAP_ALL_SEMANTICS | LCE_CAP_NEEDS_GPU)
+
+#if defined(LCE_MUTANT_CUDA_BF16_DHIDDEN_ACCUM)
+extern "C" const lce_subject lce_mutant_cuda_bf16_dhidden_accum_subject = {
+    "mutant-cuda/bf16-dhidden-accum", "fused-cuda",
+    "Megatron-LM PR #2739 seed bug 2 on the GPU: d_hidden accumulated across vocab chunks and shards by cuBLAS "
+    "(beta = 1) into a buffer of the input dtype instead of fp32",
+    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run};
+#elif defined(LCE_MUTANT_CUDA_TIED_WEIGHT_WHEN_UNTIED)
+extern "C" const lce_subject lce_mutant_cuda_tied_weight_when_untied_subject = {
+    "mutant-cuda/tied-weight-when-untied", "fused-cuda",
+    "Megatron-LM PR #2739 seed bug 1 on the GPU: untied embeddings use the input embedding table as the output "
+    "weight and put its gradient in grad_embedding, leaving grad_weight without a gradient",
+    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run};
+#else
+extern "C" const lce_subject lce_fused_cuda_subject = {
+    "fused-cuda", "fused-cuda",
+    "the fused algorithm on the GPU: cuBLAS GEMMs (fp32 accumulate) per vocab chunk, CUDA kernels for the online "
+    "softmax and d_logits in the input dtype, fp32 d_hidden buffer (beta = 1)",
+    FC_CAPS, fused_cuda_run};
+
+/* The production driver, for the bench (fused_cuda_bench.cu). */
+lce_code fused_cuda_workspace_create(fc_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
+  return workspace_create(ws, c, stream, st);
+}
+void fused_cuda_workspace_destroy(fc_workspace *ws) { workspace_destroy(ws); }
+lce_code fused_cuda_forward(fc_workspace *ws, const fc_problem *p, lce_status *st) { return forward(ws, p, st); }
+lce_code fused_cuda_backward(fc_workspace *ws, const fc_problem *p, lce_status *st) { return backward(ws, p, st); }
+#endif

@@ -1,0 +1,53 @@
+/* fused_cuda.h — the fused-cuda subject (fused_cuda.cu, built by fused/cuda.cmake when CUDA is
+ * enabled): the fused FLCE algorithm of fused-host on the GPU, cuBLAS GEMMs plus CUDA kernels for the
+ * softmax epilogue. Its run() returns LCE_ENODEV where no GPU is present.
+ *
+ * The GPU variants of the seed-bug mutants are fused_cuda.cu compiled again with one
+ * LCE_MUTANT_CUDA_* switch; they exist only in builds with mutants (lce_fused_cuda_mutants). */
+#ifndef FUSED_CUDA_H
+#define FUSED_CUDA_H
+
+#include "lce_subject.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const lce_subject lce_fused_cuda_subject; /* "fused-cuda" */
+
+#ifdef LCE_WITH_MUTANTS
+extern const lce_subject lce_mutant_cuda_bf16_dhidden_accum_subject;      /* "mutant-cuda/bf16-dhidden-accum" */
+extern const lce_subject lce_mutant_cuda_tied_weight_when_untied_subject; /* "mutant-cuda/tied-weight-when-untied" */
+#endif
+
+/* Number of CUDA devices the runtime sees; 0 when there is none or no usable driver (why, when
+ * non-NULL, receives the runtime's message). */
+int lce_cuda_device_count(char *why, size_t size);
+
+/* ---- bench (fused_cuda_bench.cu): fused-cuda beside the plain cuBLAS GEMMs ------------------- */
+typedef struct lce_cuda_bench_config {
+  int64_t n, h, v;        /* shape (bf16, untied, tp 1, reduction mean, no ignored tokens) */
+  int64_t vocab_chunk;    /* rows per vocab chunk of fused-cuda */
+  int warmup, reps;       /* untimed warm-up runs, then timed repetitions (median reported) */
+  uint64_t seed;          /* fresh inputs every repetition: seed + repetition */
+} lce_cuda_bench_config;
+
+typedef struct lce_cuda_bench_result {
+  double fwd_ms, bwd_ms;            /* fused-cuda forward and backward, medians */
+  double gemm_ms[3];                /* plain cuBLAS: logits, d_hidden, d_weight GEMMs (2·N·H·V each), medians */
+  double gemm_total_ms;             /* median of the sum of the three per repetition */
+  double workspace_bytes;           /* device bytes fused-cuda allocated beyond inputs and outputs */
+  double measured_extra_bytes;      /* drop of cudaMemGetInfo's free memory while the workspace lives */
+  double loss_mean;                 /* mean loss_token of the last repetition (sanity: finite, ~log V scale) */
+  char device[128];
+} lce_cuda_bench_result;
+
+/* Runs one shape: allocates inputs and outputs, times fused-cuda and the GEMMs with CUDA events in
+ * the same process. LCE_ENODEV without a GPU. */
+lce_code lce_cuda_bench_run(const lce_cuda_bench_config *cfg, lce_cuda_bench_result *res, lce_status *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,114 @@
+/* fused_cuda_kernels.cuh — the CUDA kernels of fused-cuda (fused_cuda_kernels.cu) and the checked-call
+ * macros of every fused-cuda source. The cuBLAS GEMMs and the order of the passes live in the driver
+ * (fused_cuda.cu); this header is what the driver and the bench (fused_cuda_bench.cu) share.
+ *
+ * Layouts: a logits tile is [tok x rows] fp32, row-major (one token per row, ld = rows), as the
+ * logits GEMM writes it; per-shard statistics are [tp*n], shard-major, as in fused-host. */
+#ifndef FUSED_CUDA_KERNELS_CUH
+#define FUSED_CUDA_KERNELS_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "lce_case.h"
+#include "lce_status.h"
+}
+
+/* Every CUDA runtime call, checked at its call site: the failing call, the error name and text, and
+ * the file:line go into the lce_status; the enclosing function returns LCE_EINTERNAL. */
+#define LCE_CUDA_CHECK(st, call)                                                                       \
+  do {                                                                                                 \
+    cudaError_t lce_cuda_rc_ = (call);                                                                 \
+    if (lce_cuda_rc_ != cudaSuccess)                                                                   \
+      return lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "fused-cuda: %s failed: %s (%s)", #call, \
+                      cudaGetErrorName(lce_cuda_rc_), cudaGetErrorString(lce_cuda_rc_));               \
+  } while (0)
+
+#define LCE_CUBLAS_CHECK(st, call)                                                                      \
+  do {                                                                                                  \
+    cublasStatus_t lce_cublas_rc_ = (call);                                                             \
+    if (lce_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                        \
+      return lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "fused-cuda: %s failed: %s (%s)", #call,  \
+                      cublasGetStatusName(lce_cublas_rc_), cublasGetStatusString(lce_cublas_rc_));      \
+  } while (0)
+
+/* After every kernel launch: a bad configuration or a fault of an earlier kernel shows only in the
+ * last error. */
+#define LCE_CUDA_LAUNCH_CHECK(st, kernel)                                                                \
+  do {                                                                                                   \
+    cudaError_t lce_launch_rc_ = cudaGetLastError();                                                     \
+    if (lce_launch_rc_ != cudaSuccess)                                                                   \
+      return lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "fused-cuda: launch of %s failed: %s (%s)", \
+                      (kernel), cudaGetErrorName(lce_launch_rc_), cudaGetErrorString(lce_launch_rc_));   \
+  } while (0)
+
+/* The option constants as fp32 kernel arguments, rounded once from double on the host exactly as
+ * fused-host rounds them (see fused_host.c's header). */
+typedef struct fc_options {
+  float one_minus_e; /* 1 - e */
+  float ev;          /* e / V of the global vocab (0: no smoothing) */
+  float lambda;      /* z-loss weight (0: none) */
+  float cap;         /* softcap c (0: none) */
+  int tf32;          /* d_logits are rounded to tf32 after the dtype (tf32 GEMMs) */
+  lce_dtype dtype;   /* the input format, also of d_logits and d_hidden */
+} fc_options;
+
+/* What the kernels read besides the tile: labels [n], class weights [v] or NULL. */
+typedef struct fc_tokens {
+  const int64_t *labels;
+  const float *class_weight;
+  int64_t n;
+  int64_t ignore_index;
+} fc_tokens;
+
+/* Running statistics of the online softmax, per (shard, token): max, sum of exp(z - m), and for
+ * smoothing sum_v w_v and sum_v w_v (m - z_v) relative to the same max. */
+typedef struct fc_stats {
+  float *m, *s, *sw, *d;
+} fc_stats;
+
+/* m = -inf, s = sw = d = 0 for count entries; z_target = 0 for n entries. */
+lce_code fc_launch_stats_init(fc_stats st_buf, int64_t count, float *z_target, int64_t n, cudaStream_t stream,
+                              lce_status *st);
+
+/* Folds one tile (tokens [t0, t0+tok), global vocab rows [row0, row0+rows)) into shard statistics
+ * `shard` (already offset to shard r, indexed by token), recording the label's softcapped logit when
+ * the label's row is in the tile. */
+lce_code fc_launch_chunk_stats(const float *tile, int64_t tok, int64_t rows, int64_t t0, int64_t row0,
+                               fc_tokens tk, fc_options o, fc_stats shard, float *z_target, cudaStream_t stream,
+                               lce_status *st);
+
+/* The vocab-parallel merge in rank order, then lse [n], the smoothing factor A [n] and loss_token
+ * [n] (0 for ignored tokens). */
+lce_code fc_launch_merge(fc_stats all, int tp, const float *z_target, fc_tokens tk, fc_options o, float *lse,
+                         float *smooth_a, float *loss_token, cudaStream_t stream, lce_status *st);
+
+/* d_logits of one tile, rounded to the input dtype (then to tf32 with tf32 GEMMs), written into ds
+ * ([tok x rows] in the dtype); 0 for ignored tokens. g [n] is d loss / d loss_token. */
+lce_code fc_launch_chunk_dlogits(const float *tile, void *ds, int64_t tok, int64_t rows, int64_t t0, int64_t row0,
+                                 fc_tokens tk, fc_options o, const float *g, const float *lse,
+                                 const float *smooth_a, cudaStream_t stream, lce_status *st);
+
+/* Zeroes the hidden rows ([n x h] in dtype) of ignored tokens, so that the backward GEMMs never
+ * multiply their (possibly non-finite) hidden values by a zero d_logit. */
+lce_code fc_launch_zero_ignored_rows(void *x, lce_dtype dtype, int64_t h, fc_tokens tk, cudaStream_t stream,
+                                     lce_status *st);
+
+/* x [count] fp32 rounded in place to tf32 (cvt.rna.tf32.f32: ties away from zero). */
+lce_code fc_launch_round_tf32(float *x, int64_t count, cudaStream_t stream, lce_status *st);
+
+/* d_hidden [n x h] in dtype from the accumulation buffer acc (fp32, or in acc_dtype), ignored tokens'
+ * rows exactly 0 (a non-finite W row times their zero d_logits must not reach them). */
+lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, void *d_hidden, lce_dtype dtype, int64_t h,
+                                  fc_tokens tk, cudaStream_t stream, lce_status *st);
+
+/* Fills x [count] of dtype with values uniform in [-scale, scale) from a counter-based hash of
+ * (seed, index): fresh, non-zero bench inputs. Labels uniform in [0, v). */
+lce_code fc_launch_fill_uniform(void *x, lce_dtype dtype, int64_t count, float scale, uint64_t seed,
+                                cudaStream_t stream, lce_status *st);
+lce_code fc_launch_fill_labels(int64_t *labels, int64_t n, int64_t v, uint64_t seed, cudaStream_t stream,
+                               lce_status *st);
+
+#endif
