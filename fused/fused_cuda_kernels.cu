@@ -30,7 +30,13 @@ extern "C" {
 
 /* ---- device helpers ------------------------------------------------------------------------ */
 
-__device__ __forceinline__ float fc_softcap(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+/* The logit of a GEMM result s: a non-finite s (a NaN or Inf among the token's hidden values or in
+ * the W row) is a NaN logit, as lce_case.h defines and fused-host does, softcap or not (c*tanh(Inf)
+ * would otherwise be a finite c, and a -Inf logit would silently drop out of the softmax). */
+__device__ __forceinline__ float fc_softcap(float s, float cap) {
+  if (!isfinite(s)) return __int_as_float(0x7fc00000);
+  return cap > 0.0f ? cap * tanhf(s / cap) : s;
+}
 
 __device__ __forceinline__ float fc_class_w(const fc_tokens &tk, int64_t row) {
   return tk.class_weight ? tk.class_weight[row] : 1.0f;
