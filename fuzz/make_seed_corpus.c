@@ -105,7 +105,7 @@ static const seed_spec k_seeds[] = {
     /* Mutant-exposing seeds found by the kill table: each names the bug it makes visible. A weight
      * gradient held in bf16 across 24 one-token chunks (Liger-Kernel) stays inside the bf16 d_weight
      * bound on normal logits, whose own d_logits rounding is as large; flat logits make each chunk's
-     * contribution nearly cancel, so the per-chunk roundings dominate (maxscaled ~240% of budget). */
+     * contribution nearly cancel, so the per-chunk roundings dominate (maxscaled 2-3x its bound). */
     {"59-bf16-flat-24-token-chunks-dweight", "", -1, {B, 0, 0, 1, 24, 16, 200, 0, 50, SUM, I0, II100, LCE_DIST_FLAT, 63, 1, LS0, 0, 0, 0, 0, IEEE}},
 };
 
