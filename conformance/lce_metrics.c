@@ -104,9 +104,13 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
     mark_undefined(mv); /* the same statistics exist (or not) as for a finite subject */
     return;
   }
-  /* With r == 0 everywhere a relative error has no scale; ||x|| is the absolute error then, and a
-   * bias (a projection on r) does not exist, so it is 0. */
-  mv->v[LCE_METRIC_RELERR] = rr > 0 ? (double)sqrtl(comp_value(&err2) / rr) : (double)sqrtl(comp_value(&sub2));
+  /* With r == 0 everywhere (terms that cancel exactly, e.g. one vocab row with label smoothing) the
+   * error is measured against the terms' scale ||emag||, and ||x|| itself when there are no terms
+   * either; a bias (a projection on r) does not exist, so it is 0. */
+  long double m2 = comp_value(&mag2);
+  mv->v[LCE_METRIC_RELERR] = rr > 0   ? (double)sqrtl(comp_value(&err2) / rr)
+                             : m2 > 0 ? (double)sqrtl(comp_value(&err2) / m2)
+                                      : (double)sqrtl(comp_value(&sub2));
   mv->v[LCE_METRIC_BIAS] = rr > 0 ? (double)(comp_value(&cross) / rr) : 0.0;
   mv->v[LCE_METRIC_MAXSCALED] = (double)maxscaled;
   mark_undefined(mv);

@@ -214,6 +214,11 @@ static void test_edges(void) {
          mv.v[LCE_METRIC_BIAS]);
   EXPECT(mv.v[LCE_METRIC_MAXSCALED] == INFINITY, "mag 0 with an error: maxscaled Inf, got %g",
          mv.v[LCE_METRIC_MAXSCALED]);
+  for (int i = 0; i < 4; i++) f.mag[i] = 2.0; /* exact cancellation: terms of size 2, result 0 */
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.v[LCE_METRIC_RELERR] == 1.25, "r == 0 with terms: relerr ||x|| / ||mag|| = 5/4, got %g",
+         mv.v[LCE_METRIC_RELERR]);
+  for (int i = 0; i < 4; i++) f.mag[i] = 0.0;
   f.x[1] = f.x[3] = 0;
   mv = vec_metrics(&f, NULL);
   EXPECT(mv.v[LCE_METRIC_MAXSCALED] == 0 && mv.v[LCE_METRIC_RELERR] == 0, "0/0 counts as 0");
