@@ -87,6 +87,12 @@ static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream
   ws->tok_max = c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
   ws->o = fc_make_options(c);
   ws->dh_dtype = LCE_FP32;
+  /* Sanitizer runs (scripts/gpu_run.sh) poison the logits tile with NaN before every GEMM: a tile
+   * element cuBLAS failed to write would then reach the judge as NaN, and initcheck, which does
+   * not see the writes of cuBLAS's larger sm_90 GEMM kernels (conformance/GPU_RUNS.md), sees the
+   * tile initialized. Off by default: it costs one tile-sized memset per GEMM. */
+  const char *poison = getenv("LCE_POISON_TILES");
+  ws->poison_tiles = poison != NULL && strcmp(poison, "1") == 0;
 #if defined(LCE_MUTANT_CUDA_BF16_DHIDDEN_ACCUM)
   /* Megatron-LM PR #2739, seed bug 2: d_hidden += d_logits_chunk @ W_chunk accumulated in a buffer of
    * the input dtype: cuBLAS rounds it to bf16/fp16 after every chunk's beta = 1 GEMM. */
@@ -145,6 +151,8 @@ static lce_code gemm_logits(fc_workspace *ws, const fc_problem *p, int64_t t0, i
                             int64_t rows, lce_status *st) {
   const lce_case *c = p->c;
   const cudaDataType t = fc_cuda_type(c->dtype);
+  if (ws->poison_tiles)
+    LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->tile, 0xff, (size_t)(rows * tok) * sizeof(float), ws->stream));
   return fc_gemm(ws, c, CUBLAS_OP_T, CUBLAS_OP_N, rows, tok, c->h, fc_at(p->w, row0 * c->h, c->dtype), t, c->h,
                  fc_at(p->hidden, t0 * c->h, c->dtype), t, c->h, 0.0f, ws->tile, CUDA_R_32F, rows, st);
 }

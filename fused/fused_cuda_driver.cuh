@@ -36,6 +36,7 @@ typedef struct fc_workspace {
   float *z_target, *smooth_a; /* [n] each */
   void *blas_ws;             /* cuBLAS workspace, owned here so that its bytes are counted */
   size_t bytes;              /* device bytes this workspace holds (peak extra memory of a run) */
+  int poison_tiles;          /* LCE_POISON_TILES=1: NaN-fill the logits tile before every GEMM */
 } fc_workspace;
 
 /* Creates the workspace for case c (its shapes, chunks and options) on stream. On failure the

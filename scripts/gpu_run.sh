@@ -87,6 +87,9 @@ if [ ! -f "$GOLDEN" ]; then
   echo "golden/fused-cuda.golden missing: judging against $GOLDEN (fused-host bounds, renamed)"
 fi
 step "check fused-cuda" pass 150 "$LCECHECK" check --subject fused-cuda --golden "$GOLDEN" --quiet
+# Again with every logits tile NaN-filled before its GEMM: passes only if cuBLAS writes every element.
+step "check fused-cuda (NaN-poisoned tiles)" pass 150 env LCE_POISON_TILES=1 "$LCECHECK" check --subject fused-cuda \
+  --golden "$GOLDEN" --quiet
 for m in mutant-cuda/bf16-dhidden-accum mutant-cuda/tied-weight-when-untied; do
   step "check $m" fail 90 "$LCECHECK" check --subject "$m" --golden "$GOLDEN" --quiet
 done
@@ -110,8 +113,8 @@ if command -v compute-sanitizer >/dev/null; then
   tools=(memcheck racecheck initcheck)
   for i in 0 1 2; do
     share=$(($(left) / (3 - i)))
-    step "compute-sanitizer ${tools[$i]}" pass "$share" compute-sanitizer --tool "${tools[$i]}" --error-exitcode 99 \
-      "$GPU_TEST"
+    step "compute-sanitizer ${tools[$i]}" pass "$share" env LCE_POISON_TILES=1 compute-sanitizer --tool "${tools[$i]}" \
+      --error-exitcode 99 "$GPU_TEST"
   done
 else
   SUMMARY+=("$(printf "%-42s %-6s %4s %4s  %s" compute-sanitizer pass - - "NOT FOUND")")
