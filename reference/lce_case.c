@@ -314,10 +314,13 @@ lce_code lce_case_generate(const lce_case *c, lce_tensors *out, lce_status *st) 
   out->class_weight = c->class_weights ? malloc((size_t)c->v * sizeof(float)) : NULL;
   out->n = c->n, out->h = c->h, out->v = c->v, out->vp = c->vp;
   if (!out->hidden || !out->embedding || (!c->tied && (!out->weight || !out->grad_weight_prior)) ||
-      !out->labels || !out->grad_output || !out->grad_embedding_prior || (c->class_weights && !out->class_weight) ||
-      !fill_labels(c, out->labels)) {
+      !out->labels || !out->grad_output || !out->grad_embedding_prior || (c->class_weights && !out->class_weight)) {
     lce_tensors_free(out);
     return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory generating case tensors");
+  }
+  if (!fill_labels(c, out->labels)) { /* labels first: the hidden rows are built against them */
+    lce_tensors_free(out);
+    return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory placing the ignored labels");
   }
   fill_weight(c, out->embedding, STREAM_E);
   if (!c->tied) fill_weight(c, out->weight, STREAM_W);

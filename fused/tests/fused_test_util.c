@@ -208,6 +208,13 @@ double *outputs_d_hidden(const lce_case *c, const lce_outputs *out) {
   return x;
 }
 
+double d_hidden_err(const lce_case *c, const lce_outputs *out, const unfused_ref *ref) {
+  double *dh = outputs_d_hidden(c, out);
+  double e = dh ? normwise_rel_err(dh, ref->d_hidden, c->n * c->h, "d_hidden") : 1.0;
+  free(dh);
+  return e;
+}
+
 double *outputs_d_weight_increment(const lce_case *c, const lce_tensors *in, const lce_outputs *out) {
   const float *buf = c->tied ? out->grad_embedding : out->grad_weight;
   const float *prior = c->tied ? in->grad_embedding_prior : in->grad_weight_prior;

@@ -88,5 +88,7 @@ double norm2(const double *x, int64_t count);
 double *outputs_d_hidden(const lce_case *c, const lce_outputs *out);
 double *outputs_d_weight_increment(const lce_case *c, const lce_tensors *in, const lce_outputs *out);
 double *floats_to_doubles(const float *x, int64_t count);
+/* Normwise relative error of a subject's d_hidden against the unfused reference (1 when out of memory). */
+double d_hidden_err(const lce_case *c, const lce_outputs *out, const unfused_ref *ref);
 
 #endif

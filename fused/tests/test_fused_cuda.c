@@ -165,13 +165,6 @@ static void test_cases(void) {
 
 /* ---- the GPU mutants ------------------------------------------------------------------------- */
 #ifdef LCE_WITH_MUTANTS
-static double d_hidden_err(const lce_case *c, const lce_outputs *out, const unfused_ref *ref) {
-  double *dh = outputs_d_hidden(c, out);
-  double e = dh ? normwise_rel_err(dh, ref->d_hidden, c->n * c->h, "d_hidden") : 1.0;
-  free(dh);
-  return e;
-}
-
 static void test_mutant_bf16_dhidden_accum(void) {
   const lce_subject *mut = &lce_mutant_cuda_bf16_dhidden_accum_subject;
   lce_case c = lce_case_default();

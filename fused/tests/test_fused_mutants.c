@@ -30,13 +30,6 @@ static int outputs_identical(const lce_case *c, const lce_outputs *a, const lce_
          (c->tied || memcmp(a->grad_weight, b->grad_weight, vh * 4) == 0);
 }
 
-static double d_hidden_err(const lce_case *c, const lce_outputs *out, const unfused_ref *ref) {
-  double *dh = outputs_d_hidden(c, out);
-  double e = dh ? normwise_rel_err(dh, ref->d_hidden, c->n * c->h, "d_hidden") : 1.0;
-  free(dh);
-  return e;
-}
-
 /* ---- mutant/bf16-dhidden-accum ------------------------------------------------------------- */
 
 static void test_bf16_dhidden_accum(void) {
