@@ -24,10 +24,10 @@
 #define GOLDEN_MAGIC "lcecheck-golden"
 #define GOLDEN_VERSION "1"
 #define MAX_LINE 4096
-#define MAX_FIELDS 7
+#define MAX_FIELDS 8
 
-static const char *const FORM_NAMES[] = {"const", "sqrtk", "lineark", "cond"};
-enum { FORM_COUNT = 4 };
+static const char *const FORM_NAMES[] = {"const", "sqrtk", "lineark", "cond", "condk"};
+enum { FORM_COUNT = 5 };
 
 const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
 
@@ -37,8 +37,8 @@ static int form_parse(const char *s, lce_bound_form *out) {
   return 0;
 }
 
-/* Number of constants each form takes (a; or a and b). */
-static int form_constants(lce_bound_form f) { return f == LCE_FORM_CONST ? 1 : 2; }
+/* Number of constants each form takes (a; a and b; a, b and c). */
+static int form_constants(lce_bound_form f) { return f == LCE_FORM_CONST ? 1 : f == LCE_FORM_CONDK ? 3 : 2; }
 
 /* Subject class names are identifiers that also appear in file names and CLI arguments. */
 static int class_char_ok(char ch) {
@@ -179,13 +179,14 @@ static lce_code parse_entry(parser *p, char *buf) {
   if (!lce_metric_parse(f[3], &e.metric))
     return parse_error(p, "unknown metric '%.40s' (expected relerr, bias, ulpfrac or maxscaled)", f[3]);
   if (!form_parse(f[4], &e.form))
-    return parse_error(p, "unknown bound form '%.40s' (expected const, sqrtk, lineark or cond)", f[4]);
+    return parse_error(p, "unknown bound form '%.40s' (expected const, sqrtk, lineark, cond or condk)", f[4]);
   int want = 5 + form_constants(e.form);
   if (n != want)
     return parse_error(p, "wrong field count: form %s takes %d fields, got %s%d", f[4], want,
                        n > MAX_FIELDS ? "more than " : "", n > MAX_FIELDS ? MAX_FIELDS : n);
   LCE_TRY(parse_constant(p, "a", f[5], &e.a));
   if (e.form != LCE_FORM_CONST) LCE_TRY(parse_constant(p, "b", f[6], &e.b));
+  if (e.form == LCE_FORM_CONDK) LCE_TRY(parse_constant(p, "c", f[7], &e.c));
   return add_entry(p, &e);
 }
 
@@ -285,6 +286,7 @@ double lce_golden_bound(const lce_golden_entry *e, int64_t k, double cond) {
     case LCE_FORM_SQRTK: return e->a + e->b * sqrt((double)k);
     case LCE_FORM_LINEARK: return e->a + e->b * (double)k;
     case LCE_FORM_COND: return e->a + e->b * cond;
+    case LCE_FORM_CONDK: return e->a + e->b * cond + e->c * (double)k;
   }
   return NAN; /* unreachable for entries that parsed; NaN fails every comparison */
 }
@@ -308,13 +310,15 @@ static lce_code validate_for_write(const lce_golden *g, lce_status *st) {
     LCE_CHECK(st, (unsigned)e->dtype < LCE_PREC_COUNT && (unsigned)e->output < LCE_OUT_COUNT &&
                       (unsigned)e->metric < LCE_METRIC_COUNT && (unsigned)e->form < FORM_COUNT,
               LCE_EINVAL, "golden entry %zu (%s): dtype, output, metric or form out of range", i, e->subject_class);
-    LCE_CHECK(st, isfinite(e->a) && !signbit(e->a) && isfinite(e->b) && !signbit(e->b), LCE_EINVAL,
-              "golden entry %zu (%s %s %s): constants must be finite and >= 0 (a = %g, b = %g)", i,
-              e->subject_class, lce_output_name(e->output), lce_metric_name(e->metric), e->a, e->b);
+    LCE_CHECK(st, isfinite(e->a) && !signbit(e->a) && isfinite(e->b) && !signbit(e->b) && isfinite(e->c) &&
+                      !signbit(e->c),
+              LCE_EINVAL, "golden entry %zu (%s %s %s): constants must be finite and >= 0 (a = %g, b = %g, c = %g)", i,
+              e->subject_class, lce_output_name(e->output), lce_metric_name(e->metric), e->a, e->b, e->c);
     /* A const bound has no b in the file; a non-zero b would not survive the round trip. */
-    LCE_CHECK(st, e->form != LCE_FORM_CONST || e->b == 0, LCE_EINVAL,
-              "golden entry %zu (%s %s %s): form const with b = %g", i, e->subject_class,
-              lce_output_name(e->output), lce_metric_name(e->metric), e->b);
+    LCE_CHECK(st, (e->form != LCE_FORM_CONST || e->b == 0) && (e->form == LCE_FORM_CONDK || e->c == 0), LCE_EINVAL,
+              "golden entry %zu (%s %s %s): form %s with b = %g, c = %g (constants it does not take)", i,
+              e->subject_class, lce_output_name(e->output), lce_metric_name(e->metric), lce_bound_form_name(e->form),
+              e->b, e->c);
     for (size_t j = 0; j < i; j++)
       LCE_CHECK(st, !same_key(&g->entries[j], e), LCE_EINVAL, "golden entries %zu and %zu have the same key %s %s %s %s",
                 j, i, e->subject_class, lce_precision_name(e->dtype), lce_output_name(e->output),
@@ -345,6 +349,7 @@ static int write_contents(FILE *f, const lce_golden *g, const lce_golden_entry *
                 lce_metric_name(e->metric), lce_bound_form_name(e->form), e->a) < 0)
       return 0;
     if (e->form != LCE_FORM_CONST && fprintf(f, " %a", e->b) < 0) return 0;
+    if (e->form == LCE_FORM_CONDK && fprintf(f, " %a", e->c) < 0) return 0;
     if (fputc('\n', f) == EOF) return 0;
   }
   return 1;

@@ -9,7 +9,9 @@
  *   <class> <dtype> <output> <metric> sqrtk <a> <b>      bound = a + b*sqrt(K)
  *   <class> <dtype> <output> <metric> lineark <a> <b>    bound = a + b*K
  *   <class> <dtype> <output> <metric> cond <a> <b>       bound = a + b*kappa
- * with K = lce_output_inner() of the judged case, kappa = the output's normwise condition
+ *   <class> <dtype> <output> <metric> condk <a> <b> <c>  bound = a + b*kappa + c*K
+ * with K = lce_output_inner() of the judged case (condk: the tensor-core term of GPU goldens, whose
+ * accumulation error grows linearly in the reduction length; DESIGN.md "Device arithmetic"), kappa = the output's normwise condition
  * ||mag||/||r|| on that case (lce_metric_values.cond, >= 1), a and b finite, >= 0, written as hex floats (%a;
  * decimal is accepted on input). For bias the bound applies to |bias|. Duplicate keys are errors.
  * Blank lines are allowed. */
@@ -22,7 +24,8 @@ typedef enum lce_bound_form {
   LCE_FORM_CONST = 0,
   LCE_FORM_SQRTK = 1,
   LCE_FORM_LINEARK = 2,
-  LCE_FORM_COND = 3
+  LCE_FORM_COND = 3,
+  LCE_FORM_CONDK = 4
 } lce_bound_form;
 
 typedef struct lce_golden_entry {
@@ -31,7 +34,7 @@ typedef struct lce_golden_entry {
   lce_output_id output;
   lce_metric metric;
   lce_bound_form form;
-  double a, b;
+  double a, b, c; /* c: condk only */
 } lce_golden_entry;
 
 typedef struct lce_golden {

@@ -19,11 +19,6 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void lce_default_golden_path(const char *golden_class, char *buf, size_t size) {
-  const char *dir = getenv("LCE_GOLDEN_DIR");
-  snprintf(buf, size, "%s/%s.golden", dir && *dir ? dir : LCE_SOURCE_DIR "/golden", golden_class);
-}
-
 /* Records an error from a stage into the result and passes the code on. */
 static lce_code record_error(lce_case_result *r, lce_code rc, const lce_status *from, lce_status *st) {
   r->error = 1;

@@ -23,6 +23,9 @@ extern const lce_subject lce_mutant_cuda_tied_weight_when_untied_subject; /* "mu
 /* Number of CUDA devices the runtime sees; 0 when there is none or no usable driver (why, when
  * non-NULL, receives the runtime's message). */
 int lce_cuda_device_count(char *why, size_t size);
+/* "sm_90" for device 0 (its compute capability): the directory of its per-architecture goldens
+ * (golden/<arch>/). Returns 0 and an empty string without a device. */
+int lce_cuda_device_arch(char *buf, size_t size);
 
 /* ---- bench (fused_cuda_bench.cu): fused-cuda beside the plain cuBLAS GEMMs ------------------- */
 typedef struct lce_cuda_bench_config {

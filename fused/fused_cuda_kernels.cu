@@ -381,3 +381,15 @@ int lce_cuda_device_count(char *why, size_t size) {
   else if (why && size) why[0] = '\0';
   return count;
 }
+
+int lce_cuda_device_arch(char *buf, size_t size) {
+  char why[160];
+  cudaDeviceProp prop;
+  if (lce_cuda_device_count(why, sizeof why) == 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    cudaGetLastError();
+    if (size) buf[0] = '\0';
+    return 0;
+  }
+  snprintf(buf, size, "sm_%d%d", prop.major, prop.minor);
+  return 1;
+}

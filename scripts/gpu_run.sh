@@ -78,13 +78,13 @@ step configure pass 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release 
 step build pass 240 cmake --build "$BUILD" -j "$JOBS" --target lcecheck test_fused_cuda
 step "ctest -L gpu" pass 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error
 
-# The fused-cuda goldens: golden/fused-cuda.golden once it exists; until then the fused-host bounds
+# The fused-cuda goldens: golden/sm_90/fused-cuda.golden once it exists; until then the fused-host bounds
 # renamed to class fused-cuda (provisional: the measurement below is what regeneration starts from).
-GOLDEN=$ROOT/golden/fused-cuda.golden
+GOLDEN=$ROOT/golden/sm_90/fused-cuda.golden
 if [ ! -f "$GOLDEN" ]; then
   GOLDEN=$BUILD/fused-cuda.provisional.golden
   sed 's/^fused-host /fused-cuda /' "$ROOT/golden/fused-host.golden" >"$GOLDEN"
-  echo "golden/fused-cuda.golden missing: judging against $GOLDEN (fused-host bounds, renamed)"
+  echo "golden/sm_90/fused-cuda.golden missing: judging against $GOLDEN (fused-host bounds, renamed)"
 fi
 step "check fused-cuda" pass 150 "$LCECHECK" check --subject fused-cuda --golden "$GOLDEN" --quiet
 # Again with every logits tile NaN-filled before its GEMM: passes only if cuBLAS writes every element.
@@ -96,7 +96,7 @@ done
 step "measure fused-cuda (json)" any 90 sh -c "'$LCECHECK' measure --subject fused-cuda --quiet --json >'$OUT/measure-fused-cuda.json'"
 # sm_90 goldens for fused-cuda from this device's measurements, through the regeneration script (its
 # ceilings and the GPU mutants must both hold); written to $OUT for review, never into the tree here.
-if [ ! -f "$ROOT/golden/fused-cuda.golden" ] && command -v python3 >/dev/null; then
+if [ ! -f "$ROOT/golden/sm_90/fused-cuda.golden" ] && command -v python3 >/dev/null; then
   step "regen fused-cuda goldens" any 200 python3 "$ROOT/scripts/lcecheck_golden.py" --golden-dir "$OUT" regen \
     --subject fused-cuda --matrix default --build "$BUILD" --write
   if [ -f "$OUT/fused-cuda.golden" ]; then

@@ -13,7 +13,13 @@ Bounds of the `cond` form (a + b*cond) scale with the output's normwise conditio
 reports per case and output as "cond"; ceilings in the policy may use the name cond likewise.
 
   scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--write]
-  scripts/lcecheck_golden.py show [--json]
+  scripts/lcecheck_golden.py regen --subject fused-cuda --arch sm_90 [...]   on that GPU: golden/sm_90/
+  scripts/lcecheck_golden.py show [--arch sm_90] [--json]
+
+GPU subjects have one golden directory per architecture (golden/<arch>/, as glibc keeps one ulps
+file per platform) with its own policy.txt, whose condk bounds carry the architecture's measured
+tensor-core slope (the K term). --arch refuses unless GPU 0 is of that architecture, and records the
+device name, driver and CUDA versions in the provenance.
 """
 import argparse
 import ast
@@ -33,8 +39,8 @@ POLICY_MAGIC = "lcecheck-policy 1"
 OUTPUTS = ("loss", "loss_token", "lse", "d_hidden", "d_weight", "d_embedding")
 METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
 DTYPES = ("bf16", "fp16", "fp32", "tf32")  # tf32: fp32 inputs whose GEMMs round them to tf32
-FORMS = ("const", "sqrtk", "lineark", "cond")
-FORM_NVALS = {"const": 1, "sqrtk": 2, "lineark": 2, "cond": 2}  # constants written on a golden line
+FORMS = ("const", "sqrtk", "lineark", "cond", "condk")
+FORM_NVALS = {"const": 1, "sqrtk": 2, "lineark": 2, "cond": 2, "condk": 3}  # constants on a golden line
 UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24, "tf32": 2.0**-11}
 
 
@@ -122,14 +128,19 @@ def eval_expr(tree, names, where):
 
 def case_names(dtype, shape, k, cond=1.0):
     """The names an expression may use for one case; cond is the output's condition (>= 1)."""
-    names = {"u": UNIT_ROUNDOFF[dtype], "K": float(k), "cond": float(cond), "inf": math.inf}
+    names = {"u": UNIT_ROUNDOFF[dtype], "K": float(k), "cond": float(cond), "inf": math.inf,
+             "tc": 0.0 if dtype == "fp32" else 1.0}  # tc: the GEMMs run on tensor cores (not IEEE fp32)
     names.update({f"u_{t}": u for t, u in UNIT_ROUNDOFF.items()})
     names.update({key: float(v) for key, v in shape.items()})
     return names
 
 
-def load_policy(path):
-    """Returns {'defines': {name: (ast, where)}, 'bounds': {(o, m): {...}}, 'ceilings': {(t, o, m): (ast, where)}}."""
+def load_policy(path, _included=None):
+    """Returns {'defines': {name: (ast, where)}, 'bounds': {(o, m): {...}}, 'ceilings': {(t, o, m): (ast, where)}}.
+
+    `include <relative path>` (first directive only) reads a base policy first; the including file
+    (a per-architecture policy) may then replace the base's bound and ceiling lines key by key, and
+    add defines. Within one file a key may not repeat."""
     pol = {"defines": {}, "bounds": {}, "ceilings": {}, "path": path}
     try:
         lines = read_text(path).split("\n")
@@ -137,10 +148,18 @@ def load_policy(path):
         raise ToolError(f"cannot read policy {path}: {e}")
     if not lines or lines[0] != POLICY_MAGIC:
         raise ToolError(f"{path}:1: first line must be '{POLICY_MAGIC}'")
+    own = set()  # keys this file set: a second one is an error, replacing an included one is not
     for no, line in enumerate(lines[1:], start=2):
         where = f"{path}:{no}"
         tok = line.split()
         if not tok or tok[0].startswith("#"):
+            continue
+        if tok[0] == "include" and len(tok) == 2:
+            if own or _included is not None or pol["defines"]:
+                raise ToolError(f"{where}: include must be the first directive, and only one level deep")
+            base = load_policy(os.path.join(os.path.dirname(path), tok[1]), _included=path)
+            pol.update({k: base[k] for k in ("defines", "bounds", "ceilings")})
+            own.add(("include",))
             continue
         if tok[0] == "define" and len(tok) >= 4 and tok[2] == "=":
             if tok[1] in pol["defines"]:
@@ -151,7 +170,7 @@ def load_policy(path):
             opts = {}
             for kv in tok[4:]:
                 key, _, val = kv.partition("=")
-                if key not in ("margin", "min", "max") or not val or key in opts:
+                if key not in ("margin", "min", "max", "kslope") or not val or key in opts:
                     raise ToolError(f"{where}: bad bound option '{kv}'")
                 tree = parse_expr(val, where)
                 if any(isinstance(n, ast.Name) and n.id == "cond" for n in ast.walk(tree)):
@@ -159,14 +178,18 @@ def load_policy(path):
                     # the cond form already multiplies the coefficient by it.
                     raise ToolError(f"{where}: '{kv}' uses cond, which only ceilings may use")
                 opts[key] = (tree, where)
-            if "margin" not in opts or (tok[1], tok[2]) in pol["bounds"]:
+            if "margin" not in opts or ("bound", tok[1], tok[2]) in own:
                 raise ToolError(f"{where}: bound needs margin= and must not repeat a key")
+            own.add(("bound", tok[1], tok[2]))
+            if ("kslope" in opts) != (tok[3] == "condk"):
+                raise ToolError(f"{where}: kslope= goes with form condk, and condk needs it")
             pol["bounds"][(tok[1], tok[2])] = {"form": tok[3], **opts}
         elif tok[0] == "ceiling" and len(tok) >= 5 and (tok[1] in DTYPES or tok[1] == "*") \
                 and tok[2] in OUTPUTS and tok[3] in METRICS:
             key = (tok[1], tok[2], tok[3])
-            if key in pol["ceilings"]:
+            if ("ceiling",) + key in own:
                 raise ToolError(f"{where}: duplicate ceiling {' '.join(key)}")
+            own.add(("ceiling",) + key)
             pol["ceilings"][key] = (parse_expr(" ".join(tok[4:]), where), where)
         else:
             raise ToolError(f"{where}: malformed policy line: {line.strip()}")
@@ -198,7 +221,7 @@ def parse_number(s, where):
 
 
 def load_golden(path):
-    """Returns {'entries': {(class, dtype, output, metric): (form, a, b)}, 'comments': [...]}, or None if absent."""
+    """Returns {'entries': {(class, dtype, output, metric): (form, a, b, c)}, 'comments': [...]}, or None if absent."""
     if not os.path.exists(path):
         return None
     lines = read_text(path).split("\n")
@@ -223,24 +246,25 @@ def load_golden(path):
         if key in g["entries"]:
             raise ToolError(f"{where}: duplicate entry {' '.join(key)}")
         vals = [parse_number(s, where) for s in tok[5:]]
-        g["entries"][key] = (tok[4], vals[0], vals[1] if nvals == 2 else 0.0)
+        g["entries"][key] = (tok[4], vals[0], vals[1] if nvals >= 2 else 0.0, vals[2] if nvals == 3 else 0.0)
     return g
 
 
 def form_scale(form, k, cond):
     """What the coefficient b multiplies in a + b*scale (const: the coefficient is a, scale 1)."""
-    return {"const": 1.0, "sqrtk": math.sqrt(k), "lineark": float(k), "cond": float(cond)}[form]
+    return {"const": 1.0, "sqrtk": math.sqrt(k), "lineark": float(k), "cond": float(cond),
+            "condk": float(cond)}[form]
 
 
 def bound_at(entry, k, cond=1.0):
     """The bound of an entry for a case with inner size k and output condition cond (lce_golden_bound)."""
-    form, a, b = entry
-    return a if form == "const" else a + b * form_scale(form, k, cond)
+    form, a, b, c = entry
+    return a if form == "const" else a + b * form_scale(form, k, cond) + (c * k if form == "condk" else 0.0)
 
 
 def format_entry(key, entry):
-    form, a, b = entry
-    vals = [a.hex()] if FORM_NVALS[form] == 1 else [a.hex(), b.hex()]
+    form, a, b, c = entry
+    vals = [a.hex(), b.hex(), c.hex()][:FORM_NVALS[form]]
     return " ".join(list(key) + [form] + vals)
 
 
@@ -332,16 +356,22 @@ def propose(pol, samples):
         if rule is None:
             raise Refusal(f"{pol['path']}: no bound rule for {output} {metric}")
         ceiling = policy_ceiling(pol, dtype, output, metric)
+        s0 = ss[0]
+        margin = policy_value(pol, rule["margin"], dtype, s0["shape"], s0["k"])
+        # condk: the K term is the architecture's measured tensor-core slope (per-arch policy, from
+        # `lcecheck probe`) times the margin; the cond coefficient is fitted to what it leaves.
+        kcoef = policy_value(pol, rule["kslope"], dtype, s0["shape"], s0["k"]) * margin if "kslope" in rule else 0.0
         def scale(s):
             return form_scale(rule["form"], s["k"], s["cond"])
-        w = max(ss, key=lambda s: s["value"] / scale(s))
-        s0 = ss[0]
-        coef = w["value"] / scale(w) * policy_value(pol, rule["margin"], dtype, s0["shape"], s0["k"])
+        def residual(s):
+            return max(0.0, s["value"] - kcoef * s["k"])
+        w = max(ss, key=lambda s: residual(s) / scale(s))
+        coef = residual(w) / scale(w) * margin
         if "min" in rule:
             coef = max(coef, policy_value(pol, rule["min"], dtype, s0["shape"], s0["k"]))
         if "max" in rule:
             coef = min(coef, policy_value(pol, rule["max"], dtype, s0["shape"], s0["k"]))
-        entry = (rule["form"], coef, 0.0) if rule["form"] == "const" else (rule["form"], 0.0, coef)
+        entry = (rule["form"], coef, 0.0, 0.0) if rule["form"] == "const" else (rule["form"], 0.0, coef, kcoef)
         ceils = [policy_value(pol, ceiling, dtype, s["shape"], s["k"], s["cond"]) for s in ss]
         for s, c in zip(ss, ceils):
             if s["value"] > c:
@@ -393,6 +423,23 @@ def print_diff(rows, worst):
         w = worst.get(tuple(r["key"]))
         print(f"{r['key'][0]:<12} {r['key'][1]:<5} {r['key'][2]:<11} {r['key'][3]:<9} {old:>10} -> "
               f"{new:>10} {ratio:>7}  {r['change']:<8} {r['at']['cond']:>8.3g}  {w['id'] if w else ''}")
+
+
+def gpu_identity(arch):
+    """'name, driver D, CUDA C, sm_XY' of GPU 0; refuses unless it is of architecture arch (sm_90):
+    a per-architecture golden measured on another GPU would record the wrong device arithmetic."""
+    rc, out, err = run_command(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap",
+                                "--format=csv,noheader"], check=False)
+    if rc != 0 or not out.strip():
+        raise Refusal(f"--arch {arch}: nvidia-smi found no GPU ({err.strip()[-200:]}); per-architecture "
+                      "goldens are measured on that architecture")
+    name, driver, cap = [t.strip() for t in out.strip().split("\n")[0].split(",")]
+    found = "sm_" + cap.replace(".", "")
+    if found != arch:
+        raise Refusal(f"--arch {arch}, but GPU 0 ({name}) is {found}")
+    _, smi, _ = run_command(["nvidia-smi"], check=False)
+    m = re.search(r"CUDA Version:\s*([0-9.]+)", smi)
+    return f"{name}, driver {driver}, CUDA {m.group(1) if m else 'unknown'}, {found}"
 
 
 def mpfr_version(listing, build):
@@ -511,16 +558,17 @@ def cmd_regen(args):
         raise Refusal("refusing to loosen or drop existing bounds without --allow-loosen \"reason\":\n  "
                       + "\n  ".join(loosened))
     generator = "scripts/lcecheck_golden.py " + shlex.join(
-        ["regen", "--subject", args.subject, "--matrix", args.matrix])
+        ["regen", "--subject", args.subject, "--matrix", args.matrix] + (["--arch", args.arch] if args.arch else []))
     provenance = [
         f"generator: {generator}",
         f"measured by: {lcecheck} measure --subject {args.subject} --matrix {args.matrix} --json",
         f"matrix: {args.matrix} ({len(meas['cases'])} cases), seeds {seed_summary(meas)}",
-        f"policy: golden/policy.txt (margins and analytic ceilings)",
+        f"policy: {os.path.relpath(args.policy, REPO)} (margins and analytic ceilings)",
         f"MPFR: {mpfr_version(listing, args.build)}",
         f"commit: {git_commit()}",
         f"date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
-        "device: " + os.environ.get("LCE_GOLDEN_DEVICE", "host (fused-host emulation)"),
+        "device: " + (gpu_identity(args.arch) if args.arch
+                      else os.environ.get("LCE_GOLDEN_DEVICE", "host (fused-host emulation)")),
     ]
     if loosened:
         provenance.append(f"loosened ({', '.join(loosened)}): {args.allow_loosen}")
@@ -551,17 +599,18 @@ def cmd_show(args):
     for p in paths:
         g = load_golden(p)
         for key in sorted(g["entries"], key=entry_order):
-            form, a, b = g["entries"][key]
+            form, a, b, c = g["entries"][key]
             rows.append({"file": os.path.relpath(p, REPO), "class": key[0], "dtype": key[1], "output": key[2],
-                         "metric": key[3], "form": form, "a": a, "b": b})
+                         "metric": key[3], "form": form, "a": a, "b": b, "c": c})
     missing = [c for c in args.require if not os.path.exists(os.path.join(args.golden_dir, f"{c}.golden"))]
     if args.json:
         print(json.dumps({"goldens": rows, "missing": missing}, indent=2))
     else:
-        print(f"{'class':<12} {'dtype':<5} {'output':<11} {'metric':<9} {'form':<7} {'a':>10} {'b':>10}  a (hex)")
+        print(f"{'class':<12} {'dtype':<5} {'output':<11} {'metric':<9} {'form':<7} {'a':>10} {'b':>10} "
+              f"{'c (K)':>10}  a (hex)")
         for r in rows:
             print(f"{r['class']:<12} {r['dtype']:<5} {r['output']:<11} {r['metric']:<9} {r['form']:<7} "
-                  f"{r['a']:>10.3e} {r['b']:>10.3e}  {r['a'].hex()}")
+                  f"{r['a']:>10.3e} {r['b']:>10.3e} {r['c']:>10.3e}  {r['a'].hex()}")
         print(f"{len(rows)} entries in {len(paths)} files under {args.golden_dir}")
     if missing:
         raise Refusal("missing golden files (a missing golden is an error): " + ", ".join(missing))
@@ -572,8 +621,9 @@ def cmd_show(args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--golden-dir", default=os.path.join(REPO, "golden"), help="directory of *.golden")
-    ap.add_argument("--policy", default=os.path.join(REPO, "golden", "policy.txt"))
+    ap.add_argument("--golden-dir", help="directory of *.golden (default golden/, or golden/<arch>/)")
+    ap.add_argument("--policy", help="policy file (default policy.txt in the golden directory)")
+    ap.add_argument("--arch", help="GPU architecture of the goldens, e.g. sm_90 (GPU subjects)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("regen", help="measure, propose bounds, check ceilings and mutants, write")
     r.add_argument("--subject", required=True)
@@ -587,6 +637,12 @@ def main(argv=None):
     s.add_argument("--require", action="append", default=[], metavar="CLASS",
                    help="fail when golden/CLASS.golden is missing (repeatable)")
     args = ap.parse_args(argv)
+    if args.arch is not None and not re.fullmatch(r"sm_[0-9]{2,3}", args.arch):
+        ap.error(f"--arch wants sm_XY (e.g. sm_90), got '{args.arch}'")
+    if args.golden_dir is None:
+        args.golden_dir = os.path.join(REPO, "golden", *([args.arch] if args.arch else []))
+    if args.policy is None:
+        args.policy = os.path.join(args.golden_dir, "policy.txt")
     try:
         return {"regen": cmd_regen, "show": cmd_show}[args.cmd](args)
     except Refusal as e:

@@ -48,7 +48,7 @@ const lce_subject *cli_subject(const cli_args *a) {
 
 int cli_load_golden(const cli_args *a, const lce_subject *s, lce_golden *g, char *path_used, size_t size) {
   if (a->golden) snprintf(path_used, size, "%s", a->golden);
-  else lce_default_golden_path(s->golden_class, path_used, size);
+  else lce_subject_golden_path(s, path_used, size);
   lce_status st;
   lce_status_clear(&st);
   if (lce_golden_load(path_used, g, &st) != LCE_OK) {

@@ -17,6 +17,7 @@ typedef struct cli_args {
   const char *golden;   /* --golden PATH */
   int json;             /* --json */
   int quiet;            /* --quiet: no per-case progress lines */
+  const char *oracle;   /* --oracle mpfr|fp64-gpu (lce_oracle_tier_parse); NULL: mpfr */
 } cli_args;
 
 /* Parses argv[first..] into a; prints the problem and returns CLI_USAGE on anything unknown.
@@ -43,5 +44,8 @@ int cli_list(int argc, char **argv);
 int cli_check(int argc, char **argv, int measure_only);
 int cli_repro(int argc, char **argv);
 int cli_bench(int argc, char **argv); /* cli_bench.c: exits 77 where no GPU exists */
+int cli_probe(int argc, char **argv);      /* cli_probe.c: tensor-core MMA probe (77 without GPU, except --replay) */
+int cli_compare(int argc, char **argv);    /* cli_compare.c: several subjects on the same case, one oracle */
+int cli_production(int argc, char **argv); /* cli_production.c: production shapes vs the fp64 GPU tier (77 without GPU) */
 
 #endif

@@ -28,7 +28,8 @@ static int same_double_bits(double a, double b) { return memcmp(&a, &b, sizeof a
 
 static int same_entry(const lce_golden_entry *x, const lce_golden_entry *y) {
   return strcmp(x->subject_class, y->subject_class) == 0 && x->dtype == y->dtype && x->output == y->output &&
-         x->metric == y->metric && x->form == y->form && same_double_bits(x->a, y->a) && same_double_bits(x->b, y->b);
+         x->metric == y->metric && x->form == y->form && same_double_bits(x->a, y->a) && same_double_bits(x->b, y->b) &&
+         same_double_bits(x->c, y->c);
 }
 
 /* ---- malformed files -------------------------------------------------------------------------- */
@@ -52,7 +53,7 @@ static const bad_case BAD[] = {
     {"few_fields", 3, "got 4 fields"},
     {"const_extra", 3, "wrong field count: form const takes 6 fields, got 7"},
     {"sqrtk_short", 3, "wrong field count: form sqrtk takes 7 fields, got 6"},
-    {"too_many", 3, "got more than 7"},
+    {"too_many", 3, "got more than 8"},
     {"inf", 3, "constant a: non-finite value 'inf'"},
     {"nan", 3, "constant b: non-finite value 'nan'"},
     {"overflow", 3, "constant a: non-finite value '1e999'"},
@@ -146,6 +147,22 @@ static void test_bad_in_memory(void) {
     EXPECT(lce_golden_bound(&g.entries[0], 300, 3.0) == 0x1p-20 + 3 * 0x1p-8, "cond bound at cond=3: %a",
            lce_golden_bound(&g.entries[0], 300, 3.0));
   lce_golden_free(&g);
+
+  /* The condk form adds the tensor-core term, linear in K: a + b*cond + c*K. It takes exactly three
+   * constants. */
+  static const char condk_text[] = "lcecheck-golden 1\nfused-cuda bf16 d_weight bias condk 0x1p-20 0x1p-8 0x1p-30\n";
+  rc = lce_golden_parse(condk_text, sizeof condk_text - 1, "mem", &g, &st);
+  EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].form == LCE_FORM_CONDK && g.entries[0].c == 0x1p-30,
+         "condk entry: %s", st.msg);
+  if (rc == LCE_OK && g.count == 1)
+    EXPECT(lce_golden_bound(&g.entries[0], 1024, 3.0) == 0x1p-20 + 3 * 0x1p-8 + 1024 * 0x1p-30,
+           "condk bound at cond=3, K=1024: %a", lce_golden_bound(&g.entries[0], 1024, 3.0));
+  lce_golden_free(&g);
+  static const char condk_short[] = "lcecheck-golden 1\nfused-cuda bf16 d_weight bias condk 0x1p-20 0x1p-8\n";
+  rc = lce_golden_parse(condk_short, sizeof condk_short - 1, "mem", &g, &st);
+  EXPECT(rc == LCE_EPARSE && strstr(st.msg, "form condk takes 8 fields") != NULL, "condk with two constants: %s",
+         st.msg);
+  if (rc == LCE_OK) lce_golden_free(&g);
 }
 
 /* ---- good file and lookup --------------------------------------------------------------------- */
@@ -230,7 +247,7 @@ static lce_golden_entry entry(const char *cls, lce_precision t, lce_output_id o,
 }
 
 /* Entries deliberately out of the writer's order, with values that only hex floats carry exactly. */
-static lce_golden_entry SAMPLE[6];
+static lce_golden_entry SAMPLE[7];
 static char *SAMPLE_COMMENTS[] = {"# generator: test_golden", "#", "# values: 0.1, 1e-3, subnormal, DBL_MAX"};
 
 static void make_sample(lce_golden *g) {
@@ -240,9 +257,11 @@ static void make_sample(lce_golden *g) {
   SAMPLE[3] = entry("fused-host", LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR, LCE_FORM_SQRTK, 0, 1.0 / 3);
   SAMPLE[4] = entry("fused-host", LCE_PREC_BF16, LCE_OUT_LOSS_TOKEN, LCE_METRIC_ULPFRAC, LCE_FORM_CONST, 0.5, 0);
   SAMPLE[5] = entry("alpha/x", LCE_PREC_FP32, LCE_OUT_LSE, LCE_METRIC_BIAS, LCE_FORM_CONST, 0x1.23456789abcdep-700, 0);
+  SAMPLE[6] = entry("fused-cuda", LCE_PREC_BF16, LCE_OUT_D_WEIGHT, LCE_METRIC_RELERR, LCE_FORM_CONDK, 0x1p-12, 0.1);
+  SAMPLE[6].c = 0x1.3p-30; /* the third constant must survive the round trip too */
   memset(g, 0, sizeof *g);
   g->entries = SAMPLE;
-  g->count = 6;
+  g->count = 7;
   g->comments = SAMPLE_COMMENTS;
   g->ncomments = 3;
 }
@@ -280,8 +299,8 @@ static void test_round_trip(void) {
   /* write(parse(write(g))) is byte-identical, and so is writing g's entries in another order. */
   EXPECT(lce_golden_write(b, &back, &st) == LCE_OK, "write b: %s", st.msg);
   EXPECT(files_equal(a, b), "rewrite of the parsed file differs from the first write");
-  lce_golden_entry reversed[6];
-  for (int i = 0; i < 6; i++) reversed[i] = SAMPLE[5 - i];
+  lce_golden_entry reversed[7];
+  for (int i = 0; i < 7; i++) reversed[i] = SAMPLE[6 - i];
   g.entries = reversed;
   EXPECT(lce_golden_write(c, &g, &st) == LCE_OK, "write c: %s", st.msg);
   EXPECT(files_equal(a, c), "the written file depends on the order of g's entries");

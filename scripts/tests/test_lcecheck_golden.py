@@ -139,10 +139,10 @@ class RegenTest(unittest.TestCase):
         e = self.entries()
         # relerr margin 2 over the worst bf16 case; bias margin 4 over the worst |bias|; both of
         # form cond (b·cond, a = 0), and cond is 1 where the measurement does not report it.
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 3e-3 * 2))
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "bias")], ("cond", 0.0, 2e-4 * 4))
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 3e-3 * 2, 0.0))
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "bias")], ("cond", 0.0, 2e-4 * 4, 0.0))
         self.assertIn(f"{CLASS} bf16 d_hidden relerr cond {(0.0).hex()} {(6e-3).hex()}", text)
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("const", 1e-3 / 4 * 2, 0.0))
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("const", 1e-3 / 4 * 2, 0.0, 0.0))
         # An output without metrics (judged 0: d_embedding) gets no entry; min= lifts tiny values.
         self.assertNotIn((CLASS, "bf16", "d_embedding", "relerr"), e)
         self.assertEqual(e[(CLASS, "fp32", "d_hidden", "bias")][2], 2.0**-24)
@@ -156,7 +156,7 @@ class RegenTest(unittest.TestCase):
         p, report = self.regen_json("--write")
         self.assertEqual(p.returncode, 0, p.stderr)
         e = self.entries()
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 4e-3 * 2))
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 4e-3 * 2, 0.0))
         # bias: 4 × 0.1/1e5 is small, 4 × 1e-3/2.5 = 1.6e-3 is the worst ratio.
         self.assertAlmostEqual(e[(CLASS, "bf16", "d_hidden", "bias")][2], 1.6e-3, delta=1e-15)
         # The diff row is evaluated at the worst sample's K and cond.
@@ -183,7 +183,7 @@ class RegenTest(unittest.TestCase):
         p = self.regen("--write")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("tighter", p.stdout)
-        self.assertEqual(self.entries()[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 6e-3))
+        self.assertEqual(self.entries()[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 6e-3, 0.0))
 
     def test_mutants_are_checked_against_the_candidate_not_the_committed_file(self):
         p = self.regen("--write")
@@ -339,18 +339,76 @@ class PolicyTest(unittest.TestCase):
                 f.write("lcecheck-golden 1\n# c\n" + line + "\n" + f"{CLASS} bf16 lse bias cond 1e-7 0.5e-7\n")
             g = lcecheck_golden.load_golden(p)["entries"]
         key = (CLASS, "bf16", "d_hidden", "relerr")
-        self.assertEqual(g[key], ("cond", 2.0**-10, 1.5 * 2.0**-8))
+        self.assertEqual(g[key], ("cond", 2.0**-10, 1.5 * 2.0**-8, 0.0))
         self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
         self.assertEqual(lcecheck_golden.bound_at(g[key], 300, 4.0), 2.0**-10 + 6 * 2.0**-8)
         self.assertEqual(lcecheck_golden.bound_at(g[key], 1, 1.0), lcecheck_golden.bound_at(g[key], 9999, 1.0))
-        self.assertEqual(g[(CLASS, "bf16", "lse", "bias")], ("cond", 1e-7, 0.5e-7))  # decimal input
-        self.assertEqual(lcecheck_golden.bound_at(("sqrtk", 1.0, 2.0), 16, 1e9), 9.0)  # K forms ignore cond
+        self.assertEqual(g[(CLASS, "bf16", "lse", "bias")], ("cond", 1e-7, 0.5e-7, 0.0))  # decimal input
+        self.assertEqual(lcecheck_golden.bound_at(("sqrtk", 1.0, 2.0, 0.0), 16, 1e9), 9.0)  # K forms ignore cond
+
+    def test_condk_entry_round_trips_and_adds_the_k_term(self):
+        line = f"fused-cuda bf16 d_weight relerr condk {(0.0).hex()} {(2.0**-12).hex()} {(1.25 * 2.0**-30).hex()}"
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "x.golden")
+            with open(p, "w") as f:
+                f.write("lcecheck-golden 1\n" + line + "\n")
+            g = lcecheck_golden.load_golden(p)["entries"]
+        key = ("fused-cuda", "bf16", "d_weight", "relerr")
+        self.assertEqual(g[key], ("condk", 0.0, 2.0**-12, 1.25 * 2.0**-30))
+        self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
+        self.assertEqual(lcecheck_golden.bound_at(g[key], 1024, 2.0), 2 * 2.0**-12 + 1024 * 1.25 * 2.0**-30)
+
+    def test_condk_rule_needs_kslope_and_fits_cond_to_the_residual(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "policy.txt")
+            with open(p, "w") as f:
+                f.write("lcecheck-policy 1\nbound d_weight relerr condk margin=2\n")
+            with self.assertRaises(lcecheck_golden.ToolError):
+                lcecheck_golden.load_policy(p)
+            with open(p, "w") as f:
+                f.write("lcecheck-policy 1\ndefine TC = 1e-9\nbound d_weight relerr condk margin=2 kslope=TC\n"
+                        "ceiling * d_weight relerr 1\n")
+            pol = lcecheck_golden.load_policy(p)
+        shape = {"N": 16, "H": 32, "V": 300}
+        samples = {("fused-cuda", "bf16", "d_weight", "relerr"): [
+            {"id": "a", "value": 5e-6, "k": 4096, "cond": 1.0, "shape": shape},
+            {"id": "b", "value": 3e-6, "k": 16, "cond": 2.0, "shape": shape}]}
+        entries, worst, refusals = lcecheck_golden.propose(pol, samples)
+        form, a, b, c = entries[("fused-cuda", "bf16", "d_weight", "relerr")]
+        self.assertEqual((form, a, c), ("condk", 0.0, 2e-9))
+        # residuals: a 5e-6 - 8.192e-6 -> 0; b (3e-6 - 3.2e-8) / 2: the cond coefficient comes from b.
+        self.assertAlmostEqual(b, (3e-6 - 3.2e-8) / 2 * 2, delta=1e-18)
+        self.assertEqual(refusals, [])
+
+    def test_sm90_policy_is_the_base_plus_the_tensor_core_term(self):
+        base = lcecheck_golden.load_policy(POLICY)
+        arch = lcecheck_golden.load_policy(os.path.join(os.path.dirname(POLICY), "sm_90", "policy.txt"))
+        self.assertEqual(set(arch["ceilings"]), set(base["ceilings"]))
+        self.assertEqual(arch["bounds"][("d_weight", "relerr")]["form"], "condk")
+        self.assertEqual(arch["bounds"][("d_hidden", "relerr")]["form"], base["bounds"][("d_hidden", "relerr")]["form"])
+        self.assertTrue(arch["bounds"][("d_hidden", "relerr")]["margin"][1].endswith("policy.txt:127"))
+        shape = {"N": 512, "H": 64, "V": 1000}
+        slope = arch["bounds"][("d_weight", "relerr")]["kslope"]
+        self.assertAlmostEqual(lcecheck_golden.policy_value(arch, slope, "bf16", shape, 512), 1.16e-9, delta=1e-21)
+        self.assertEqual(lcecheck_golden.policy_value(arch, slope, "fp32", shape, 512), 0.0)  # CUDA cores: IEEE
+
+    def test_include_must_come_first_and_keys_may_not_repeat_within_a_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "policy.txt")
+            for body in (f"lcecheck-policy 1\ndefine X = 1\ninclude {POLICY}\n",
+                         f"lcecheck-policy 1\ninclude {POLICY}\nbound lse relerr cond margin=2\n"
+                         "bound lse relerr cond margin=3\n"):
+                with open(p, "w") as f:
+                    f.write(body)
+                with self.assertRaises(lcecheck_golden.ToolError):
+                    lcecheck_golden.load_policy(p)
 
     def test_golden_parser_rejects_malformed_lines(self):
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "x.golden")
             for body in ("lcecheck-golden 2\n", "lcecheck-golden 1\nfused-host bf16 d_hidden relerr const\n",
                          "lcecheck-golden 1\nfused-host bf16 d_hidden relerr cond 1\n",
+                         "lcecheck-golden 1\nfused-host bf16 d_hidden relerr condk 1 2\n",
                          "lcecheck-golden 1\nfused-host bf16 d_hidden relerr cond 0 -1\n",
                          "lcecheck-golden 1\nfused-host bf16 d_hidden relerr const -1\n",
                          "lcecheck-golden 1\nfused-host bf16 lse relerr const 1\nfused-host bf16 lse relerr const 2\n"):
