@@ -483,10 +483,13 @@ def seed_summary(meas):
     return f"{seeds[0]}..{seeds[-1]} ({len(seeds)} distinct)" if len(seeds) > 1 else str(seeds[0])
 
 
-def check_mutants(lcecheck, listing, cls, matrix, candidate_path):
+def check_mutants(lcecheck, listing, cls, matrix, candidate_path, no_mutants_reason=None):
     """Runs every mutant of the class under the candidate; returns rows and refuses survivors."""
     mutants = [s for s in listing.get("subjects", []) if s.get("golden_class") == cls
-               and (s.get("name", "").startswith("mutant/") or "mutant" in (s.get("caps") or []))]
+               and (s.get("name", "").startswith("mutant") or "mutant" in (s.get("caps") or []))]
+    if not mutants and no_mutants_reason:
+        log(f"  class {cls} has no mutants: {no_mutants_reason}")
+        return []
     if not mutants:
         raise Refusal(f"no mutant subject of class {cls} in this build, so the goldens cannot be "
                       "shown to kill anything (configure with -DLCE_BUILD_MUTANTS=ON)")
@@ -572,13 +575,15 @@ def cmd_regen(args):
     ]
     if loosened:
         provenance.append(f"loosened ({', '.join(loosened)}): {args.allow_loosen}")
+    if args.allow_no_mutants:
+        provenance.append(f"no mutants checked: {args.allow_no_mutants}")
     text = format_golden(new, provenance)
     with tempfile.TemporaryDirectory(prefix="lcecheck-golden-") as tmpdir:
         candidate = os.path.join(tmpdir, f"{cls}.golden")
         with open(candidate, "w", encoding="utf-8") as f:
             f.write(text)
         log(f"candidate written to {candidate}; checking the mutants of class {cls}")
-        report["mutants"] = check_mutants(lcecheck, listing, cls, args.matrix, candidate)
+        report["mutants"] = check_mutants(lcecheck, listing, cls, args.matrix, candidate, args.allow_no_mutants)
     if args.write:
         write_atomically(golden_path, text)
         report["written"] = True
@@ -631,6 +636,8 @@ def main(argv=None):
     r.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")
     r.add_argument("--write", action="store_true", help="replace golden/<class>.golden")
     r.add_argument("--allow-loosen", metavar="REASON", help="permit looser or dropped bounds; recorded")
+    r.add_argument("--allow-no-mutants", metavar="REASON",
+                   help="a class without mutants (a baseline such as unfused-cuda); recorded")
     r.add_argument("--json", action="store_true")
     s = sub.add_parser("show", help="print the committed goldens as a table")
     s.add_argument("--json", action="store_true")

@@ -385,8 +385,10 @@ class PolicyTest(unittest.TestCase):
         arch = lcecheck_golden.load_policy(os.path.join(os.path.dirname(POLICY), "sm_90", "policy.txt"))
         self.assertEqual(set(arch["ceilings"]), set(base["ceilings"]))
         self.assertEqual(arch["bounds"][("d_weight", "relerr")]["form"], "condk")
-        self.assertEqual(arch["bounds"][("d_hidden", "relerr")]["form"], base["bounds"][("d_hidden", "relerr")]["form"])
-        self.assertTrue(arch["bounds"][("d_hidden", "relerr")]["margin"][1].endswith("policy.txt:127"))
+        self.assertEqual(arch["bounds"][("lse", "relerr")]["form"], base["bounds"][("lse", "relerr")]["form"])
+        self.assertEqual(arch["bounds"][("lse", "relerr")]["margin"][1], base["bounds"][("lse", "relerr")]["margin"][1]
+                         .replace("golden/policy.txt", "golden/sm_90/../policy.txt"))
+        self.assertEqual(arch["bounds"][("d_hidden", "bias")]["form"], "condk")
         shape = {"N": 512, "H": 64, "V": 1000}
         slope = arch["bounds"][("d_weight", "relerr")]["kslope"]
         self.assertAlmostEqual(lcecheck_golden.policy_value(arch, slope, "bf16", shape, 512), 1.16e-9, delta=1e-21)
