@@ -4,7 +4,8 @@
 #
 #   lce_fused_cuda          production: fused_cuda.cu (subject "fused-cuda"), the epilogue kernels,
 #                           the bench; linked into lce_fused; its consumers compile with LCE_WITH_CUDA
-#                           (the registry lists fused-cuda, the CLI has `bench`)
+#                           (the registry lists fused-cuda, the CLI has `bench`); unfused_cuda.cu
+#                           (subject "unfused-cuda": the same driver, one GEMM per gradient)
 #   lce_mutant_cuda_<name>  fused_cuda.cu compiled again with -DLCE_MUTANT_CUDA_<SWITCH>=1: subject
 #                           "mutant-cuda/<name>", golden class "fused-cuda"
 #   lce_fused_cuda_mutants  the GPU mutants; linked into lce_fused_mutants only (LCE_BUILD_MUTANTS)
@@ -27,7 +28,7 @@ function(lce_cuda_target tgt)
   set_property(GLOBAL APPEND PROPERTY LCE_FUSED_CUDA_TARGETS ${tgt})
 endfunction()
 
-add_library(lce_fused_cuda STATIC fused_cuda.cu fused_cuda_kernels.cu fused_cuda_bench.cu)
+add_library(lce_fused_cuda STATIC fused_cuda.cu fused_cuda_kernels.cu fused_cuda_bench.cu unfused_cuda.cu)
 lce_cuda_target(lce_fused_cuda)
 # LCE_WITH_CUDA reaches every consumer (the registry in lce_fused, the CLI's bench verb, tests).
 target_compile_definitions(lce_fused_cuda INTERFACE LCE_WITH_CUDA)

@@ -7,9 +7,16 @@
  * 1 - e and lambda are rounded to fp32 once, from double, as a host passes them to a kernel):
  *   GEMM inputs: dtype values loaded exactly; with tf32 GEMMs every GEMM operand (hidden, W and the
  *     d_logits) is first rounded to tf32 with lce_round_tf32 (cvt.rna.tf32.f32).
+ *   GEMM arithmetic: every GEMM element is lce_gemm_dot under the run's model (lce_gemm_model.h):
+ *     fused-host runs "ieee" (one fmaf per product, k in order); fused-host-sm90 runs "sm90" for
+ *     bf16/fp16 and tf32 GEMMs (Hopper tensor-core steps of 16 / 8 products), and ieee for plain
+ *     fp32 (CUDA cores), as fused-cuda's cuBLAS GEMMs do. Each GEMM starts from 0 and its result is
+ *     added to a buffer with one fp32 add (cuBLAS's beta = 1 epilogue); K is blocked from 0 in order
+ *     exactly as fused-cuda's GEMMs see it (logits: K = H; d_hidden: the chunk's rows; d_weight: the
+ *     token chunk, ignored tokens included as zero rows).
  *   Both passes walk token chunks (token_chunk tokens, 0: all), then shards r (their rows below V;
  *   padded rows are skipped entirely), then vocab chunks; per chunk:
- *     s        = hidden · W_chunk^T, an fp32-accumulate GEMM: one fmaf per product, k = 0..H-1
+ *     s        = hidden · W_chunk^T, an fp32-accumulate GEMM over k = 0..H-1
  *     z        = softcap c ? c·tanhf(s / c) : s
  *   forward, per token and shard, the online statistics:
  *     m_r, s_r   online softmax: m' = max(m, max_j z), s = s·exp(m - m') + sum_j exp(z - m')
@@ -24,13 +31,13 @@
  *   loss       = sum of loss_token in token order; mean divides by sum_n W_n (fp32, token order),
  *                0 when that is 0
  *   backward, per chunk (its logits recomputed exactly as in forward), for valid tokens only
- *   (ignored tokens are skipped: their d_hidden stays 0 and their hidden never reaches d_weight):
+ *   (ignored tokens are skipped: their d_hidden stays 0, and in d_weight they are rows of zeros):
  *     dz         = g·(p·K - (1-e)·w_y·[v == y] - (e/V)·w_v),  p = exp(z - lse),
  *                  K = (1-e)·w_y [+ A] [+ 2·lambda·lse]
  *     ds         = dz·(1 - (z/c)·(z/c)) with softcap, then rounded to the input dtype (d_logits
  *                  are stored in the input format before the two backward GEMMs; tf32: then to tf32)
- *     dh_r      += sum_j ds·W_j     chunk partial (fmaf, rows in order), then one fp32 add per element
- *     gradW_j   += sum_n ds·h_n     per row and token chunk its own fp32 GEMM (fmaf, tokens in order),
+ *     dh_r      += sum_j ds·W_j     chunk partial (a GEMM over the rows), then one fp32 add per element
+ *     gradW_j   += sum_n ds·h_n     per row and token chunk its own GEMM over the tokens in order,
  *                                   ADDED into the fp32 gradient buffer once per element
  *   d_hidden   = round_to_dtype(sum_r dh_r): shard buffers summed in fp32 in rank order (all-reduce).
  * Non-finite inputs propagate as lce_case.h says: a non-finite GEMM result becomes a NaN logit;
@@ -49,6 +56,7 @@
 #include <stdlib.h>
 
 #include "fused_host.h"
+#include "lce_gemm_model.h"
 
 /* ---- build variant ---------------------------------------------------------------------------
  * A mutant build must switch on a mutant this file knows and export its own run symbol; the
@@ -81,6 +89,8 @@ lce_code LCE_FUSED_HOST_RUN(const lce_case *c, const lce_tensors *in, lce_output
  * output element is written. Per-shard statistics are [tp*n], shard-major. */
 typedef struct fused_host {
   const lce_case *c;
+  const lce_gemm_arch *arch; /* the GEMMs' arithmetic for this case (ieee for plain fp32) */
+  lce_mma_format fmt;        /* the GEMM operands' format */
   const int64_t *labels;
   const float *class_weight; /* [v] or NULL */
   const void *w;             /* the output weight, dtype bits [vp*h] */
@@ -92,6 +102,7 @@ typedef struct fused_host {
   float weight_sum;          /* sum_n W_n over valid tokens: the mean's divisor */
   float *ev;                 /* [tp] e/V as shard r scales its smoothing sums (0: no smoothing) */
   float *hidden;             /* [n*h] hidden as the GEMMs read it */
+  float *hidden_dw;          /* [n*h] hidden as the d_weight GEMM reads it: ignored tokens' rows 0 */
   float *w_chunk;            /* [rows_max*h] the chunk's rows of W as the GEMMs read them */
   float *z;                  /* [tok_max*rows_max] the chunk's logits, then its d_logits */
   float *m, *s, *sw, *d;     /* [tp*n] running max, running sum, sum w_v, sum w_v (m - z_v) */
@@ -167,8 +178,8 @@ static void chunk_load(fused_host *f, int64_t row0, int64_t rows) {
     f->w_chunk[e] = gemm_operand(f, (float)lce_load(f->c->dtype, f->w, (size_t)(row0 * h + e)));
 }
 
-/* z[i, j] = sum_k hidden[i,k]·W[row0+j,k] for tokens [t0, t1), accumulated in fp32 with one fmaf
- * per product, k in order (the IEEE model of an fp32-accumulate GEMM), then softcapped. A
+/* z[i, j] = sum_k hidden[i,k]·W[row0+j,k] for tokens [t0, t1), an fp32-accumulate GEMM under the
+ * run's arithmetic model (k = 0..H-1 in order), then softcapped. A
  * non-finite GEMM result becomes a NaN logit (lce_case.h: a NaN or Inf input makes the logits it
  * reaches NaN): without softcap the online softmax would turn +Inf into NaN anyway (exp(inf - inf))
  * but not a row of -Inf, and tanh would cap an Inf to a finite c, as a kernel whose tanh is
@@ -179,9 +190,7 @@ static void chunk_logits(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
     const float *a = f->hidden + i * h;
     float *zi = f->z + (i - t0) * rows;
     for (int64_t j = 0; j < rows; j++) {
-      const float *b = f->w_chunk + j * h;
-      float acc = 0.0f;
-      for (int64_t k = 0; k < h; k++) acc = fmaf(a[k], b[k], acc);
+      float acc = lce_gemm_dot(f->arch, f->fmt, 0.0f, a, 1, f->w_chunk + j * h, 1, h);
       if (!isfinite(acc)) acc = NAN;
       zi[j] = f->cap > 0.0f ? f->cap * tanhf(acc / f->cap) : acc;
     }
@@ -273,34 +282,30 @@ static float dhidden_accumulate(lce_dtype dtype, float buffer, float addend) {
 }
 
 /* dh_shard += ds · W_chunk for the valid tokens of [t0, t1): the chunk's partial is its own
- * fp32-accumulate GEMM (fmaf over the chunk's rows in order), added to the shard buffer once per
+ * fp32-accumulate GEMM (over the chunk's rows in order), added to the shard buffer once per
  * element. Ignored tokens' partials stay exactly 0. */
 static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
   const int64_t h = f->c->h;
   for (int64_t i = t0; i < t1; i++) {
     float *part = f->dh_part + (i - t0) * h;
-    for (int64_t k = 0; k < h; k++) part[k] = 0.0f;
-    for (int64_t j = 0; j < rows && token_valid(f, i); j++) {
-      const float dz = f->z[(i - t0) * rows + j], *wj = f->w_chunk + j * h;
-      for (int64_t k = 0; k < h; k++) part[k] = fmaf(dz, wj[k], part[k]);
-    }
+    const float *ds = f->z + (i - t0) * rows;
+    for (int64_t k = 0; k < h; k++)
+      part[k] = token_valid(f, i) ? lce_gemm_dot(f->arch, f->fmt, 0.0f, ds, 1, f->w_chunk + k, h, rows) : 0.0f;
   }
   for (int64_t e = 0; e < (t1 - t0) * h; e++)
     f->dh_shard[e] = dhidden_accumulate(f->c->dtype, f->dh_shard[e], f->dh_part[e]);
 }
 
-/* gradW[row0+j] += ds[:, j]^T · hidden over the valid tokens of [t0, t1): per row an
- * fp32-accumulate sum over tokens in order, ADDED into the fp32 gradient buffer (which holds the
- * prior gradient, or the embedding lookup's when tied) once per element and token chunk. */
+/* gradW[row0+j] += ds[:, j]^T · hidden over the tokens of [t0, t1): per row an fp32-accumulate
+ * GEMM over the tokens in order, ignored tokens taking part as zero d_logits and zero hidden rows
+ * (as fused-cuda zeroes them: they occupy positions of K, and 0·0 adds nothing to an fmaf chain
+ * that starts from +0), ADDED into the fp32 gradient buffer (which holds the prior gradient, or
+ * the embedding lookup's when tied) once per element and token chunk. */
 static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, int64_t rows) {
   const int64_t h = f->c->h;
   for (int64_t j = 0; j < rows; j++) {
-    for (int64_t k = 0; k < h; k++) f->gw_row[k] = 0.0f;
-    for (int64_t i = t0; i < t1; i++) {
-      if (!token_valid(f, i)) continue;
-      const float dz = f->z[(i - t0) * rows + j], *hi = f->hidden + i * h;
-      for (int64_t k = 0; k < h; k++) f->gw_row[k] = fmaf(dz, hi[k], f->gw_row[k]);
-    }
+    for (int64_t k = 0; k < h; k++)
+      f->gw_row[k] = lce_gemm_dot(f->arch, f->fmt, 0.0f, f->z + j, rows, f->hidden_dw + t0 * h + k, h, t1 - t0);
     float *dst = f->grad_w + (row0 + j) * h;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
     /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
@@ -487,7 +492,7 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   f->tok_max = c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
   const size_t n = (size_t)c->n, h = (size_t)c->h, rows = (size_t)f->rows_max, tok = (size_t)f->tok_max;
   const size_t tpn = (size_t)c->tp * n;
-  size_t total = 2 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 5 * n + h + (size_t)c->tp;
+  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 5 * n + h + (size_t)c->tp;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   total += (size_t)(c->vp * c->h);
 #endif
@@ -495,6 +500,7 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   LCE_CHECK(st, f->block_ != NULL, LCE_ENOMEM, "fused-host: out of memory for a %zu-float workspace", total);
   float *p = f->block_;
   f->hidden = p, p += n * h;
+  f->hidden_dw = p, p += n * h;
   f->dh_total = p, p += n * h;
   f->dh_part = p, p += tok * h;
   f->dh_shard = p, p += tok * h;
@@ -544,11 +550,23 @@ static void write_forward_outputs(const fused_host *f, lce_outputs *out) {
   out->loss[0] = c->reduction == LCE_RED_MEAN ? mean_divide(total, f->weight_sum) : total;
 }
 
-lce_code LCE_FUSED_HOST_RUN(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
+/* The GEMMs' model and operand format for case c under arch: plain fp32 GEMMs run on CUDA cores
+ * (ieee) whatever the architecture; tf32 GEMMs read fp32 registers as tf32. */
+static void select_gemm_model(fused_host *f, const lce_gemm_arch *arch) {
+  const lce_case *c = f->c;
+  f->fmt = c->dtype == LCE_BF16 ? LCE_MMA_BF16 : (c->dtype == LCE_FP16 ? LCE_MMA_FP16 : LCE_MMA_TF32);
+  f->arch = c->dtype == LCE_FP32 && c->gemm != LCE_GEMM_TF32 ? lce_gemm_arch_find("ieee") : arch;
+}
+
+/* The run under one GEMM arithmetic model (see the top). */
+static lce_code fused_host_run(const lce_gemm_arch *arch, const lce_case *c, const lce_tensors *in, lce_outputs *out,
+                               lce_status *st) {
+  LCE_CHECK(st, arch != NULL, LCE_EINVAL, "fused-host: no GEMM arithmetic model");
   LCE_TRY(lce_case_validate(c, st));
   LCE_TRY(lce_tensors_validate(c, in, st));
   LCE_TRY(check_outputs(c, out, st));
   fused_host f = {.c = c, .labels = in->labels, .class_weight = c->class_weights ? in->class_weight : NULL};
+  select_gemm_model(&f, arch);
   LCE_TRY(workspace_alloc(&f, st));
   /* From here on nothing can fail: outputs are written only after every allocation succeeded. */
   select_output_weight(&f, in, out);
@@ -556,6 +574,7 @@ lce_code LCE_FUSED_HOST_RUN(const lce_case *c, const lce_tensors *in, lce_output
   f.weight_sum = token_weight_sum(&f);
   for (int64_t e = 0; e < c->n * c->h; e++)
     f.hidden[e] = gemm_operand(&f, (float)lce_load(c->dtype, in->hidden, (size_t)e));
+  for (int64_t e = 0; e < c->n * c->h; e++) f.hidden_dw[e] = token_valid(&f, e / c->h) ? f.hidden[e] : 0.0f;
   forward(&f);
   write_forward_outputs(&f, out);
   loss_gradient(&f, in->grad_output);
@@ -564,3 +583,18 @@ lce_code LCE_FUSED_HOST_RUN(const lce_case *c, const lce_tensors *in, lce_output
   free(f.block_);
   return LCE_OK;
 }
+
+lce_code LCE_FUSED_HOST_RUN(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
+  return fused_host_run(lce_gemm_arch_find("ieee"), c, in, out, st);
+}
+
+#if !FUSED_HOST_IS_MUTANT /* mutants export only their own run symbol */
+lce_code lce_fused_host_run_arch(const lce_gemm_arch *arch, const lce_case *c, const lce_tensors *in, lce_outputs *out,
+                                 lce_status *st) {
+  return fused_host_run(arch, c, in, out, st);
+}
+
+lce_code lce_fused_host_sm90_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
+  return fused_host_run(lce_gemm_arch_find("sm90"), c, in, out, st);
+}
+#endif

@@ -7,7 +7,8 @@
  *           8 for tf32) together with the accumulator, every term aligned to the largest exponent
  *           and truncated to `extra_bits` bits below fp32's 24-bit significand, then the sum is
  *           truncated (round toward zero) to fp32. DESIGN.md "Device arithmetic is not IEEE".
- *   sm80    Ampere (A100): 8 products per step, 1 extra bit (the public models' parameters)
+ *   sm80    Ampere (A100): 8 products per step (4 for tf32: a k16/k8 MMA is two half steps), 1 extra
+ *           bit (the public models' parameters)
  *   sm100   Blackwell (B200): the public models' parameters
  * The table is data: an architecture is one row (lce_gemm_model.c), so adding one is one line.
  * Models are deterministic functions of their inputs, so a tensor-core GPU result can be compared

@@ -19,7 +19,8 @@
 
 #ifdef LCE_WITH_CUDA /* fused/cuda.cmake: fused-cuda and, with mutants, its GPU mutants */
 #include "fused_cuda.h"
-#define LCE_CUDA_SUBJECTS &lce_fused_cuda_subject,
+#include "unfused_cuda.h"
+#define LCE_CUDA_SUBJECTS &lce_fused_cuda_subject, &lce_unfused_cuda_subject,
 #else
 #define LCE_CUDA_SUBJECTS
 #endif
@@ -39,8 +40,17 @@ static const lce_subject fused_host_subject = {
     .run = lce_fused_host_run,
 };
 
-static const lce_subject *const registry[] = {&fused_host_subject, LCE_CUDA_SUBJECTS LCE_MUTANT_SUBJECTS
-                                               LCE_CUDA_MUTANT_SUBJECTS};
+static const lce_subject fused_host_sm90_subject = {
+    .name = "fused-host-sm90",
+    .golden_class = "fused-host-sm90",
+    .description = "the host twin with Hopper tensor-core GEMM arithmetic (lce_gemm_model.h sm90: bf16/fp16/tf32 "
+                   "MMA steps, plain fp32 ieee); predicts fused-cuda",
+    .caps = LCE_CAP_ALL_SEMANTICS,
+    .run = lce_fused_host_sm90_run,
+};
+
+static const lce_subject *const registry[] = {&fused_host_subject, &fused_host_sm90_subject, LCE_CUDA_SUBJECTS
+                                               LCE_MUTANT_SUBJECTS LCE_CUDA_MUTANT_SUBJECTS};
 
 size_t lce_subject_count(void) { return sizeof registry / sizeof registry[0]; }
 

@@ -19,6 +19,26 @@ static const char *env_or(const char *name, const char *fallback) {
   return v && *v ? v : fallback;
 }
 
+/* Runs subject once on the smallest case. A GPU subject on a machine without a GPU would skip every
+ * input, and a campaign that judged nothing must not read as "no finding": it answers LCE_ENODEV
+ * here, once, with the subject's own message. Any other outcome is left to the inputs to judge. */
+static lce_code probe_device(const lce_subject *subj, lce_status *st) {
+  lce_case c = lce_case_default();
+  lce_tensors in;
+  lce_outputs out;
+  memset(&out, 0, sizeof out);
+  lce_status local;
+  lce_status_clear(&local);
+  lce_code rc = lce_case_generate(&c, &in, &local);
+  if (rc != LCE_OK) return LCE_OK;
+  if (lce_outputs_alloc(&c, &in, &out, &local) == LCE_OK) rc = subj->run(&c, &in, &out, &local);
+  lce_outputs_free(&out);
+  lce_tensors_free(&in);
+  if (rc != LCE_ENODEV) return LCE_OK;
+  *st = local;
+  return LCE_ENODEV;
+}
+
 lce_code lce_fuzz_session_open(lce_status *st) {
   if (g_open) return LCE_OK;
   lce_fuzz_session *s = &g_session;
@@ -28,9 +48,16 @@ lce_code lce_fuzz_session_open(lce_status *st) {
   LCE_CHECK(st, s->subject != NULL, LCE_EINVAL,
             "unknown subject '%s' in LCE_FUZZ_SUBJECT (see `lcecheck list`)", name);
   char path[512];
-  lce_default_golden_path(s->subject->golden_class, path, sizeof path);
+  lce_subject_golden_path(s->subject, path, sizeof path);
   /* A missing golden is an error, not a reason to fuzz without bounds (STYLE.md rule 5). */
   LCE_TRY(lce_golden_load(path, &s->golden, st));
+  if (s->subject->caps & LCE_CAP_NEEDS_GPU) {
+    lce_code rc = probe_device(s->subject, st);
+    if (rc != LCE_OK) {
+      lce_golden_free(&s->golden);
+      return rc;
+    }
+  }
   snprintf(s->findings_dir, sizeof s->findings_dir, "%s",
            env_or("LCE_FUZZ_FINDINGS", LCE_FUZZ_DEFAULT_FINDINGS));
   s->trap_on_violation = 1;

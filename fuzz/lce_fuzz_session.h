@@ -46,7 +46,8 @@ typedef struct lce_fuzz_session {
 } lce_fuzz_session;
 
 /* Opens the process-wide session from the environment (idempotent). On failure (unknown subject,
- * missing or malformed golden) returns the code with the message in st. */
+ * missing or malformed golden) returns the code with the message in st; LCE_ENODEV when the
+ * subject needs a GPU and the machine has none (probed once: harnesses then exit 77, not fuzz). */
 lce_code lce_fuzz_session_open(lce_status *st);
 /* The open session; NULL before lce_fuzz_session_open succeeded. */
 lce_fuzz_session *lce_fuzz_session_get(void);

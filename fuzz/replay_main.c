@@ -5,7 +5,8 @@
  * libFuzzer it does not stop at the first violation: it counts them all, prints one progress line
  * per input and a final table. Exit status: 0 when every input ran and there was no violation
  * (with --expect-violations: when there was at least one — how ctest proves a mutant is killed),
- * 1 otherwise, 2 on usage errors or when no input was found (an empty run proves nothing). */
+ * 1 otherwise, 2 on usage errors or when no input was found (an empty run proves nothing), 77 when
+ * every input was skipped (the subject could run none of them: nothing was judged). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <stdio.h>
@@ -138,6 +139,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (failed_reads) return 1;
+  if (s->stats.skipped == s->stats.inputs) {
+    fprintf(stderr, "every input was skipped by %s: nothing was judged\n", s->subject->name);
+    return 77;
+  }
   if (expect_violations) return s->stats.violations > 0 ? 0 : 1;
   return s->stats.violations == 0 ? 0 : 1;
 }

@@ -2,6 +2,9 @@
 """fuzz_campaign.py — time-boxed libFuzzer campaigns over the FLCE subjects (glue only).
 
   run --subject S --seconds T [--json]     one campaign: was a violation found, and how fast
+  bundle-gpu [--build DIR] [--out DIR]   the libFuzzer build WITH fused-cuda (clang + nvcc), copied with
+                                           the shared libraries a GPU machine may lack into an ignored
+                                           folder (default .gpufuzz/) that scripts/gpu_fuzz.sh runs there
   kill-table [--seconds T] [--json] [--record FILE]
                                            fused-host and every mutant/* subject of `lcecheck list`,
                                            one campaign each (T seconds at most, default 60);
@@ -14,6 +17,8 @@ The fuzzer is fuzz_fused_host from a clang build configured with
 The harness decides what a violation is (golden bounds, class checks, determinism); this script
 only starts it, collects the artifacts and reports. Every command it runs is printed first.
 
+A subject that needs a GPU on a machine without one makes the harness exit 77 before libFuzzer starts:
+`run` reports it as skipped and exits 77 (never "no finding").
 A campaign ends at its first finding (the harness traps, libFuzzer stops), so a table of mutants
 that are all killed early costs far less than (mutants + 1) * T.
 Each campaign gets its own findings directory (<findings-root>/<subject>/<UTC time>) holding the
@@ -26,6 +31,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -117,6 +123,10 @@ def campaign(args, subject):
     # libFuzzer prints its seed line only after LLVMFuzzerInitialize returned: without it the harness
     # never started (unknown subject, missing golden), which is an error, not a finding.
     started = "INFO: Seed:" in log_text
+    skipped = not started and proc.returncode == 77  # lce_fuzz_session.c: a GPU subject, no GPU
+    error = (None if started else
+             f"skipped: the subject needs a GPU this machine lacks (exit 77); see {log_path}" if skipped else
+             f"fuzzer did not start (exit {proc.returncode}); see {log_path}")
     execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", log_text)
     # The harness writes the .finding file the moment it sees the violation: its time stamp, not the
     # process exit (crash dump, final stats), is when the campaign found it.
@@ -124,7 +134,8 @@ def campaign(args, subject):
     return {
         "subject": subject,
         "found": found and started,
-        "error": None if started else f"fuzzer did not start (exit {proc.returncode}); see {log_path}",
+        "error": error,
+        "skipped": skipped,
         "seconds_to_finding": round(to_finding, 2) if found and started else None,
         "seconds_run": round(elapsed, 2),
         "executions": int(execs.group(1)) if execs else None,
@@ -161,7 +172,7 @@ def cmd_run(args):
     else:
         print_run(r)
     if r["error"]:
-        return 2
+        return 77 if r["skipped"] else 2
     return 1 if r["found"] else 0
 
 
@@ -292,6 +303,72 @@ def cmd_kill_table(args):
     return 0 if all(r["ok"] for r in rows) else 1
 
 
+# What a GPU machine may lack, copied beside the fuzzer: MPFR and GMP (the device image has neither)
+# into lib/, always on its library path; the C++ runtime into lib-fallback/, used there only when
+# the machine's own is older than the one this build linked against (scripts/gpu_fuzz.sh decides).
+BUNDLE_LIBS = ("libmpfr.so", "libgmp.so")
+BUNDLE_FALLBACK_LIBS = ("libstdc++.so", "libgcc_s.so")
+
+
+def ldd_paths(binary):
+    """{soname: resolved path} of binary's shared libraries, from ldd."""
+    proc = echo_run(["ldd", binary], capture_output=True, text=True, check=True)
+    found = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(r"\s*(\S+) => (/\S+)", line)
+        if m:
+            found[m.group(1)] = m.group(2)
+    return found, proc.stdout
+
+
+def cmd_bundle_gpu(args):
+    """Configures and builds fuzz_fused_host with fused-cuda, then copies it and its libraries to
+    args.out; checks here that the binary knows fused-cuda (exit 77 without a GPU, not "unknown subject")."""
+    build, out = Path(args.build).resolve(), Path(args.out).resolve()
+    env = {"CC": "clang"}
+    echo_run(["cmake", "-S", REPO, "-B", build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DLCE_BUILD_FUZZERS=ON",
+              "-DLCE_FUZZ_WITH_CUDA=ON", "-DLCE_BUILD_TESTS=OFF", "-DCMAKE_CUDA_HOST_COMPILER=g++",
+              "-DCMAKE_CUDA_ARCHITECTURES=90"], env, check=True)
+    cache = (build / "CMakeCache.txt").read_text(errors="replace")
+    if not re.search(r"^CMAKE_CUDA_COMPILER:\w+=.*nvcc", cache, re.M):
+        sys.exit("fuzz_campaign: the build found no CUDA compiler (nvcc): fused-cuda would be missing")
+    echo_run(["cmake", "--build", build, "-j", str(args.jobs), "--target", "fuzz_fused_host"], check=True)
+    fuzzer = build / "fuzz_fused_host"
+    probe = echo_run([fuzzer, "-runs=0"], {"LCE_FUZZ_SUBJECT": "fused-cuda", "LCE_FUZZ_FINDINGS": str(build / "probe"),
+                                           "LCE_GOLDEN_DIR": str(REPO / "golden")},
+                     capture_output=True, text=True)
+    if probe.returncode not in (0, 77) or "unknown subject" in probe.stderr:
+        sys.exit(f"fuzz_campaign: {fuzzer} does not run fused-cuda (exit {probe.returncode}):\n{probe.stderr[-2000:]}")
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "lib").mkdir(parents=True)
+    (out / "lib-fallback").mkdir()
+    shutil.copy2(fuzzer, out / "fuzz_fused_host")
+    libs, ldd_text = ldd_paths(fuzzer)
+    copied = []
+    for soname, path in sorted(libs.items()):
+        for prefixes, sub in ((BUNDLE_LIBS, "lib"), (BUNDLE_FALLBACK_LIBS, "lib-fallback")):
+            if soname.startswith(prefixes):
+                shutil.copy2(path, out / sub / soname)  # copy2 follows the symlink: the real file, named as loaded
+                copied.append(f"{sub}/{soname}")
+    missing = [p for p in BUNDLE_LIBS if not any(c.startswith("lib/" + p) for c in copied)]
+    if missing:
+        sys.exit(f"fuzz_campaign: ldd of {fuzzer} lists no {', '.join(missing)}")
+    (out / "BUILD_INFO").write_text(
+        f"fuzz_fused_host with fused-cuda, built {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+        f"at commit {head_commit(REPO)} (working tree as it was then)\n"
+        f"build: {build_description(build)}; CUDA objects nvcc sm_90, host compiler g++, no sanitizers\n"
+        f"command: python3 scripts/fuzz_campaign.py {shlex.join(sys.argv[1:])}\n"
+        f"copied: {' '.join(copied)}\n\nldd here:\n{ldd_text}")
+    print(f"fuzz_campaign: {out} holds fuzz_fused_host and {' '.join(copied)}; here it exits "
+          f"{probe.returncode} for fused-cuda ({'no GPU: skipped' if probe.returncode == 77 else 'GPU present'})")
+    excluded = REPO / ".git" / "info" / "exclude"
+    rel = "/" + out.relative_to(REPO).as_posix() + "/" if out.is_relative_to(REPO) else None
+    if rel and not (excluded.is_file() and rel in excluded.read_text().split()):
+        print(f"fuzz_campaign: note: {rel} is not in .git/info/exclude; ignore it there so that the device "
+              f"tool carries it (carry [\"{rel.strip('/')}\"]) instead of copying it as untracked files", file=sys.stderr)
+    return 0
+
+
 def main():
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--build", default=str(REPO / "build-fuzz"), help="clang build dir holding fuzz_fused_host")
@@ -313,6 +390,11 @@ def main():
     k.add_argument("--seconds", type=int, default=60, help="at most this long per subject")
     k.add_argument("--record", metavar="FILE", help="append the dated table to FILE (fuzz/CAMPAIGNS.md)")
     k.set_defaults(func=cmd_kill_table)
+    b = sub.add_parser("bundle-gpu", help="libFuzzer build with fused-cuda, bundled for a GPU machine")
+    b.add_argument("--build", default=str(REPO / "build-gpufuzz"), help="build dir (clang + nvcc)")
+    b.add_argument("--out", default=str(REPO / ".gpufuzz"), help="bundle folder (git-ignored; the device tool carries it)")
+    b.add_argument("--jobs", type=int, default=2, help="parallel build jobs")
+    b.set_defaults(func=cmd_bundle_gpu)
     args = p.parse_args()
     return args.func(args)
 

@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
-# scripts/gpu_run.sh — the issue-4 run on the H200, in one command (through the device tool, carrying
-# .deps): configure + build (Release, sm_90), `ctest -L gpu`, `lcecheck check --subject fused-cuda`
-# on the default matrix, the two GPU seed-bug mutants (they must fail), `lcecheck bench`, then
-# compute-sanitizer memcheck / racecheck / initcheck over the gpu test with the time that is left.
-# Everything is tee'd into $OUT/log; a summary table ends the output. Finishes in < 9 minutes:
-# every step runs under a deadline (LCE_GPU_DEADLINE_S, default 520 s from the start).
+# scripts/gpu_run.sh — the GPU verification of issues 4 and 5 on an H200 (through the device tool,
+# carrying .deps; `fuzz` also needs .gpufuzz), in stages chosen by LCE_GPU_STAGES:
+#   build       configure + build everything (Release, sm_90; MPFR/GMP from .deps)
+#   gputests    ctest -L gpu -LE slow (fused-cuda, the probe, the fp64 tier's certification, ...)
+#   probe       lcecheck probe: single mma.sync m16n8k16/k8 vs the sm90 model, bit for bit, and the
+#               cuBLAS error-vs-K curve beside the model's prediction; the dump comes back
+#   check       fused-cuda on the default matrix (goldens golden/sm_90/), again with NaN-poisoned
+#               tiles, the two GPU seed-bug mutants (must fail), measurements of fused-cuda and
+#               unfused-cuda
+#   medium      fused-cuda on the medium matrix judged by the fp64 GPU tier, and fused-host vs
+#               fused-cuda side by side there (lcecheck compare)
+#   compare     fused-host-sm90 vs fused-cuda on the default matrix: the host twin under the sm90
+#               model must predict the GPU's errors within LCE_PREDICT_FACTOR
+#   production-measure  lcecheck production --measure-only on its small shapes (a smoke test)
+#   production  lcecheck production (gpu;slow): the four production shapes, tied/untied, tp 1 and 8,
+#               judged against golden/sm_90/ (the mutant must fail at V >= 128k)
+#   regen       per-architecture goldens of fused-cuda and unfused-cuda from this device's
+#               measurements (scripts/lcecheck_golden.py --arch sm_90), written to the results
+#   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda)
+#   bench       lcecheck bench
+#   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda
+# Default: build gputests probe check medium compare bench sanitizers. Results other than the log
+# go into $OUT/results.tar (the device tool returns at most 8 files); a summary table ends the log.
 #
-#   OUT=/tmp/out scripts/gpu_run.sh            (the device tool sets OUT)
-# Environment: LCE_GPU_BUILD (build dir, default build-gpu), LCE_GPU_JOBS (default nproc),
-#   LCE_GPU_DEADLINE_S. MPFR and GMP come from .deps/root (apt-get download + dpkg -x, made on the
-#   workstation: see conformance/GPU_RUNS.md) when present, else from the system.
+#   OUT=/tmp/out LCE_GPU_STAGES="build production" bash scripts/gpu_run.sh   (the device tool sets OUT)
+# Environment: LCE_GPU_BUILD (default build-gpu), LCE_GPU_JOBS (default nproc), LCE_GPU_DEADLINE_S
+#   (default 540 s from the start: every step runs under it), LCE_PREDICT_FACTOR (default 3),
+#   LCE_REGEN_ARGS (extra arguments for the regeneration, e.g. --allow-loosen "reason").
 # Exit status: 0 when every required step met its expectation, 1 otherwise.
 set -u -o pipefail
 
@@ -17,9 +34,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${LCE_GPU_BUILD:-$ROOT/build-gpu}
 JOBS=${LCE_GPU_JOBS:-$(nproc)}
-DEADLINE_S=${LCE_GPU_DEADLINE_S:-520}
+DEADLINE_S=${LCE_GPU_DEADLINE_S:-540}
+STAGES=${LCE_GPU_STAGES:-build gputests probe check medium compare bench sanitizers}
+PREDICT_FACTOR=${LCE_PREDICT_FACTOR:-3}
 START=$(date +%s)
 mkdir -p "$OUT"
+RES=$(mktemp -d /tmp/lce-gpu-results.XXXXXX)
 exec > >(tee -a "$OUT/log") 2>&1
 
 DEPS=$ROOT/.deps/root/usr
@@ -34,6 +54,7 @@ GPU_TEST=$BUILD/tests/test_fused_cuda
 SUMMARY=()
 FAILED=0
 left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
+has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # step <name> <expected: pass|fail|any> <timeout s> <command...>: runs it (printed first), records rc,
 # seconds and whether the rc met the expectation (fail: rc 1, the suite caught it).
@@ -44,7 +65,7 @@ step() {
   budget=$(left)
   [ "$limit" -gt "$budget" ] && limit=$budget
   if [ "$limit" -lt 10 ]; then
-    SUMMARY+=("$(printf '%-42s %-6s %4s %4s  %s' "$name" "$expect" "-" "-" "NOT RUN (deadline)")")
+    SUMMARY+=("$(printf '%-50s %-6s %4s %4s  %s' "$name" "$expect" "-" "-" "NOT RUN (deadline)")")
     [ "$expect" != any ] && FAILED=1
     return 0
   fi
@@ -61,69 +82,93 @@ step() {
     *) verdict="UNEXPECTED" ;;
   esac
   [ "$verdict" != ok ] && [ "$expect" != any ] && FAILED=1
-  SUMMARY+=("$(printf '%-42s %-6s %4s %4s  %s' "$name" "$expect" "$rc" "$(($(date +%s) - t0))" "$verdict")")
+  SUMMARY+=("$(printf '%-50s %-6s %4s %4s  %s' "$name" "$expect" "$rc" "$(($(date +%s) - t0))" "$verdict")")
   return 0
 }
+# "${TO[@]}" <path> <command...>: a command for step whose stdout goes to <path> (stderr: the log).
+TO=(sh -c 'o=$1; shift; exec "$@" >"$o"' to)
 
-echo "gpu_run.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), root $ROOT, build $BUILD, out $OUT"
+echo "gpu_run.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), root $ROOT, build $BUILD, out $OUT, stages: $STAGES"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
-# Provenance of goldens regenerated here (the tree has no .git: the caller passes the commit).
-LCE_GOLDEN_DEVICE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), sm_90, $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' | head -1)"
-export LCE_GOLDEN_DEVICE
 command -v nvcc >/dev/null && nvcc --version | tail -2
-[ -f "$ROOT/.git/HEAD" ] && echo "HEAD: $(cat "$ROOT/.git/HEAD")"
+[ -n "${LCE_GOLDEN_COMMIT:-}" ] && echo "commit: $LCE_GOLDEN_COMMIT"
 
-step configure pass 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  "${CMAKE_DEPS[@]}"
-step build pass 240 cmake --build "$BUILD" -j "$JOBS" --target lcecheck test_fused_cuda
-step "ctest -L gpu" pass 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error
-
-# The fused-cuda goldens: golden/sm_90/fused-cuda.golden once it exists; until then the fused-host bounds
-# renamed to class fused-cuda (provisional: the measurement below is what regeneration starts from).
-GOLDEN=$ROOT/golden/sm_90/fused-cuda.golden
-if [ ! -f "$GOLDEN" ]; then
-  GOLDEN=$BUILD/fused-cuda.provisional.golden
-  sed 's/^fused-host /fused-cuda /' "$ROOT/golden/fused-host.golden" >"$GOLDEN"
-  echo "golden/sm_90/fused-cuda.golden missing: judging against $GOLDEN (fused-host bounds, renamed)"
+if has_stage build; then
+  step configure pass 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    "${CMAKE_DEPS[@]}"
+  step build pass 300 cmake --build "$BUILD" -j "$JOBS"
 fi
-step "check fused-cuda" pass 150 "$LCECHECK" check --subject fused-cuda --golden "$GOLDEN" --quiet
-# Again with every logits tile NaN-filled before its GEMM: passes only if cuBLAS writes every element.
-step "check fused-cuda (NaN-poisoned tiles)" pass 150 env LCE_POISON_TILES=1 "$LCECHECK" check --subject fused-cuda \
-  --golden "$GOLDEN" --quiet
-for m in mutant-cuda/bf16-dhidden-accum mutant-cuda/tied-weight-when-untied; do
-  step "check $m" fail 90 "$LCECHECK" check --subject "$m" --golden "$GOLDEN" --quiet
-done
-step "measure fused-cuda (json)" any 90 sh -c "'$LCECHECK' measure --subject fused-cuda --quiet --json >'$OUT/measure-fused-cuda.json'"
-# sm_90 goldens for fused-cuda from this device's measurements, through the regeneration script (its
-# ceilings and the GPU mutants must both hold); written to $OUT for review, never into the tree here.
-if [ ! -f "$ROOT/golden/sm_90/fused-cuda.golden" ] && command -v python3 >/dev/null; then
-  step "regen fused-cuda goldens" any 200 python3 "$ROOT/scripts/lcecheck_golden.py" --golden-dir "$OUT" regen \
-    --subject fused-cuda --matrix default --build "$BUILD" --write
-  if [ -f "$OUT/fused-cuda.golden" ]; then
-    step "check fused-cuda (new goldens)" pass 150 "$LCECHECK" check --subject fused-cuda --golden "$OUT/fused-cuda.golden" --quiet
-    for m in mutant-cuda/bf16-dhidden-accum mutant-cuda/tied-weight-when-untied; do
-      step "check $m (new goldens)" fail 90 "$LCECHECK" check --subject "$m" --golden "$OUT/fused-cuda.golden" --quiet
+has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow \
+  --output-on-failure --no-tests=error
+if has_stage probe; then
+  step "probe (mma.sync vs sm90 model, error vs K)" pass 120 "${TO[@]}" "$RES/probe.json" "$LCECHECK" probe \
+    --dump "$RES/probe-h200.bin" --json
+  step "probe replay (table)" pass 60 "$LCECHECK" probe --replay "$RES/probe-h200.bin"
+fi
+if has_stage check; then
+  step "check fused-cuda (default matrix)" pass 150 "$LCECHECK" check --subject fused-cuda --quiet
+  step "check fused-cuda (NaN-poisoned tiles)" pass 150 env LCE_POISON_TILES=1 "$LCECHECK" check \
+    --subject fused-cuda --quiet
+  for m in mutant-cuda/bf16-dhidden-accum mutant-cuda/tied-weight-when-untied; do
+    step "check $m" fail 90 "$LCECHECK" check --subject "$m" --quiet
+  done
+  step "measure fused-cuda" any 90 "${TO[@]}" "$RES/measure-fused-cuda.json" "$LCECHECK" measure --subject fused-cuda --quiet --json
+  step "measure unfused-cuda" any 90 "${TO[@]}" "$RES/measure-unfused-cuda.json" "$LCECHECK" measure --subject unfused-cuda \
+    --quiet --json
+fi
+if has_stage medium; then
+  step "check fused-cuda (medium, fp64-gpu oracle)" pass 150 "$LCECHECK" check --subject fused-cuda \
+    --matrix medium --oracle fp64-gpu --quiet
+  step "compare fused-host,fused-cuda (medium, fp64-gpu)" pass 240 "${TO[@]}" "$RES/compare-medium.json" "$LCECHECK" compare \
+    --subjects fused-host,fused-cuda --matrix medium --oracle fp64-gpu --json
+fi
+has_stage compare && step "compare fused-host-sm90,fused-cuda (predict x$PREDICT_FACTOR)" pass 200 \
+  "${TO[@]}" "$RES/compare-predict.json" "$LCECHECK" compare --subjects fused-host-sm90,fused-cuda --matrix default \
+  --predict-factor "$PREDICT_FACTOR" --json
+if has_stage production-measure; then
+  step "production (measure only, small shapes)" pass 120 "$LCECHECK" production --measure-only --shapes small
+fi
+if has_stage production; then
+  for tp in 1 8; do
+    step "production (judged, tp $tp)" pass 280 "${TO[@]}" "$RES/production-tp$tp.json" "$LCECHECK" production \
+      --tp $tp --json
+  done
+fi
+if has_stage regen; then
+  # Start from the committed sm_90 goldens so that loosening is detected and must be argued.
+  mkdir -p "$RES/golden-sm_90"
+  cp "$ROOT"/golden/sm_90/*.golden "$RES/golden-sm_90/" 2>/dev/null
+  for s in fused-cuda unfused-cuda; do
+    extra=()
+    [ "$s" = unfused-cuda ] && extra=(--allow-no-mutants "a baseline (the unfused LM head), not an implementation under test")
+    step "regen $s (sm_90)" any 240 python3 "$ROOT/scripts/lcecheck_golden.py" --arch sm_90 \
+      --golden-dir "$RES/golden-sm_90" --policy "$ROOT/golden/sm_90/policy.txt" regen --subject "$s" \
+      --build "$BUILD" --write "${extra[@]}" ${LCE_REGEN_ARGS:-}
+  done
+fi
+if has_stage fuzz; then
+  step "gpu_fuzz.sh (replay + campaigns)" pass "$(left)" env LCE_GPU_DEADLINE_S=$(($(left) - 10)) \
+    OUT="$RES" LCE_GPU_BUILD="$BUILD" bash "$ROOT/scripts/gpu_fuzz.sh"
+fi
+has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench && '$LCECHECK' bench --json >'$RES/bench.json'"
+if has_stage sanitizers; then
+  if command -v compute-sanitizer >/dev/null; then
+    tools=(memcheck racecheck initcheck)
+    for i in 0 1 2; do
+      share=$(($(left) / (3 - i)))
+      step "compute-sanitizer ${tools[$i]}" pass "$share" env LCE_POISON_TILES=1 compute-sanitizer \
+        --tool "${tools[$i]}" --error-exitcode 99 "$GPU_TEST"
     done
+  else
+    SUMMARY+=("$(printf "%-50s %-6s %4s %4s  %s" compute-sanitizer pass - - "NOT FOUND")")
+    FAILED=1
   fi
 fi
-step "bench" pass 120 sh -c "'$LCECHECK' bench && '$LCECHECK' bench --json >'$OUT/bench.json'"
 
-# Sanitizers last, sharing what is left of the deadline; a sanitizer finding exits 99, a failing test 1.
-if command -v compute-sanitizer >/dev/null; then
-  tools=(memcheck racecheck initcheck)
-  for i in 0 1 2; do
-    share=$(($(left) / (3 - i)))
-    step "compute-sanitizer ${tools[$i]}" pass "$share" env LCE_POISON_TILES=1 compute-sanitizer --tool "${tools[$i]}" \
-      --error-exitcode 99 "$GPU_TEST"
-  done
-else
-  SUMMARY+=("$(printf "%-42s %-6s %4s %4s  %s" compute-sanitizer pass - - "NOT FOUND")")
-  FAILED=1
-fi
-
+tar -C "$RES" -cf "$OUT/results.tar" . && echo "results: $OUT/results.tar ($(ls "$RES" | tr '\n' ' '))"
 echo
 echo "==== summary ($(($(date +%s) - START)) s; expect fail = the mutant must fail the check) ===="
-printf '%-42s %-6s %4s %4s  %s\n' step expect rc sec verdict
+printf '%-50s %-6s %4s %4s  %s\n' step expect rc sec verdict
 for line in "${SUMMARY[@]}"; do echo "$line"; done
 echo "overall: $([ "$FAILED" = 0 ] && echo PASS || echo FAIL)  (log: $OUT/log)"
 exit "$FAILED"

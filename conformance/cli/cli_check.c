@@ -2,15 +2,20 @@
  * run with no bounds: the numbers golden regeneration starts from).
  *
  * Progress goes to stderr, one line per case; stdout carries the final tables, or one JSON object
- * with --json. */
+ * with --json. --oracle picks the reference (mpfr: tier 0; fp64-gpu: tier 2 on the GPU). Exit code 77
+ * (skipped) when no case ran and every case was skipped for want of a device (a GPU subject or the
+ * fp64-gpu oracle on a machine or build without one), so that gpu-labelled ctests skip there. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_common.h"
 
+#define CHECK_NO_DEVICE 77
+
 typedef struct tally {
   size_t pass, fail, skip, error;
+  size_t skip_nodev; /* skips because no device exists (status LCE_ENODEV) */
   int64_t inconclusive;
   /* Worst value per (output, dtype): budget % (check) and metric (|bias| for bias). */
   double worst_pct[LCE_OUT_COUNT][LCE_PREC_COUNT];
@@ -21,7 +26,11 @@ typedef struct tally {
 
 static void tally_add(tally *t, const lce_case_result *r) {
   if (r->error) { t->error++; return; }
-  if (r->skipped) { t->skip++; return; }
+  if (r->skipped) {
+    t->skip++;
+    t->skip_nodev += r->status.code == LCE_ENODEV;
+    return;
+  }
   r->verdict.pass ? t->pass++ : t->fail++;
   t->inconclusive += r->verdict.inconclusive;
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
@@ -80,6 +89,8 @@ int cli_check(int argc, char **argv, int measure_only) {
     fprintf(stderr, "lcecheck measure: --golden makes no sense here (measure uses no bounds)\n");
     return CLI_USAGE;
   }
+  lce_oracle_tier tier = LCE_ORACLE_MPFR;
+  if (a.oracle) lce_oracle_tier_parse(a.oracle, &tier); /* validated by cli_parse_args */
   const lce_subject *s = cli_subject(&a);
   if (s == NULL) return CLI_USAGE;
   lce_golden g;
@@ -94,14 +105,15 @@ int cli_check(int argc, char **argv, int measure_only) {
   }
   const char *scope = a.case_id ? a.case_id : (a.matrix ? a.matrix : "default");
   if (!a.json)
-    printf("lcecheck %s: subject %s (golden class %s), %s %s, %zu case%s%s%s\n", verb, s->name, s->golden_class,
-           a.case_id ? "case" : "matrix", scope, n, n == 1 ? "" : "s", measure_only ? "" : ", golden ", golden_path);
+    printf("lcecheck %s: subject %s (golden class %s), %s %s, %zu case%s, oracle %s%s%s\n", verb, s->name,
+           s->golden_class, a.case_id ? "case" : "matrix", scope, n, n == 1 ? "" : "s", lce_oracle_tier_name(tier),
+           measure_only ? "" : ", golden ", golden_path);
   lce_case_result *results = calloc(n, sizeof *results);
   tally t;
   memset(&t, 0, sizeof t);
   for (size_t i = 0; i < n && results; i++) {
     lce_case_result *r = &results[i];
-    lce_run_case(s, &cases[i], measure_only ? NULL : &g, r, NULL);
+    lce_run_case_tier(s, &cases[i], measure_only ? NULL : &g, tier, r, NULL);
     tally_add(&t, r);
     if (!a.quiet) {
       const char *detail = r->error || r->skipped ? r->status.msg : r->verdict.summary;
@@ -110,6 +122,7 @@ int cli_check(int argc, char **argv, int measure_only) {
   }
   int ran = (int)(t.pass + t.fail);
   int code = (results == NULL || t.fail || t.error || ran == 0) ? CLI_FAIL : CLI_PASS;
+  const int no_device = results != NULL && n > 0 && t.skip_nodev == n;
   if (a.json) {
     printf("{\"verb\":\"%s\",\"subject\":", verb);
     cli_json_string(stdout, s->name);
@@ -119,7 +132,7 @@ int cli_check(int argc, char **argv, int measure_only) {
     cli_json_string(stdout, scope);
     printf(",\"golden\":");
     cli_json_string(stdout, golden_path);
-    printf(",\"cases\":[");
+    printf(",\"oracle\":\"%s\",\"cases\":[", lce_oracle_tier_name(tier));
     for (size_t i = 0; i < n && results; i++) {
       if (i) putchar(',');
       cli_json_case(stdout, &results[i], !measure_only);
@@ -141,10 +154,12 @@ int cli_check(int argc, char **argv, int measure_only) {
     if (shown > 20) printf("  ... and %zu more\n", shown - 20);
     printf("\ncases: %zu  pass %zu  fail %zu  skip %zu  error %zu  inconclusive oracle elements: %lld\n", n, t.pass,
            t.fail, t.skip, t.error, (long long)t.inconclusive);
-    printf("%s\n", code == CLI_PASS ? "PASS" : (ran == 0 && !t.fail && !t.error ? "FAIL: no case ran" : "FAIL"));
+    printf("%s\n", code == CLI_PASS ? "PASS"
+                                    : no_device ? "SKIPPED: no device (every case needs a GPU)"
+                                                : (ran == 0 && !t.fail && !t.error ? "FAIL: no case ran" : "FAIL"));
   }
   free(results);
   free(cases);
   lce_golden_free(&g);
-  return code;
+  return no_device ? CHECK_NO_DEVICE : code;
 }

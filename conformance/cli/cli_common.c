@@ -17,6 +17,7 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
     else if (strcmp(arg, "--matrix") == 0) slot = &a->matrix;
     else if (strcmp(arg, "--case") == 0) slot = &a->case_id;
     else if (strcmp(arg, "--golden") == 0) slot = &a->golden;
+    else if (strcmp(arg, "--oracle") == 0) slot = &a->oracle;
     else if (positional_case && arg[0] != '-' && a->case_id == NULL) { a->case_id = arg; continue; }
     else {
       fprintf(stderr, "lcecheck %s: unknown argument '%s' (see lcecheck --help)\n", argv[1], arg);
@@ -27,6 +28,11 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
       return CLI_USAGE;
     }
     *slot = argv[++i];
+  }
+  lce_oracle_tier tier;
+  if (a->oracle && !lce_oracle_tier_parse(a->oracle, &tier)) {
+    fprintf(stderr, "lcecheck %s: unknown oracle '%s' (mpfr or fp64-gpu)\n", argv[1], a->oracle);
+    return CLI_USAGE;
   }
   if (a->matrix && a->case_id) {
     fprintf(stderr, "lcecheck %s: give --matrix or --case, not both\n", argv[1]);

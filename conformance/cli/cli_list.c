@@ -49,6 +49,7 @@ int cli_list(int argc, char **argv) {
   }
   printf("matrices (%zu):\n", nm);
   for (size_t i = 0; i < nm; i++) printf("  %-34s %s\n", lce_matrix_at(i)->name, lce_matrix_at(i)->description);
-  printf("oracle: MPFR %s\n", mpfr_get_version());
+  printf("oracles (--oracle): mpfr (tier 0, MPFR %s, the truth; small shapes), fp64-gpu (tier 2, fp64 on the "
+         "GPU, certified against mpfr; for the medium matrix and production shapes)\n", mpfr_get_version());
   return CLI_PASS;
 }

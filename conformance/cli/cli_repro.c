@@ -22,6 +22,8 @@ int cli_repro(int argc, char **argv) {
     fprintf(stderr, "lcecheck repro: give exactly one case id (see lcecheck --help)\n");
     return CLI_USAGE;
   }
+  lce_oracle_tier tier = LCE_ORACLE_MPFR;
+  if (a.oracle) lce_oracle_tier_parse(a.oracle, &tier); /* validated by cli_parse_args */
   const lce_subject *s = cli_subject(&a);
   if (s == NULL) return CLI_USAGE;
   lce_case *cases = NULL;
@@ -34,19 +36,21 @@ int cli_repro(int argc, char **argv) {
     return rc;
   }
   lce_case_result r;
-  lce_run_case(s, &cases[0], &g, &r, NULL);
+  lce_run_case_tier(s, &cases[0], &g, tier, &r, NULL);
   rc = r.error ? CLI_FAIL : (r.skipped || r.verdict.pass) ? CLI_PASS : CLI_FAIL;
   if (a.json) {
     printf("{\"verb\":\"repro\",\"subject\":");
     cli_json_string(stdout, s->name);
     printf(",\"golden\":");
     cli_json_string(stdout, golden_path);
-    printf(",\"oracle\":{\"decisive\":%lld,\"total\":%lld,\"worst_rel_err\":%.3e},\"result\":",
-           (long long)r.oracle_decisive, (long long)r.oracle_total, r.oracle_worst_rel_err);
+    printf(",\"oracle\":{\"tier\":\"%s\",\"decisive\":%lld,\"total\":%lld,\"worst_rel_err\":%.3e},\"result\":",
+           lce_oracle_tier_name(tier), (long long)r.oracle_decisive, (long long)r.oracle_total,
+           r.oracle_worst_rel_err);
     cli_json_case(stdout, &r, 1);
     printf("}\n");
   } else {
-    printf("subject %s (golden class %s), golden %s\n", s->name, s->golden_class, golden_path);
+    printf("subject %s (golden class %s), golden %s, oracle %s\n", s->name, s->golden_class, golden_path,
+           lce_oracle_tier_name(tier));
     printf("id:   %s\n", r.id);
     print_case(&r.c);
     if (r.error || r.skipped) {

@@ -1,5 +1,6 @@
 /* test_subject_registry.c — the subject registry and lce_subject_supports():
- *   fused-host is registered first, with its golden class and every semantic capability;
+ *   fused-host is registered first and fused-host-sm90 second, each with its golden class and every
+ *   semantic capability;
  *   names are unique and lookups of unknown names fail; mutants appear exactly when the build has
  *   them (LCE_TEST_MUTANT_COUNT, from mutants.cmake), each "mutant/..." with LCE_CAP_MUTANT and
  *   golden class "fused-host";
@@ -17,13 +18,19 @@ static void test_lookup(void) {
   size_t count = lce_subject_count(), host_count = 0;
   for (size_t i = 0; i < count; i++) host_count += !(lce_subject_at(i)->caps & LCE_CAP_NEEDS_GPU);
   /* GPU subjects (fused-cuda and its mutants, in CUDA builds) are tested by the gpu label. */
-  EXPECT(host_count == 1 + (size_t)LCE_TEST_MUTANT_COUNT, "%zu host subjects, want 1 + %d mutants", host_count,
+  EXPECT(host_count == 2 + (size_t)LCE_TEST_MUTANT_COUNT, "%zu host subjects, want 2 + %d mutants", host_count,
          LCE_TEST_MUTANT_COUNT);
   const lce_subject *host = lce_subject_find("fused-host");
   EXPECT(host != NULL && host == lce_subject_at(0), "fused-host is not the first subject");
   if (host) {
     EXPECT(strcmp(host->golden_class, "fused-host") == 0, "fused-host golden class %s", host->golden_class);
     EXPECT(host->caps == LCE_CAP_ALL_SEMANTICS, "fused-host caps %#x", host->caps);
+  }
+  const lce_subject *sm90 = lce_subject_find("fused-host-sm90");
+  EXPECT(sm90 != NULL && sm90 == lce_subject_at(1), "fused-host-sm90 is not the second subject");
+  if (sm90) {
+    EXPECT(strcmp(sm90->golden_class, "fused-host-sm90") == 0, "fused-host-sm90 golden class %s", sm90->golden_class);
+    EXPECT(sm90->caps == LCE_CAP_ALL_SEMANTICS, "fused-host-sm90 caps %#x", sm90->caps);
   }
   EXPECT(lce_subject_at(count) == NULL, "lce_subject_at(count) is not NULL");
   EXPECT(lce_subject_find("no-such-subject") == NULL, "unknown name found");
@@ -41,7 +48,7 @@ static void test_lookup(void) {
     EXPECT(named_mutant == !!(s->caps & LCE_CAP_MUTANT), "%s: name and LCE_CAP_MUTANT disagree", s->name);
     if (named_mutant) {
       mutants++;
-      EXPECT(i > 0, "a mutant precedes the production subjects");
+      EXPECT(i > 1, "a mutant precedes the production subjects");
       EXPECT(strcmp(s->golden_class, "fused-host") == 0, "%s: golden class %s", s->name, s->golden_class);
       EXPECT((s->caps & LCE_CAP_ALL_SEMANTICS) == LCE_CAP_ALL_SEMANTICS, "%s: caps %#x", s->name, s->caps);
     }

@@ -4,7 +4,8 @@ in test_fuzz_campaign.py, so the campaign script's table and record are tested w
 
 As the fuzzer: prints libFuzzer's start line; for a subject named in $FAKE_FUZZ_KILLS (comma
 separated) writes a .finding file the way lce_fuzz_session.c does and exits like a trap; otherwise
-"runs out of time" at once. Either way it prints the final-stats line the script reads."""
+"runs out of time" at once; for one in $FAKE_NEEDS_GPU exits 77 before starting, as the harness
+does for a GPU subject on a machine without a GPU. Either way it prints the final-stats line the script reads."""
 import os
 import sys
 
@@ -12,6 +13,9 @@ import sys
 def fuzzer():
     subject = os.environ["LCE_FUZZ_SUBJECT"]
     findings = os.environ["LCE_FUZZ_FINDINGS"]
+    if subject in os.environ.get("FAKE_NEEDS_GPU", "").split(","):  # the harness's start-up exit 77
+        print(f"fuzz_fused_host: subject {subject} needs a GPU: no CUDA device; skipped (exit 77)", flush=True)
+        return 77
     print("INFO: Seed: 1", flush=True)
     if subject in os.environ.get("FAKE_FUZZ_KILLS", "").split(","):
         case = "bf16.untied.tp1.n8.h16.v100.vp100.vc32.mean.ign10.fresh.mixed.s1"

@@ -73,6 +73,17 @@ class KillTable(unittest.TestCase):
                                r"d_hidden: ulpfrac 3\.5, bound 1 \(350% of budget\) \|")
         self.assertRegex(text, r"\| mutant/survivor \| no \| - \| 1000 \| NOT FOUND \|")
 
+    def test_gpu_subject_without_gpu_is_skipped_not_clean(self):
+        env = dict(os.environ, FAKE_NEEDS_GPU="fused-cuda")
+        proc = subprocess.run([sys.executable, str(SCRIPT), "run", "--subject", "fused-cuda", "--seconds", "5",
+                               "--json", "--build", str(self.build), "--findings-root", str(self.tmp / "findings")],
+                              env=env, capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 77, proc.stderr)
+        r = json.loads(proc.stdout)
+        self.assertTrue(r["skipped"])
+        self.assertFalse(r["found"])
+        self.assertTrue(r["error"].startswith("skipped: the subject needs a GPU"))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,579 @@
+/* cli_compare.c — `lcecheck compare --subjects A,B[,C...]`: several subjects on the same case,
+ * against one oracle run.
+ *
+ *   lcecheck compare --subjects A,B[,C...] [--case ID | --matrix M] [--oracle mpfr|fp64-gpu]
+ *                    [--predict-factor F] [--json] [--quiet]
+ *
+ * Per case the tensors are generated once, every subject runs on them (a subject that cannot run the
+ * case, or needs a GPU the machine lacks, is skipped visibly), the oracle runs once, and each
+ * subject is judged against the golden of its own class (lce_judge, $LCE_GOLDEN_DIR or golden/).
+ * Then, per output that has metrics, every pair (A, B) is measured against the oracle's values r on the elements the
+ * judge measures (decisive, finite r; valid tokens for lse; real vocab rows for d_weight):
+ *   distance = ||A - B|| / ||r||        and   bias = <A - B, r> / <r, r>
+ * so that a distance is on the scale of the subjects' own relerr. It must satisfy the triangle
+ * inequality distance <= relerr_A + relerr_B (up to the rounding of the metric sums): the check
+ * that the two subjects were judged on the same elements of the same reference.
+ *
+ * --predict-factor F asks whether the first subject predicts the second (fused-host-sm90 for
+ * fused-cuda): for every output measured over at least LCE_STAT_MIN_ELEMS effective elements,
+ *   relerr: when either relerr exceeds u/8 (u: unit roundoff of the output format; below it the
+ *           output is essentially exact and the ratio of two roundings is luck), each relerr must be
+ *           within a factor F of the other;
+ *   bias:   when both biases are defined and either |bias| exceeds its noise level
+ *           COMPARE_BIAS_SIGMAS * max(relerr) / sqrt(neff) (a random error of that relerr has a
+ *           bias of about relerr / sqrt(neff)), the biases must have the same sign and each |bias|
+ *           must be within a factor F of the other.
+ * A value above its floor against one at zero fails: a prediction that misses a systematic error
+ * is what this check exists to catch.
+ *
+ * Exit status: 0 when every subject that ran passed its golden and every check held and at least
+ * one pair was measured; 1 otherwise; 2 bad usage; 77 when nothing could be compared because a
+ * device (GPU subject or fp64-gpu oracle) was missing. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli_common.h"
+#include "lce_metrics.h"
+
+#define COMPARE_MAX_SUBJECTS 8
+#define COMPARE_SKIP 77
+/* The triangle inequality holds exactly for the exact sums; the metric sums (long double, then
+ * rounded to double) move each side by far less than this relative amount. */
+#define COMPARE_TRIANGLE_SLACK 1e-9
+#define COMPARE_RELERR_FLOOR_ULPS 0.125
+#define COMPARE_BIAS_SIGMAS 4.0
+
+typedef struct compare_args {
+  const lce_subject *subj[COMPARE_MAX_SUBJECTS];
+  int count;
+  cli_args sel; /* --case / --matrix, for cli_cases */
+  lce_oracle_tier tier;
+  double predict_factor; /* 0: no prediction check */
+  int json, quiet;
+} compare_args;
+
+/* One output of one pair on one case. */
+typedef struct pair_output {
+  int measured;      /* both subjects ran, the output applies and ||r|| > 0 */
+  int64_t elements;
+  double distance, bias;
+  int triangle_ok;
+  int predict_checked, predict_ok; /* only for the pair (subject 0, subject 1) with --predict-factor */
+  char predict_msg[160];
+} pair_output;
+
+/* Totals per (pair, output) over all cases, for the final table. */
+typedef struct pair_tally {
+  int measured, triangle_fail, predict_checked, predict_fail;
+  double worst_distance, worst_abs_bias, worst_triangle_use; /* distance / (relerr_A + relerr_B) */
+} pair_tally;
+
+typedef struct compare_tally {
+  size_t subj_pass[COMPARE_MAX_SUBJECTS], subj_fail[COMPARE_MAX_SUBJECTS], subj_skip[COMPARE_MAX_SUBJECTS],
+      subj_error[COMPARE_MAX_SUBJECTS];
+  pair_tally pair[COMPARE_MAX_SUBJECTS][COMPARE_MAX_SUBJECTS][LCE_OUT_COUNT];
+  size_t device_skips, oracle_errors, pairs_measured, cases;
+  int failed;
+} compare_tally;
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- arguments ------------------------------------------------------------------------------- */
+
+static int parse_subjects(const char *list, compare_args *a) {
+  const char *p = list;
+  while (*p) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    char name[128];
+    if (len == 0 || len >= sizeof name || a->count == COMPARE_MAX_SUBJECTS) {
+      fprintf(stderr, "lcecheck compare: bad --subjects '%s' (comma-separated names, at most %d)\n", list,
+              COMPARE_MAX_SUBJECTS);
+      return CLI_USAGE;
+    }
+    memcpy(name, p, len);
+    name[len] = '\0';
+    cli_args one;
+    memset(&one, 0, sizeof one);
+    one.subject = name;
+    if ((a->subj[a->count++] = cli_subject(&one)) == NULL) return CLI_USAGE;
+    p = end ? end + 1 : p + len;
+  }
+  return CLI_PASS;
+}
+
+static int parse_compare_args(int argc, char **argv, compare_args *a) {
+  memset(a, 0, sizeof *a);
+  a->tier = LCE_ORACLE_MPFR;
+  const char *subjects = NULL;
+  for (int i = 2; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--json") == 0) { a->json = 1; continue; }
+    if (strcmp(arg, "--quiet") == 0) { a->quiet = 1; continue; }
+    int known = strcmp(arg, "--subjects") == 0 || strcmp(arg, "--case") == 0 || strcmp(arg, "--matrix") == 0 ||
+                strcmp(arg, "--oracle") == 0 || strcmp(arg, "--predict-factor") == 0;
+    if (!known) {
+      fprintf(stderr, "lcecheck compare: unknown argument '%s' (see lcecheck --help)\n", arg);
+      return CLI_USAGE;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "lcecheck compare: %s needs a value\n", arg);
+      return CLI_USAGE;
+    }
+    const char *val = argv[++i];
+    if (strcmp(arg, "--subjects") == 0) subjects = val;
+    else if (strcmp(arg, "--case") == 0) a->sel.case_id = val;
+    else if (strcmp(arg, "--matrix") == 0) a->sel.matrix = val;
+    else if (strcmp(arg, "--oracle") == 0) {
+      if (!lce_oracle_tier_parse(val, &a->tier)) {
+        fprintf(stderr, "lcecheck compare: unknown oracle '%s' (mpfr or fp64-gpu)\n", val);
+        return CLI_USAGE;
+      }
+    } else {
+      char *end;
+      a->predict_factor = strtod(val, &end);
+      if (*end != '\0' || !(a->predict_factor >= 1.0) || !isfinite(a->predict_factor)) {
+        fprintf(stderr, "lcecheck compare: --predict-factor needs a finite number >= 1, not '%s'\n", val);
+        return CLI_USAGE;
+      }
+    }
+  }
+  if (subjects == NULL) {
+    fprintf(stderr, "lcecheck compare: --subjects A,B[,C...] is required\n");
+    return CLI_USAGE;
+  }
+  if (a->sel.matrix && a->sel.case_id) {
+    fprintf(stderr, "lcecheck compare: give --matrix or --case, not both\n");
+    return CLI_USAGE;
+  }
+  int rc = parse_subjects(subjects, a);
+  if (rc == CLI_PASS && a->count < 2) {
+    fprintf(stderr, "lcecheck compare: --subjects needs at least two subjects\n");
+    return CLI_USAGE;
+  }
+  return rc;
+}
+
+/* ---- one pair on one output ------------------------------------------------------------------ */
+
+/* The elements lce_judge measures (its masks, lce_judge.c): valid tokens for lse, real vocab rows
+ * for d_weight, everything else for the other outputs; and only decisive, finite oracle values. */
+static int measured_element(const lce_case *c, const lce_tensors *in, lce_output_id o, const lce_ref_output *ref,
+                            int64_t i) {
+  if (o == LCE_OUT_LSE && in->labels[i] == c->ignore_index) return 0;
+  if (o == LCE_OUT_D_WEIGHT && i >= c->v * c->h) return 0;
+  return ref->decisive[i] && isfinite(ref->value[i]) && isfinite(ref->rounded[i]);
+}
+
+static void measure_pair(const lce_case *c, const lce_tensors *in, const lce_ref_output *ref, lce_output_id o,
+                         const lce_outputs *a, const lce_outputs *b, pair_output *po) {
+  long double dd = 0, dr = 0, rr = 0;
+  int nonfinite = 0;
+  po->predict_ok = 1; /* until check_prediction says otherwise */
+  for (int64_t i = 0; i < ref->count; i++) {
+    if (!measured_element(c, in, o, ref, i)) continue;
+    double xa = lce_output_get(c, a, o, i), xb = lce_output_get(c, b, o, i), r = ref->value[i];
+    po->elements++;
+    if (!isfinite(xa) || !isfinite(xb)) {
+      nonfinite = 1;
+      continue;
+    }
+    long double d = (long double)xa - (long double)xb;
+    dd += d * d;
+    dr += d * r;
+    rr += (long double)r * r;
+  }
+  po->measured = po->elements > 0 && rr > 0; /* r == 0 everywhere: no scale to measure a distance on */
+  if (!po->measured) return;
+  po->distance = nonfinite ? INFINITY : (double)sqrtl(dd / rr);
+  po->bias = nonfinite ? NAN : (double)(dr / rr);
+}
+
+static void check_triangle(const lce_output_verdict *va, const lce_output_verdict *vb, pair_output *po) {
+  double sum = va->metrics.v[LCE_METRIC_RELERR] + vb->metrics.v[LCE_METRIC_RELERR];
+  po->triangle_ok = po->distance <= sum * (1 + COMPARE_TRIANGLE_SLACK);
+}
+
+static int within_factor(double x, double y, double f) { return x <= f * y && y <= f * x; }
+
+/* The --predict-factor rule of the header comment, for subject A (predictor) and B. */
+static void check_prediction(const lce_case *c, lce_output_id o, const lce_metric_values *ma,
+                             const lce_metric_values *mb, double f, pair_output *po) {
+  po->predict_ok = 1;
+  if (mb->neff < LCE_STAT_MIN_ELEMS) return;
+  double ra = ma->v[LCE_METRIC_RELERR], rb = mb->v[LCE_METRIC_RELERR];
+  double floor_r = COMPARE_RELERR_FLOOR_ULPS * lce_dtype_unit_roundoff(lce_output_format(c, o));
+  size_t used = 0;
+  if (fmax(ra, rb) > floor_r) {
+    po->predict_checked = 1;
+    if (!within_factor(ra, rb, f)) {
+      po->predict_ok = 0;
+      used += (size_t)snprintf(po->predict_msg, sizeof po->predict_msg, "relerr %.3e vs %.3e not within x%g", ra,
+                               rb, f);
+    }
+  }
+  if (ma->undefined[LCE_METRIC_BIAS] || mb->undefined[LCE_METRIC_BIAS]) return;
+  double ba = ma->v[LCE_METRIC_BIAS], bb = mb->v[LCE_METRIC_BIAS];
+  double floor_b = COMPARE_BIAS_SIGMAS * fmax(ra, rb) / sqrt(mb->neff);
+  if (!(fmax(fabs(ba), fabs(bb)) > floor_b)) return;
+  po->predict_checked = 1;
+  if ((ba > 0) != (bb > 0) || !within_factor(fabs(ba), fabs(bb), f)) {
+    po->predict_ok = 0;
+    if (used < sizeof po->predict_msg)
+      snprintf(po->predict_msg + used, sizeof po->predict_msg - used, "%sbias %.3e vs %.3e not within x%g (same sign)",
+               used ? "; " : "", ba, bb, f);
+  }
+}
+
+/* ---- one case -------------------------------------------------------------------------------- */
+
+typedef struct case_run {
+  lce_case_result res[COMPARE_MAX_SUBJECTS];
+  lce_outputs out[COMPARE_MAX_SUBJECTS];
+  int ran[COMPARE_MAX_SUBJECTS]; /* outputs valid */
+  int device_skip;               /* something needed a device the machine lacks */
+  int oracle_error;
+  lce_status oracle_status;
+  pair_output pair[COMPARE_MAX_SUBJECTS][COMPARE_MAX_SUBJECTS][LCE_OUT_COUNT];
+} case_run;
+
+/* Runs subject k on in; fills run->res[k] (skip, error) and run->out[k]. */
+static void run_subject(const compare_args *a, int k, const lce_case *c, const lce_tensors *in, case_run *run) {
+  lce_case_result *r = &run->res[k];
+  char why[128];
+  if (!lce_subject_supports(a->subj[k], c, why, sizeof why)) {
+    r->skipped = 1;
+    snprintf(r->status.msg, sizeof r->status.msg, "%s", why);
+    return;
+  }
+  lce_status st;
+  lce_status_clear(&st);
+  lce_code rc = lce_outputs_alloc(c, in, &run->out[k], &st);
+  if (rc == LCE_OK) {
+    double t0 = now_seconds();
+    rc = a->subj[k]->run(c, in, &run->out[k], &st);
+    r->subject_seconds = now_seconds() - t0;
+  }
+  if (rc == LCE_OK) {
+    run->ran[k] = 1;
+    return;
+  }
+  r->status = st;
+  if (rc == LCE_ENODEV) r->skipped = 1, run->device_skip = 1;
+  else r->error = 1;
+}
+
+static void run_case(const compare_args *a, const lce_golden *goldens, const lce_case *c, case_run *run) {
+  memset(run, 0, sizeof *run);
+  for (int k = 0; k < a->count; k++) {
+    run->res[k].c = *c;
+    lce_case_format(c, run->res[k].id, sizeof run->res[k].id);
+  }
+  lce_status st;
+  lce_status_clear(&st);
+  lce_tensors in;
+  lce_code rc = lce_case_validate(c, &st);
+  if (rc == LCE_OK) rc = lce_case_generate(c, &in, &st);
+  if (rc != LCE_OK) {
+    run->oracle_error = 1;
+    run->oracle_status = st;
+    return;
+  }
+  int any = 0;
+  for (int k = 0; k < a->count; k++) {
+    run_subject(a, k, c, &in, run);
+    any |= run->ran[k];
+  }
+  lce_oracle_result ref;
+  memset(&ref, 0, sizeof ref);
+  double t0 = now_seconds();
+  rc = any ? lce_oracle_run_tier(a->tier, c, &in, &ref, &st) : LCE_OK;
+  double oracle_seconds = now_seconds() - t0;
+  if (rc != LCE_OK) {
+    if (rc == LCE_ENODEV) run->device_skip = 1;
+    else run->oracle_error = 1;
+    run->oracle_status = st;
+    for (int k = 0; k < a->count; k++) {
+      if (!run->ran[k]) continue;
+      run->ran[k] = 0; /* ran, but there is nothing to judge it against */
+      run->res[k].skipped = 1;
+      snprintf(run->res[k].status.msg, sizeof run->res[k].status.msg, "not judged: the %s oracle did not run",
+               lce_oracle_tier_name(a->tier));
+    }
+  }
+  for (int k = 0; k < a->count; k++) {
+    if (!run->ran[k]) continue;
+    lce_case_result *r = &run->res[k];
+    r->oracle_seconds = oracle_seconds;
+    r->n_valid = ref.n_valid;
+    r->oracle_decisive = ref.decisive;
+    r->oracle_total = ref.total;
+    r->oracle_worst_rel_err = ref.worst_rel_err;
+    lce_status_clear(&st);
+    if (lce_judge(c, &in, &ref, &run->out[k], &goldens[k], a->subj[k]->name, a->subj[k]->golden_class, &r->verdict,
+                  &st) != LCE_OK) {
+      r->error = 1;
+      r->status = st;
+    }
+  }
+  for (int i = 0; i < a->count; i++)
+    for (int j = i + 1; j < a->count; j++) {
+      if (!run->ran[i] || !run->ran[j] || run->res[i].error || run->res[j].error) continue;
+      for (int o = 0; o < LCE_OUT_COUNT; o++) {
+        const lce_output_verdict *vi = &run->res[i].verdict.out[o], *vj = &run->res[j].verdict.out[o];
+        /* Outputs judged by class checks alone (the loss of reduction none, d_embedding) have no metrics. */
+        if (!vi->judged || !vj->judged || vi->metrics.judged == 0 || vj->metrics.judged == 0) continue;
+        pair_output *po = &run->pair[i][j][o];
+        measure_pair(c, &in, &ref.out[o], (lce_output_id)o, &run->out[i], &run->out[j], po);
+        if (!po->measured) continue;
+        check_triangle(vi, vj, po);
+        if (a->predict_factor > 0 && i == 0 && j == 1)
+          check_prediction(c, (lce_output_id)o, &vi->metrics, &vj->metrics, a->predict_factor, po);
+      }
+    }
+  lce_oracle_free(&ref);
+  for (int k = 0; k < a->count; k++) lce_outputs_free(&run->out[k]);
+  lce_tensors_free(&in);
+}
+
+/* ---- reporting ------------------------------------------------------------------------------- */
+
+static int case_failed(const compare_args *a, const case_run *run) {
+  if (run->oracle_error) return 1;
+  for (int k = 0; k < a->count; k++)
+    if (run->res[k].error || (run->ran[k] && !run->res[k].verdict.pass)) return 1;
+  for (int i = 0; i < a->count; i++)
+    for (int j = i + 1; j < a->count; j++)
+      for (int o = 0; o < LCE_OUT_COUNT; o++) {
+        const pair_output *po = &run->pair[i][j][o];
+        if (po->measured && (!po->triangle_ok || !po->predict_ok)) return 1;
+      }
+  return 0;
+}
+
+static void tally_case(const compare_args *a, const case_run *run, compare_tally *t) {
+  t->cases++;
+  t->device_skips += run->device_skip;
+  t->oracle_errors += run->oracle_error;
+  for (int k = 0; k < a->count; k++) {
+    const lce_case_result *r = &run->res[k];
+    if (r->error) t->subj_error[k]++;
+    else if (r->skipped || !run->ran[k]) t->subj_skip[k]++;
+    else if (r->verdict.pass) t->subj_pass[k]++;
+    else t->subj_fail[k]++;
+  }
+  for (int i = 0; i < a->count; i++)
+    for (int j = i + 1; j < a->count; j++) {
+      int any = 0;
+      for (int o = 0; o < LCE_OUT_COUNT; o++) {
+        const pair_output *po = &run->pair[i][j][o];
+        if (!po->measured) continue;
+        any = 1;
+        pair_tally *pt = &t->pair[i][j][o];
+        pt->measured++;
+        pt->triangle_fail += !po->triangle_ok;
+        pt->predict_checked += po->predict_checked;
+        pt->predict_fail += !po->predict_ok;
+        pt->worst_distance = fmax(pt->worst_distance, po->distance);
+        if (isfinite(po->bias)) pt->worst_abs_bias = fmax(pt->worst_abs_bias, fabs(po->bias));
+        double sum = run->res[i].verdict.out[o].metrics.v[LCE_METRIC_RELERR] +
+                     run->res[j].verdict.out[o].metrics.v[LCE_METRIC_RELERR];
+        if (sum > 0 && isfinite(sum)) pt->worst_triangle_use = fmax(pt->worst_triangle_use, po->distance / sum);
+      }
+      t->pairs_measured += any;
+    }
+  t->failed |= case_failed(a, run);
+}
+
+static const char *subject_status(const case_run *run, int k) {
+  return run->res[k].error ? "error" : (run->res[k].skipped || !run->ran[k]) ? "skip" : cli_case_status(&run->res[k]);
+}
+
+static void print_case_text(const compare_args *a, const case_run *run, size_t index, size_t total) {
+  printf("\n[%zu/%zu] %s  %s\n", index + 1, total, run->res[0].id, case_failed(a, run) ? "FAIL" : "ok");
+  if (run->oracle_error || (run->device_skip && run->oracle_status.msg[0]))
+    printf("  oracle (%s): %s\n", lce_oracle_tier_name(a->tier), run->oracle_status.msg);
+  for (int k = 0; k < a->count; k++) {
+    const lce_case_result *r = &run->res[k];
+    const char *detail = (r->error || !run->ran[k]) ? r->status.msg : r->verdict.summary;
+    printf("  %-36s %-5s %s\n", a->subj[k]->name, subject_status(run, k), detail[0] ? detail : "-");
+  }
+  printf("  %-12s %-44s %12s %12s  %s\n", "output", "subject / pair A - B", "relerr|dist", "bias", "check");
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const char *oname = lce_output_name((lce_output_id)o);
+    for (int k = 0; k < a->count; k++) {
+      const lce_output_verdict *ov = &run->res[k].verdict.out[o];
+      if (!run->ran[k] || run->res[k].error || !ov->judged) continue;
+      char bias[16] = "-"; /* undefined over too few elements (lce_metrics.h) */
+      if (!ov->metrics.undefined[LCE_METRIC_BIAS]) snprintf(bias, sizeof bias, "%.4e", ov->metrics.v[LCE_METRIC_BIAS]);
+      printf("  %-12s %-44s %12.4e %12s  %s\n", oname, a->subj[k]->name, ov->metrics.v[LCE_METRIC_RELERR], bias,
+             ov->pass ? "golden ok" : "golden FAIL");
+    }
+    for (int i = 0; i < a->count; i++)
+      for (int j = i + 1; j < a->count; j++) {
+        const pair_output *po = &run->pair[i][j][o];
+        if (!po->measured) continue;
+        char label[96];
+        snprintf(label, sizeof label, "%s - %s", a->subj[i]->name, a->subj[j]->name);
+        printf("  %-12s %-44s %12.4e %12.4e  triangle %s%s%s\n", oname, label, po->distance, po->bias,
+               po->triangle_ok ? "ok" : "FAIL", po->predict_checked ? (po->predict_ok ? ", predict ok" : ", predict FAIL: ") : "",
+               po->predict_ok ? "" : po->predict_msg);
+      }
+  }
+}
+
+static void json_num(FILE *f, double x) {
+  if (isfinite(x)) fprintf(f, "%.9g", x);
+  else fputs("null", f);
+}
+
+static void print_case_json(const compare_args *a, const case_run *run, int first) {
+  printf("%s{\"id\":", first ? "" : ",");
+  cli_json_string(stdout, run->res[0].id);
+  printf(",\"status\":\"%s\"", case_failed(a, run) ? "fail" : "ok");
+  if (run->oracle_status.msg[0]) {
+    printf(",\"oracle_message\":");
+    cli_json_string(stdout, run->oracle_status.msg);
+  }
+  printf(",\"subjects\":[");
+  for (int k = 0; k < a->count; k++) {
+    printf("%s{\"name\":", k ? "," : "");
+    cli_json_string(stdout, a->subj[k]->name);
+    printf(",\"result\":");
+    cli_json_case(stdout, &run->res[k], 1);
+    printf("}");
+  }
+  printf("],\"pairs\":[");
+  int firstp = 1;
+  for (int i = 0; i < a->count; i++)
+    for (int j = i + 1; j < a->count; j++) {
+      printf("%s{\"a\":", firstp ? "" : ",");
+      firstp = 0;
+      cli_json_string(stdout, a->subj[i]->name);
+      printf(",\"b\":");
+      cli_json_string(stdout, a->subj[j]->name);
+      printf(",\"outputs\":{");
+      int firsto = 1;
+      for (int o = 0; o < LCE_OUT_COUNT; o++) {
+        const pair_output *po = &run->pair[i][j][o];
+        if (!po->measured) continue;
+        printf("%s\"%s\":{\"elements\":%lld,\"distance\":", firsto ? "" : ",", lce_output_name((lce_output_id)o),
+               (long long)po->elements);
+        firsto = 0;
+        json_num(stdout, po->distance);
+        printf(",\"bias\":");
+        json_num(stdout, po->bias);
+        printf(",\"triangle_ok\":%s,\"predict\":\"%s\"", po->triangle_ok ? "true" : "false",
+               !po->predict_checked ? "-" : po->predict_ok ? "ok" : "fail");
+        if (!po->predict_ok) {
+          printf(",\"predict_message\":");
+          cli_json_string(stdout, po->predict_msg);
+        }
+        printf("}");
+      }
+      printf("}}");
+    }
+  printf("]}");
+}
+
+static void print_final_table(const compare_args *a, const compare_tally *t) {
+  printf("\n%-36s %6s %6s %6s %6s\n", "subject (against its golden)", "pass", "fail", "skip", "error");
+  for (int k = 0; k < a->count; k++)
+    printf("%-36s %6zu %6zu %6zu %6zu\n", a->subj[k]->name, t->subj_pass[k], t->subj_fail[k], t->subj_skip[k],
+           t->subj_error[k]);
+  printf("\n%-44s %-12s %6s %12s %12s %9s %9s %9s\n", "pair A - B", "output", "cases", "max dist", "max |bias|",
+         "max use", "triangle", "predict");
+  for (int i = 0; i < a->count; i++)
+    for (int j = i + 1; j < a->count; j++) {
+      char label[96];
+      snprintf(label, sizeof label, "%s - %s", a->subj[i]->name, a->subj[j]->name);
+      for (int o = 0; o < LCE_OUT_COUNT; o++) {
+        const pair_tally *pt = &t->pair[i][j][o];
+        if (!pt->measured) continue;
+        char tri[16], pred[24] = "-";
+        snprintf(tri, sizeof tri, "%s", pt->triangle_fail ? "FAIL" : "ok");
+        if (pt->predict_checked || pt->predict_fail)
+          snprintf(pred, sizeof pred, "%d/%d %s", pt->predict_checked - pt->predict_fail, pt->predict_checked,
+                   pt->predict_fail ? "FAIL" : "ok");
+        printf("%-44s %-12s %6d %12.4e %12.4e %8.1f%% %9s %9s\n", label, lce_output_name((lce_output_id)o),
+               pt->measured, pt->worst_distance, pt->worst_abs_bias, 100 * pt->worst_triangle_use, tri, pred);
+      }
+    }
+  printf("(max use: distance as %% of relerr_A + relerr_B, the triangle bound; predict: checked outputs within "
+         "the factor / checked)\n");
+}
+
+/* ---- the verb -------------------------------------------------------------------------------- */
+
+static int exit_code(const compare_tally *t) {
+  if (t->failed) return CLI_FAIL;
+  if (t->pairs_measured == 0) return t->device_skips ? COMPARE_SKIP : CLI_FAIL;
+  return CLI_PASS;
+}
+
+int cli_compare(int argc, char **argv) {
+  compare_args a;
+  int rc = parse_compare_args(argc, argv, &a);
+  if (rc != CLI_PASS) return rc;
+  lce_golden goldens[COMPARE_MAX_SUBJECTS];
+  memset(goldens, 0, sizeof goldens);
+  char path[512];
+  for (int k = 0; k < a.count && rc == CLI_PASS; k++) rc = cli_load_golden(&a.sel, a.subj[k], &goldens[k], path, sizeof path);
+  lce_case *cases = NULL;
+  size_t n = 0;
+  if (rc == CLI_PASS) rc = cli_cases(&a.sel, &cases, &n);
+  compare_tally *t = calloc(1, sizeof *t);
+  case_run *run = malloc(sizeof *run);
+  if (rc == CLI_PASS && (t == NULL || run == NULL)) {
+    fprintf(stderr, "lcecheck compare: out of memory\n");
+    rc = CLI_FAIL;
+  }
+  if (rc == CLI_PASS) {
+    const char *scope = a.sel.case_id ? a.sel.case_id : (a.sel.matrix ? a.sel.matrix : "default");
+    if (a.json) {
+      printf("{\"verb\":\"compare\",\"subjects\":[");
+      for (int k = 0; k < a.count; k++) {
+        if (k) putchar(',');
+        cli_json_string(stdout, a.subj[k]->name);
+      }
+      printf("],\"oracle\":\"%s\",\"predict_factor\":", lce_oracle_tier_name(a.tier));
+      json_num(stdout, a.predict_factor > 0 ? a.predict_factor : NAN);
+      printf(",\"%s\":", a.sel.case_id ? "case" : "matrix");
+      cli_json_string(stdout, scope);
+      printf(",\"cases\":[");
+    } else {
+      printf("lcecheck compare: %d subjects, oracle %s, %s %s, %zu case%s", a.count, lce_oracle_tier_name(a.tier),
+             a.sel.case_id ? "case" : "matrix", scope, n, n == 1 ? "" : "s");
+      if (a.predict_factor > 0) printf(", %s predicts %s within x%g", a.subj[0]->name, a.subj[1]->name, a.predict_factor);
+      printf("\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+      run_case(&a, goldens, &cases[i], run);
+      tally_case(&a, run, t);
+      if (a.json) print_case_json(&a, run, i == 0);
+      else if (!a.quiet || case_failed(&a, run)) print_case_text(&a, run, i, n);
+    }
+    rc = exit_code(t);
+    if (a.json) {
+      printf("],\"summary\":{\"cases\":%zu,\"pairs_measured\":%zu,\"device_skips\":%zu,\"ok\":%s}}\n", t->cases,
+             t->pairs_measured, t->device_skips, rc == CLI_PASS ? "true" : "false");
+    } else {
+      print_final_table(&a, t);
+      printf("\n%s\n", rc == CLI_PASS ? "PASS"
+                       : rc == COMPARE_SKIP ? "SKIPPED: nothing compared (a device is missing)"
+                       : t->pairs_measured == 0 && !t->failed ? "FAIL: no pair was compared" : "FAIL");
+    }
+  }
+  free(run);
+  free(t);
+  free(cases);
+  for (int k = 0; k < a.count; k++) lce_golden_free(&goldens[k]);
+  return rc;
+}

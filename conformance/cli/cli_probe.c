@@ -1,0 +1,377 @@
+/* cli_probe.c — `lcecheck probe`: what this GPU's tensor cores and cuBLAS actually compute.
+ *
+ *   lcecheck probe [--formats bf16,fp16,tf32] [--tiles N] [--seed S] [--arch NAME] [--dump FILE]
+ *                  [--curve | --no-curve] [--curve-k K1,K2,...] [--curve-mn N] [--curve-sample S]
+ *                  [--show N] [--json]
+ *   lcecheck probe --replay FILE [--arch NAME] [--show N] [--json]
+ *
+ * 1. MMA conformance (conformance/probe/): N tiles per format (default 800: 102400 vectors) of
+ *    test vectors in eleven classes, each tile through one mma.sync instruction, every result
+ *    compared bit for bit with the model (default sm90; lce_gemm_model.h), mismatches counted per
+ *    class and the first ones printed as one-line repros. --dump writes vectors and results to a
+ *    file that --replay re-checks on any CPU, under any model, without a GPU.
+ * 2. The error-vs-K curve (probe_curve.h): cuBLAS bf16 GEMMs against fp64 DGEMMs of the same data,
+ *    relative error and bias beside the model's and IEEE's prediction. --curve runs only the curve,
+ *    --no-curve only the MMA part. Default M = N = 2048: 256 output tiles of 128x128 fill an H200's
+ *    132 SMs, which makes it less likely that cuBLAS splits K (a split-K GEMM sums shorter chains
+ *    and shows less error than the sequential-step prediction; a ratio measured/predicted well
+ *    below 1 at large K says so; --curve-mn varies the shape).
+ * Seed: --seed, else $LCE_SEED, else PROBE_DEFAULT_SEED. Exit status: 0 every vector bit-exact
+ * (and the curve's operands re-drawn identically on the host), 1 a mismatch or a failed run, 2 bad
+ * usage or an invalid dump, 77 without a GPU (or in a build without CUDA), except --replay. */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "probe_check.h"
+#include "probe_curve.h"
+#include "probe_dump.h"
+
+#define PROBE_SKIP 77
+#define PROBE_DEFAULT_SEED 0x9e0be5eedull
+#define PROBE_MAX_CURVE 16
+
+typedef struct probe_args {
+  int formats[LCE_MMA_FORMATS];
+  long tiles;
+  uint64_t seed;
+  const char *arch, *dump, *replay;
+  int mma, curve, json, show;
+  int64_t curve_k[PROBE_MAX_CURVE];
+  int ncurve;
+  long curve_mn, curve_sample;
+} probe_args;
+
+/* What a run or a replay found: per format counts, the first mismatches, the curve. */
+typedef struct probe_report {
+  char device[PROBE_DUMP_NAME_LEN + 1];
+  const lce_gemm_arch *arch;
+  uint64_t seed;
+  int present[LCE_MMA_FORMATS];
+  probe_counts counts[LCE_MMA_FORMATS];
+  probe_mismatch *first;
+  int kept;
+  probe_curve_point curve[PROBE_MAX_CURVE];
+  int ncurve;
+} probe_report;
+
+static int parse_long(const char *s, long lo, long hi, long *out) {
+  char *end;
+  const long long x = strtoll(s, &end, 0);
+  if (end == s || *end != '\0' || x < lo || x > hi) return 0;
+  *out = (long)x;
+  return 1;
+}
+
+static int parse_formats(const char *s, probe_args *a) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", s);
+  memset(a->formats, 0, sizeof a->formats);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    lce_mma_format f;
+    if (!probe_format_parse(tok, &f)) return 0;
+    a->formats[f] = 1;
+  }
+  return a->formats[0] || a->formats[1] || a->formats[2];
+}
+
+static int parse_curve_k(const char *s, probe_args *a) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  a->ncurve = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    long k;
+    if (a->ncurve == PROBE_MAX_CURVE || !parse_long(tok, 1, 1L << 22, &k)) return 0;
+    a->curve_k[a->ncurve++] = k;
+  }
+  return a->ncurve > 0;
+}
+
+static int probe_parse(int argc, char **argv, probe_args *a) {
+  static const int64_t default_k[] = {256, 1024, 4096, 16384, 65536, 131072, 262144};
+  memset(a, 0, sizeof *a);
+  a->formats[0] = a->formats[1] = a->formats[2] = 1;
+  a->tiles = 800, a->mma = a->curve = 1, a->show = 8;
+  a->curve_mn = 2048, a->curve_sample = 512;
+  a->ncurve = (int)(sizeof default_k / sizeof default_k[0]);
+  memcpy(a->curve_k, default_k, sizeof default_k);
+  const char *env = getenv("LCE_SEED");
+  a->seed = env ? strtoull(env, NULL, 0) : PROBE_DEFAULT_SEED;
+  for (int i = 2; i < argc; i++) {
+    const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    long x;
+    if (strcmp(opt, "--json") == 0) { a->json = 1; continue; }
+    if (strcmp(opt, "--curve") == 0) { a->mma = 0, a->curve = 1; continue; }
+    if (strcmp(opt, "--no-curve") == 0) { a->curve = 0, a->mma = 1; continue; }
+    if (val == NULL) {
+      fprintf(stderr, "lcecheck probe: %s needs a value (or is unknown; see lcecheck --help)\n", opt);
+      return CLI_USAGE;
+    }
+    i++;
+    if (strcmp(opt, "--formats") == 0 && parse_formats(val, a)) continue;
+    if (strcmp(opt, "--tiles") == 0 && parse_long(val, 1, 1L << 20, &x)) { a->tiles = x; continue; }
+    if (strcmp(opt, "--seed") == 0) { char *end; a->seed = strtoull(val, &end, 0); if (*end == '\0') continue; }
+    if (strcmp(opt, "--arch") == 0) { a->arch = val; continue; }
+    if (strcmp(opt, "--dump") == 0) { a->dump = val; continue; }
+    if (strcmp(opt, "--replay") == 0) { a->replay = val; continue; }
+    if (strcmp(opt, "--curve-k") == 0 && parse_curve_k(val, a)) continue;
+    if (strcmp(opt, "--curve-mn") == 0 && parse_long(val, 16, 16384, &x)) { a->curve_mn = x; continue; }
+    if (strcmp(opt, "--curve-sample") == 0 && parse_long(val, 16, 1 << 16, &x)) { a->curve_sample = x; continue; }
+    if (strcmp(opt, "--show") == 0 && parse_long(val, 0, 1000, &x)) { a->show = (int)x; continue; }
+    fprintf(stderr,
+            "lcecheck probe: bad option or value: %s %s (formats: bf16,fp16,tf32; tiles 1..2^20; curve-k 1..2^22; "
+            "curve-mn 16..16384; curve-sample 16..65536; show 0..1000)\n",
+            opt, val);
+    return CLI_USAGE;
+  }
+  if (a->replay && (a->dump || !a->mma)) {
+    fprintf(stderr, "lcecheck probe: --replay re-checks a dump: no --dump or --curve with it\n");
+    return CLI_USAGE;
+  }
+  return CLI_PASS;
+}
+
+static const lce_gemm_arch *find_arch(const char *name) {
+  const lce_gemm_arch *arch = lce_gemm_arch_find(name);
+  if (arch == NULL) {
+    fprintf(stderr, "lcecheck probe: unknown model '%s'; known models:", name);
+    for (size_t i = 0; i < lce_gemm_arch_count(); i++) fprintf(stderr, " %s", lce_gemm_arch_at(i)->name);
+    fprintf(stderr, "\n");
+  }
+  return arch;
+}
+
+/* ---- output --------------------------------------------------------------------------------- */
+
+static int64_t report_failures(const probe_report *r) {
+  int64_t bad = 0;
+  for (int f = 0; f < LCE_MMA_FORMATS; f++)
+    if (r->present[f]) bad += probe_counts_total(&r->counts[f], 1) + r->counts[f].exact_wrong;
+  for (int c = 0; c < r->ncurve; c++) bad += r->curve[c].twin_mismatch;
+  return bad;
+}
+
+static void print_text(const probe_report *r, const char *replayed) {
+  printf("lcecheck probe: device %s, model %s, seed 0x%" PRIx64 "%s%s\n", r->device[0] ? r->device : "?", r->arch->name,
+         r->seed, replayed ? ", replayed from " : "", replayed ? replayed : "");
+  int any = 0;
+  for (int f = 0; f < LCE_MMA_FORMATS; f++) any |= r->present[f];
+  if (any) {
+    printf("%-5s %-14s %9s %9s %9s\n", "fmt", "class", "vectors", "mismatch", "nan-only");
+    for (int f = 0; f < LCE_MMA_FORMATS; f++) {
+      if (!r->present[f]) continue;
+      const probe_counts *c = &r->counts[f];
+      int64_t nan_only = 0;
+      for (int k = 0; k < PROBE_CLASSES; k++) {
+        nan_only += c->nan_only[k];
+        printf("%-5s %-14s %9" PRId64 " %9" PRId64 " %9" PRId64 "\n", probe_format_name((lce_mma_format)f),
+               probe_class_name((probe_class)k), c->vectors[k], c->mismatches[k], c->nan_only[k]);
+      }
+      printf("%-5s %-14s %9" PRId64 " %9" PRId64 " %9" PRId64 "  %s\n", probe_format_name((lce_mma_format)f), "ALL",
+             probe_counts_total(c, 0), probe_counts_total(c, 1), nan_only,
+             probe_counts_total(c, 1) == 0 ? "bit-exact" : "MISMATCH");
+      if (c->exact_wrong)
+        printf("  HARNESS ERROR: %" PRId64 " exact-class results differ from the exact sum (fragment layout or "
+               "operand conversion is wrong; the model comparison means nothing)\n",
+               c->exact_wrong);
+    }
+    for (int m = 0; m < r->kept; m++) {
+      char line[1024];
+      probe_mismatch_line(&r->first[m], line, sizeof line);
+      printf("%s\n", line);
+    }
+  }
+  if (r->ncurve) {
+    printf("curve: cuBLAS bf16 GEMM (CUBLAS_COMPUTE_32F) vs cuBLAS DGEMM of the same values (reference error <= "
+           "K*2^-53*sum|terms|, the 'ref bound' column), M = N = %" PRId64 "; prediction (model %s, and ieee) on a "
+           "sample of %d elements; m/p = measured/predicted on the sample\n",
+           r->curve[0].m, r->arch->name, r->curve[0].sample);
+    printf("%7s | %10s %11s | %10s %11s | %10s %11s | %10s %11s | %6s %6s | %9s\n", "K", "relerr", "bias",
+           "samp relerr", "samp bias", "model rel", "model bias", "ieee rel", "ieee bias", "m/p re", "m/p bi",
+           "ref bound");
+    for (int c = 0; c < r->ncurve; c++) {
+      const probe_curve_point *p = &r->curve[c];
+      printf("%7" PRId64 " | %10.3e %11.3e | %10.3e %11.3e | %10.3e %11.3e | %10.3e %11.3e | %6.3f %6.3f | %9.2e%s\n",
+             p->k, p->relerr, p->bias, p->relerr_s, p->bias_s, p->pred_relerr, p->pred_bias, p->ieee_relerr,
+             p->ieee_bias, p->relerr_s / p->pred_relerr, p->bias_s / p->pred_bias, p->ref_bound,
+             p->twin_mismatch ? "  PRNG TWIN MISMATCH" : "");
+    }
+    printf("per K: relerr/K and bias/K (DESIGN.md: ~1.16e-9 and ~-1.0e-9 on the H200)\n");
+    for (int c = 0; c < r->ncurve; c++)
+      printf("  K=%-7" PRId64 " relerr/K %.3e  bias/K %.3e  (model %.3e %.3e)\n", r->curve[c].k,
+             r->curve[c].relerr / (double)r->curve[c].k, r->curve[c].bias / (double)r->curve[c].k,
+             r->curve[c].pred_relerr / (double)r->curve[c].k, r->curve[c].pred_bias / (double)r->curve[c].k);
+  }
+  printf("probe: %s\n", report_failures(r) ? "FAIL" : "pass");
+}
+
+static void print_json(const probe_report *r, const char *replayed) {
+  printf("{\"verb\":\"probe\",\"device\":");
+  cli_json_string(stdout, r->device);
+  printf(",\"model\":");
+  cli_json_string(stdout, r->arch->name);
+  printf(",\"seed\":%" PRIu64 ",\"replayed\":", r->seed);
+  if (replayed) cli_json_string(stdout, replayed);
+  else printf("null");
+  printf(",\"formats\":[");
+  int first = 1;
+  for (int f = 0; f < LCE_MMA_FORMATS; f++) {
+    if (!r->present[f]) continue;
+    const probe_counts *c = &r->counts[f];
+    printf("%s{\"format\":\"%s\",\"vectors\":%" PRId64 ",\"mismatches\":%" PRId64 ",\"exact_wrong\":%" PRId64
+           ",\"classes\":[",
+           first ? "" : ",", probe_format_name((lce_mma_format)f), probe_counts_total(c, 0), probe_counts_total(c, 1),
+           c->exact_wrong);
+    for (int k = 0; k < PROBE_CLASSES; k++)
+      printf("%s{\"class\":\"%s\",\"vectors\":%" PRId64 ",\"mismatches\":%" PRId64 ",\"nan_only\":%" PRId64 "}",
+             k ? "," : "", probe_class_name((probe_class)k), c->vectors[k], c->mismatches[k], c->nan_only[k]);
+    printf("]}");
+    first = 0;
+  }
+  printf("],\"first_mismatches\":[");
+  for (int m = 0; m < r->kept; m++) {
+    char line[1024];
+    probe_mismatch_line(&r->first[m], line, sizeof line);
+    printf("%s", m ? "," : "");
+    cli_json_string(stdout, line);
+  }
+  printf("],\"curve\":[");
+  for (int c = 0; c < r->ncurve; c++) {
+    const probe_curve_point *p = &r->curve[c];
+    printf("%s{\"k\":%" PRId64 ",\"m\":%" PRId64 ",\"n\":%" PRId64 ",\"sample\":%d,\"relerr\":%.6e,\"bias\":%.6e,"
+           "\"sample_relerr\":%.6e,\"sample_bias\":%.6e,\"model_relerr\":%.6e,\"model_bias\":%.6e,\"ieee_relerr\":%.6e,"
+           "\"ieee_bias\":%.6e,\"ref_bound\":%.3e,\"twin_checked\":%" PRId64 ",\"twin_mismatch\":%" PRId64
+           ",\"gemm_ms\":%.4f,\"dgemm_ms\":%.4f}",
+           c ? "," : "", p->k, p->m, p->n, p->sample, p->relerr, p->bias, p->relerr_s, p->bias_s, p->pred_relerr,
+           p->pred_bias, p->ieee_relerr, p->ieee_bias, p->ref_bound, p->twin_checked, p->twin_mismatch, p->gemm_ms,
+           p->dgemm_ms);
+  }
+  printf("],\"pass\":%s}\n", report_failures(r) ? "false" : "true");
+}
+
+static int finish(const probe_args *a, const probe_report *r, const char *replayed) {
+  if (a->json) print_json(r, replayed);
+  else print_text(r, replayed);
+  return report_failures(r) ? CLI_FAIL : CLI_PASS;
+}
+
+/* ---- replay --------------------------------------------------------------------------------- */
+
+static int probe_replay(const probe_args *a, probe_report *r) {
+  probe_dump d;
+  lce_status st;
+  lce_status_clear(&st);
+  if (probe_dump_read(a->replay, &d, &st) != LCE_OK) {
+    fprintf(stderr, "lcecheck probe: cannot replay: %s\n", st.msg);
+    return CLI_USAGE;
+  }
+  r->arch = find_arch(a->arch ? a->arch : d.model);
+  if (r->arch == NULL) {
+    probe_dump_free(&d);
+    return CLI_USAGE;
+  }
+  snprintf(r->device, sizeof r->device, "%s", d.device);
+  r->seed = d.seed;
+  for (int s = 0; s < d.sections; s++) {
+    const probe_tileset *ts = &d.set[s];
+    r->present[ts->format] = 1;
+    probe_check(r->arch, ts, &r->counts[ts->format], r->first, a->show, &r->kept);
+  }
+  probe_dump_free(&d);
+  return finish(a, r, a->replay);
+}
+
+/* ---- a GPU run ------------------------------------------------------------------------------ */
+
+#ifdef LCE_PROBE_WITH_CUDA
+static int fail_run(const char *what, const lce_status *st) {
+  fprintf(stderr, "lcecheck probe: %s: %s (%s:%d)%s\n", what, st->msg, st->file ? st->file : "?", st->line,
+          st->code == LCE_ENODEV ? ": skipped (exit 77); --replay FILE needs no GPU" : "");
+  if (st->code == LCE_ENODEV) return PROBE_SKIP;
+  return st->code == LCE_EIO || st->code == LCE_EINVAL ? CLI_USAGE : CLI_FAIL;
+}
+
+static int probe_mma_part(const probe_args *a, probe_report *r, lce_status *st) {
+  probe_dump d;
+  memset(&d, 0, sizeof d);
+  d.seed = r->seed;
+  snprintf(d.device, sizeof d.device, "%s", r->device);
+  snprintf(d.model, sizeof d.model, "%s", r->arch->name);
+  int rc = CLI_PASS;
+  for (int f = 0; f < LCE_MMA_FORMATS && rc == CLI_PASS; f++) {
+    if (!a->formats[f]) continue;
+    probe_tileset *ts = &d.set[d.sections];
+    if (probe_tileset_alloc(ts, (lce_mma_format)f, (size_t)a->tiles, st) != LCE_OK) {
+      rc = fail_run("allocation", st);
+      break;
+    }
+    d.sections++;
+    fprintf(stderr, "probe: %s: %ld tiles (%ld vectors) through mma.sync\n", probe_format_name((lce_mma_format)f),
+            a->tiles, a->tiles * PROBE_TILE_OUT);
+    probe_generate(ts, r->seed);
+    if (probe_gpu_mma(ts, st) != LCE_OK) {
+      rc = fail_run("mma", st);
+      break;
+    }
+    r->present[f] = 1;
+    probe_check(r->arch, ts, &r->counts[f], r->first, a->show, &r->kept);
+  }
+  if (rc == CLI_PASS && a->dump) {
+    if (probe_dump_write(a->dump, &d, st) != LCE_OK) rc = fail_run("dump", st);
+    else fprintf(stderr, "probe: wrote %s (replay: lcecheck probe --replay %s [--arch NAME])\n", a->dump, a->dump);
+  }
+  probe_dump_free(&d);
+  return rc;
+}
+
+static int probe_run(const probe_args *a, probe_report *r) {
+  lce_status st;
+  lce_status_clear(&st);
+  r->arch = find_arch(a->arch ? a->arch : "sm90");
+  if (r->arch == NULL) return CLI_USAGE;
+  r->seed = a->seed;
+  int major = 0, minor = 0;
+  if (probe_gpu_device(r->device, sizeof r->device, &major, &minor, &st) != LCE_OK) return fail_run("device", &st);
+  fprintf(stderr, "probe: %s (compute capability %d.%d), model %s, seed 0x%" PRIx64 "\n", r->device, major, minor,
+          r->arch->name, r->seed);
+  if (a->mma) {
+    const int rc = probe_mma_part(a, r, &st);
+    if (rc != CLI_PASS) return rc;
+  }
+  for (int c = 0; a->curve && c < a->ncurve; c++) {
+    fprintf(stderr, "probe: curve K = %" PRId64 " (%d/%d), M = N = %ld\n", a->curve_k[c], c + 1, a->ncurve, a->curve_mn);
+    if (probe_curve_run(r->arch, a->curve_k[c], a->curve_mn, r->seed, (int)a->curve_sample, &r->curve[c], &st) != LCE_OK)
+      return fail_run("curve", &st);
+    r->ncurve = c + 1;
+  }
+  return finish(a, r, NULL);
+}
+#endif
+
+int cli_probe(int argc, char **argv) {
+  probe_args a;
+  int rc = probe_parse(argc, argv, &a);
+  if (rc != CLI_PASS) return rc;
+  probe_report r;
+  memset(&r, 0, sizeof r);
+  r.first = calloc((size_t)a.show + 1, sizeof *r.first);
+  if (r.first == NULL) {
+    fprintf(stderr, "lcecheck probe: out of memory\n");
+    return CLI_FAIL;
+  }
+  if (a.replay) rc = probe_replay(&a, &r);
+  else {
+#ifdef LCE_PROBE_WITH_CUDA
+    rc = probe_run(&a, &r);
+#else
+    fprintf(stderr, "lcecheck probe: this build has no CUDA (configured without a CUDA compiler): skipped; "
+                    "--replay FILE works without one\n");
+    rc = PROBE_SKIP;
+#endif
+  }
+  free(r.first);
+  return rc;
+}

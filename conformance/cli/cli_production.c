@@ -1,0 +1,296 @@
+/* cli_production.c — `lcecheck production`: GPU subjects at production shapes against the fp64 GPU
+ * reference (conformance/production/lce_production.h says what is run and how it is judged).
+ *
+ *   lcecheck production [--shapes small|all|NxHxV,...] [--subjects a,b,...] [--tp 1,8]
+ *                       [--embeddings tied,untied] [--vocab-chunk C] [--seed S] [--jobs J]
+ *                       [--golden-dir DIR] [--measure-only] [--json] [--quiet]
+ *
+ * Bounds come from DIR/sm_XX/<class>.golden (default DIR: $LCE_GOLDEN_DIR, else the source tree's
+ * golden/), sm_XX being the device's architecture. Progress lines go to stderr; the table (or, with
+ * --json, the report that scripts/lcecheck_golden.py reads: one run per subject in the schema of
+ * `lcecheck measure --json`) to stdout.
+ * Exit status: 0 every production subject passed and every mutant failed at V >= 128k (with
+ * --measure-only: every class check passed); 1 otherwise, also when a class has no golden ("no bound");
+ * 2 bad usage or a malformed golden; 77 no GPU, or a build without CUDA or the fp64 GPU reference. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "lce_production.h"
+#ifdef LCE_WITH_PRODUCTION
+#include "lce_production_gpu.h"
+#endif
+
+#define PRODUCTION_SKIP 77
+
+static void print_usage_hint(void) {
+  fprintf(stderr, "usage: lcecheck production [--shapes small|all|NxHxV,...] [--subjects a,b,...] [--tp 1,8]\n"
+                  "         [--embeddings tied,untied] [--vocab-chunk C] [--seed S] [--jobs J] [--golden-dir DIR]\n"
+                  "         [--measure-only] [--json] [--quiet]\n");
+}
+
+#ifdef LCE_WITH_PRODUCTION
+/* JSON has no NaN or Inf: null (a metric is NaN only when it is undefined). */
+static void num(FILE *f, double x) {
+  if (isfinite(x)) fprintf(f, "%.9g", x);
+  else fputs("null", f);
+}
+
+/* ---- the table ----------------------------------------------------------------------------------- */
+static void cell(char *buf, size_t size, double x, const char *fmt) {
+  if (isfinite(x)) snprintf(buf, size, fmt, x);
+  else snprintf(buf, size, "-");
+}
+
+static void print_output_row(const lce_prod_case_result *cr, const lce_prod_subject_result *sr,
+                             const lce_prod_output_result *o) {
+  char shape[48], rel[16], bias[16], brel[16], bbias[16], verdict[48];
+  snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)cr->c.n, (long long)cr->c.h, (long long)cr->c.v);
+  cell(rel, sizeof rel, o->v[LCE_METRIC_RELERR], "%.3e");
+  cell(bias, sizeof bias, o->v[LCE_METRIC_BIAS], "%+.2e");
+  cell(brel, sizeof brel, o->bound[LCE_METRIC_RELERR], "%.2e");
+  cell(bbias, sizeof bbias, o->bound[LCE_METRIC_BIAS], "%.2e");
+  double worst = -1.0;
+  for (int m = 0; m < LCE_METRIC_COUNT; m++)
+    if (o->bounded[m] && o->budget_pct[m] > worst) worst = o->budget_pct[m];
+  if (o->exact_only) snprintf(verdict, sizeof verdict, "%s (exact)", lce_prod_verdict_name(o->verdict));
+  else if (worst >= 0.0) snprintf(verdict, sizeof verdict, "%s %.0f%%", lce_prod_verdict_name(o->verdict), worst);
+  else snprintf(verdict, sizeof verdict, "%s", lce_prod_verdict_name(o->verdict));
+  printf("%-18s %-6s %3d %-31s %-11s %7lld %10s %10s %9s/%-9s %s\n", shape, cr->c.tied ? "tied" : "untied", cr->c.tp,
+         sr->subject, lce_output_name(o->output), (long long)o->inner, rel, bias, brel, bbias, verdict);
+  if (!o->class_ok) printf("%18s   %s\n", "", o->class_msg);
+}
+
+/* One line per mutant: where it was killed, and whether it was at every V >= 128k. */
+static void print_mutant_lines(const lce_prod_report *rep) {
+  for (int j = 0; j < rep->cfg->nsubjects; j++) {
+    if (!rep->mutant[j]) continue;
+    int big = 0, big_killed = 0, small = 0, small_killed = 0, undecided = 0;
+    for (size_t i = 0; i < rep->ncases; i++) {
+      const int k = lce_prod_mutant_killed(rep, i, j), is_big = rep->cases[i].c.v >= LCE_PROD_MUTANT_MIN_V;
+      if (k < 0) { undecided++; continue; }
+      big += is_big, small += !is_big, big_killed += is_big && k, small_killed += !is_big && k;
+    }
+    if (rep->cfg->measure_only)
+      printf("mutant %s: measure only, no verdicts (compare its d_hidden relerr with its class's above)\n",
+             rep->cfg->subjects[j]);
+    else
+      printf("mutant %s: killed on %d/%d cases with V >= %d%s, %d/%d below%s\n", rep->cfg->subjects[j], big_killed, big,
+             LCE_PROD_MUTANT_MIN_V, big_killed == big && big > 0 ? " (required: ok)" : " (required: ALL — NOT MET)",
+             small_killed, small, undecided ? " (some cases without a verdict)" : "");
+  }
+}
+
+static void print_table(const lce_prod_report *rep) {
+  const lce_prod_config *cfg = rep->cfg;
+  printf("lcecheck production: %s (%s, driver %d, runtime %d), shapes %s, %zu cases, %.0f s%s\n", rep->dev.name,
+         rep->dev.arch, rep->dev.driver, rep->dev.runtime, cfg->shape_set, rep->ncases, rep->seconds,
+         cfg->measure_only ? ", measure only" : "");
+  for (int j = 0; j < cfg->nsubjects; j++)
+    if (!cfg->measure_only)
+      printf("  %-31s golden %s%s\n", cfg->subjects[j], rep->golden_path[j], rep->golden_found[j] ? "" : " (absent: no bound)");
+  printf("%-18s %-6s %3s %-31s %-11s %7s %10s %10s %19s %s\n", "shape", "emb", "tp", "subject", "output", "K",
+         "relerr", "bias", "bound relerr/bias", "verdict");
+  for (size_t i = 0; i < rep->ncases; i++) {
+    const lce_prod_case_result *cr = &rep->cases[i];
+    if (cr->error) {
+      printf("%-18s ERROR %s: %s\n", "", cr->id, cr->msg);
+      continue;
+    }
+    for (int j = 0; j < cfg->nsubjects; j++) {
+      const lce_prod_subject_result *sr = &cr->subj[j];
+      if (sr->error || sr->skipped)
+        printf("%lldx%lldx%lld %s tp%d %s: %s: %s\n", (long long)cr->c.n, (long long)cr->c.h, (long long)cr->c.v,
+               cr->c.tied ? "tied" : "untied", cr->c.tp, sr->subject, sr->error ? "ERROR" : "skipped", sr->msg);
+      for (int k = 0; k < sr->nout && !sr->error; k++) print_output_row(cr, sr, &sr->out[k]);
+    }
+  }
+  print_mutant_lines(rep);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------ */
+static void json_output(FILE *f, const lce_prod_output_result *o, int judged) {
+  fprintf(f, "\"%s\":{\"inner\":%lld,\"judged\":%lld,\"class_ok\":%s,\"class_msg\":", lce_output_name(o->output),
+          (long long)o->inner, (long long)(o->exact_only ? 0 : o->compared), o->class_ok ? "true" : "false");
+  cli_json_string(f, o->class_msg);
+  fputs(",\"cond\":", f);
+  num(f, o->cond);
+  fputs(",\"neff\":", f);
+  num(f, o->neff);
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+    fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));
+    num(f, o->v[m]);
+  }
+  if (judged) {
+    const double *maps[2] = {o->bound, o->budget_pct};
+    const char *names[2] = {"bound", "budget_pct"};
+    for (int t = 0; t < 2; t++) {
+      fprintf(f, ",\"%s\":{", names[t]);
+      for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+        fprintf(f, "%s\"%s\":", m ? "," : "", lce_metric_name((lce_metric)m));
+        num(f, maps[t][m]);
+      }
+      fputc('}', f);
+    }
+  }
+  fputs(",\"verdict\":", f);
+  cli_json_string(f, lce_prod_verdict_name(o->verdict));
+  fputc('}', f);
+}
+
+static void json_case(FILE *f, const lce_prod_report *rep, const lce_prod_case_result *cr, int j) {
+  const lce_prod_subject_result *sr = &cr->subj[j];
+  fputs("{\"id\":", f);
+  cli_json_string(f, cr->id);
+  fprintf(f, ",\"dtype\":\"%s\",\"status\":\"%s\"", lce_precision_name(lce_case_precision(&cr->c)),
+          cr->error ? "error" : lce_prod_subject_status(sr));
+  fprintf(f, ",\"shape\":{\"N\":%lld,\"H\":%lld,\"V\":%lld,\"Vp\":%lld},\"tied\":%s,\"tp\":%d", (long long)cr->c.n,
+          (long long)cr->c.h, (long long)cr->c.v, (long long)cr->c.vp, cr->c.tied ? "true" : "false", cr->c.tp);
+  fprintf(f, ",\"gen_seconds\":%.3f,\"oracle\":\"fp64-gpu\",\"oracle_seconds\":%.3f,\"ref_has_mags\":%s,"
+             "\"subject_seconds\":%.3f",
+          cr->gen_seconds, cr->ref_seconds, cr->ref_has_mags ? "true" : "false", sr->seconds);
+  if (cr->error || sr->error || sr->skipped) {
+    fputs(",\"message\":", f);
+    cli_json_string(f, cr->error ? cr->msg : sr->msg);
+    fputc('}', f);
+    return;
+  }
+  fputs(",\"outputs\":{", f);
+  for (int k = 0; k < sr->nout; k++) {
+    if (k) fputc(',', f);
+    json_output(f, &sr->out[k], !rep->cfg->measure_only);
+  }
+  fputs("}}", f);
+}
+
+static void print_json(const lce_prod_report *rep, int status, const char *why) {
+  const lce_prod_config *cfg = rep->cfg;
+  FILE *f = stdout;
+  fputs("{\"verb\":\"production\",\"device\":{\"name\":", f);
+  cli_json_string(f, rep->dev.name);
+  fprintf(f, ",\"arch\":\"%s\",\"driver\":%d,\"runtime\":%d,\"total_bytes\":%.0f}", rep->dev.arch, rep->dev.driver,
+          rep->dev.runtime, rep->dev.total_bytes);
+  fprintf(f, ",\"measure_only\":%s,\"shapes\":\"%s\",\"vocab_chunk\":%lld,\"seed\":%llu,\"seconds\":%.1f,\"runs\":[",
+          cfg->measure_only ? "true" : "false", cfg->shape_set, (long long)cfg->vocab_chunk,
+          (unsigned long long)cfg->seed, rep->seconds);
+  for (int j = 0; j < cfg->nsubjects; j++) {
+    fprintf(f, "%s{\"verb\":\"%s\",\"subject\":", j ? "," : "", cfg->measure_only ? "measure" : "check");
+    cli_json_string(f, cfg->subjects[j]);
+    fputs(",\"golden_class\":", f);
+    cli_json_string(f, rep->golden_class[j]);
+    fputs(",\"golden\":", f);
+    cli_json_string(f, rep->golden_path[j]);
+    fprintf(f, ",\"golden_found\":%s,\"mutant\":%s,\"cases\":[", rep->golden_found[j] ? "true" : "false",
+            rep->mutant[j] ? "true" : "false");
+    for (size_t i = 0; i < rep->ncases; i++) {
+      if (i) fputc(',', f);
+      json_case(f, rep, &rep->cases[i], j);
+    }
+    fputs("]}", f);
+  }
+  fprintf(f, "],\"exit_status\":%d,\"reason\":", status);
+  cli_json_string(f, why);
+  fputs("}\n", f);
+}
+
+/* ---- the verb ---------------------------------------------------------------------------------------- */
+/* Golden of subject j: DIR/sm_XX/<class>.golden (lce_subject_golden_path without --golden-dir); an
+ * absent file is an empty golden ("no bound"). */
+static int load_golden(const lce_prod_config *cfg, lce_prod_report *rep, const lce_subject *s, int j, lce_golden *g) {
+  if (cfg->golden_dir)
+    snprintf(rep->golden_path[j], sizeof rep->golden_path[j], "%s/%s/%s.golden", cfg->golden_dir, rep->dev.arch,
+             s->golden_class);
+  else
+    lce_subject_golden_path(s, rep->golden_path[j], sizeof rep->golden_path[j]);
+  memset(g, 0, sizeof *g);
+  FILE *probe = fopen(rep->golden_path[j], "r");
+  if (probe == NULL) return CLI_PASS;
+  fclose(probe);
+  lce_status st;
+  if (lce_golden_load(rep->golden_path[j], g, &st) != LCE_OK) {
+    fprintf(stderr, "lcecheck production: %s\n", st.msg);
+    return CLI_USAGE;
+  }
+  rep->golden_found[j] = 1;
+  return CLI_PASS;
+}
+
+static int run_production(const lce_prod_config *cfg, const lce_subject *subjects[]) {
+  lce_prod_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.cfg = cfg;
+  char why[512];
+  if (!lce_prod_device_query(&rep.dev, why, sizeof why)) {
+    fprintf(stderr, "lcecheck production: no usable GPU (%s): skipped\n", why);
+    return PRODUCTION_SKIP;
+  }
+  lce_golden goldens[LCE_PROD_MAX_SUBJECTS];
+  const lce_golden *gp[LCE_PROD_MAX_SUBJECTS];
+  memset(goldens, 0, sizeof goldens);
+  int rc = CLI_PASS;
+  for (int j = 0; j < cfg->nsubjects; j++) {
+    rep.golden_class[j] = subjects[j]->golden_class;
+    rep.mutant[j] = (subjects[j]->caps & LCE_CAP_MUTANT) != 0;
+    gp[j] = NULL;
+    if (cfg->measure_only || rc != CLI_PASS) continue;
+    rc = load_golden(cfg, &rep, subjects[j], j, &goldens[j]);
+    gp[j] = &goldens[j];
+  }
+  rep.ncases = lce_prod_case_count(cfg);
+  rep.cases = rc == CLI_PASS ? calloc(rep.ncases ? rep.ncases : 1, sizeof *rep.cases) : NULL;
+  if (rc == CLI_PASS && rep.cases == NULL) {
+    fprintf(stderr, "lcecheck production: out of memory for %zu case results\n", rep.ncases);
+    rc = CLI_FAIL;
+  }
+  if (rc == CLI_PASS) {
+    if (!cfg->quiet)
+      fprintf(stderr, "lcecheck production: %s (%s), %zu cases x %d subjects, %d generator threads\n", rep.dev.name,
+              rep.dev.arch, rep.ncases, cfg->nsubjects, cfg->jobs);
+    lce_status st;
+    lce_code code = lce_prod_run(&rep, subjects, gp, &st);
+    if (code == LCE_ENODEV) {
+      fprintf(stderr, "lcecheck production: %s: skipped\n", st.msg);
+      rc = PRODUCTION_SKIP;
+    } else if (code != LCE_OK) {
+      fprintf(stderr, "lcecheck production: %s\n", st.msg);
+      rc = CLI_FAIL;
+    } else {
+      rc = lce_prod_exit_status(&rep, why, sizeof why);
+      if (cfg->json) print_json(&rep, rc, why);
+      else print_table(&rep);
+      if (!cfg->json) printf("%s%s%s\n", rc == 0 ? "PASS" : "FAIL", rc ? ": " : "", rc ? why : "");
+    }
+  }
+  for (int j = 0; j < cfg->nsubjects; j++) lce_golden_free(&goldens[j]);
+  free(rep.cases);
+  return rc;
+}
+#endif
+
+int cli_production(int argc, char **argv) {
+  lce_prod_config cfg;
+  lce_status st;
+  if (lce_prod_parse_args(argc, argv, 2, &cfg, &st) != LCE_OK) {
+    fprintf(stderr, "lcecheck production: %s\n", st.msg);
+    print_usage_hint();
+    return CLI_USAGE;
+  }
+#ifndef LCE_WITH_PRODUCTION
+  fprintf(stderr, "lcecheck production: this build has no CUDA or no fp64 GPU reference (reference/gpu): skipped\n");
+  return PRODUCTION_SKIP;
+#else
+  const lce_subject *subjects[LCE_PROD_MAX_SUBJECTS];
+  for (int j = 0; j < cfg.nsubjects; j++) {
+    subjects[j] = lce_subject_find(cfg.subjects[j]);
+    if (subjects[j] == NULL) {
+      fprintf(stderr, "lcecheck production: unknown subject '%s'; known subjects:", cfg.subjects[j]);
+      for (size_t i = 0; i < lce_subject_count(); i++) fprintf(stderr, " %s", lce_subject_at(i)->name);
+      fputc('\n', stderr);
+      return CLI_USAGE;
+    }
+  }
+  return run_production(&cfg, subjects);
+#endif
+}

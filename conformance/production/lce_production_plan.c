@@ -1,0 +1,201 @@
+/* lce_production_plan.c — what a production run covers: its options, the shape sets, the cases, and
+ * the GEMM inner size K per subject class and output (see lce_production.h). No GPU needed. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lce_production.h"
+
+/* Issue 5's production shapes: Llama-2 32k, Llama-3 128k (N = 8192), Qwen2 152k, Gemma 256k. */
+static const lce_prod_shape SHAPES_ALL[] = {
+    {4096, 4096, 32000}, {8192, 4096, 128256}, {4096, 4096, 152064}, {4096, 4096, 262144}};
+/* The smoke set: the same code paths in seconds (1.7e7 and 6.7e7 weight elements), several vocab chunks
+ * per shard at tp 1 and at tp 8, padding at tp 8 (16000 is not a multiple of 1024). */
+static const lce_prod_shape SHAPES_SMALL[] = {{1024, 1024, 16000}, {1024, 1024, 65536}};
+
+static const char *const DEFAULT_SUBJECTS[] = {"fused-cuda", "mutant-cuda/bf16-dhidden-accum", "unfused-cuda"};
+
+void lce_prod_config_default(lce_prod_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  lce_status ignored;
+  lce_prod_parse_shapes("all", cfg, &ignored);
+  for (size_t i = 0; i < sizeof DEFAULT_SUBJECTS / sizeof DEFAULT_SUBJECTS[0]; i++)
+    cfg->subjects[cfg->nsubjects++] = DEFAULT_SUBJECTS[i];
+  cfg->tps[0] = 1, cfg->tps[1] = 8, cfg->ntps = 2;
+  cfg->tied[0] = 1, cfg->tied[1] = 0, cfg->ntied = 2;
+  cfg->vocab_chunk = LCE_PROD_DEFAULT_VOCAB_CHUNK;
+  cfg->seed = LCE_PROD_DEFAULT_SEED;
+  cfg->jobs = LCE_PROD_DEFAULT_JOBS;
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char *end;
+  long long x = strtoll(s, &end, 10);
+  if (end == s || *end != '\0' || x < lo || x > hi) return 0;
+  *out = x;
+  return 1;
+}
+
+lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *st) {
+  LCE_CHECK(st, s != NULL && *s, LCE_EINVAL, "--shapes needs small, all or NxHxV[,NxHxV...]");
+  const lce_prod_shape *set = NULL;
+  size_t count = 0;
+  if (strcmp(s, "all") == 0) set = SHAPES_ALL, count = sizeof SHAPES_ALL / sizeof SHAPES_ALL[0];
+  if (strcmp(s, "small") == 0) set = SHAPES_SMALL, count = sizeof SHAPES_SMALL / sizeof SHAPES_SMALL[0];
+  if (set) {
+    memcpy(cfg->shapes, set, count * sizeof *set);
+    cfg->nshapes = (int)count;
+    snprintf(cfg->shape_set, sizeof cfg->shape_set, "%s", s);
+    return LCE_OK;
+  }
+  int n = 0;
+  for (const char *p = s; *p;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    char item[64], tail;
+    lce_prod_shape sh;
+    LCE_CHECK(st, len > 0 && len < sizeof item, LCE_EINVAL, "--shapes: empty or overlong item in '%.80s'", s);
+    memcpy(item, p, len);
+    item[len] = '\0';
+    LCE_CHECK(st, sscanf(item, "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%c", &sh.n, &sh.h, &sh.v, &tail) == 3,
+              LCE_EINVAL, "--shapes: '%s' is not NxHxV (or small, all)", item);
+    LCE_CHECK(st, sh.n >= 1 && sh.h >= 1 && sh.v >= 1 && sh.n <= LCE_MAX_DIM && sh.h <= LCE_MAX_DIM &&
+                      sh.v <= LCE_MAX_DIM, LCE_EINVAL, "--shapes: '%s' has a size outside [1, %lld]", item,
+              (long long)LCE_MAX_DIM);
+    LCE_CHECK(st, n < LCE_PROD_MAX_SHAPES, LCE_EINVAL, "--shapes: more than %d shapes", LCE_PROD_MAX_SHAPES);
+    cfg->shapes[n++] = sh;
+    p += len;
+    if (*p == ',') {
+      p++;
+      LCE_CHECK(st, *p != '\0', LCE_EINVAL, "--shapes: trailing comma in '%.80s'", s);
+    }
+  }
+  cfg->nshapes = n;
+  snprintf(cfg->shape_set, sizeof cfg->shape_set, "custom");
+  return LCE_OK;
+}
+
+/* Splits a comma list into at most max items of names_ storage. */
+static lce_code parse_subjects(const char *s, lce_prod_config *cfg, lce_status *st) {
+  LCE_CHECK(st, strlen(s) < sizeof cfg->names_, LCE_EINVAL, "--subjects: list longer than %zu characters",
+            sizeof cfg->names_ - 1);
+  snprintf(cfg->names_, sizeof cfg->names_, "%s", s);
+  cfg->nsubjects = 0;
+  for (char *p = cfg->names_, *next; p; p = next) {
+    next = strchr(p, ',');
+    if (next) *next++ = '\0';
+    LCE_CHECK(st, *p != '\0', LCE_EINVAL, "--subjects: empty name in '%s'", s);
+    LCE_CHECK(st, cfg->nsubjects < LCE_PROD_MAX_SUBJECTS, LCE_EINVAL, "--subjects: more than %d subjects",
+              LCE_PROD_MAX_SUBJECTS);
+    for (int i = 0; i < cfg->nsubjects; i++)
+      LCE_CHECK(st, strcmp(cfg->subjects[i], p) != 0, LCE_EINVAL, "--subjects: '%s' named twice", p);
+    cfg->subjects[cfg->nsubjects++] = p;
+  }
+  return LCE_OK;
+}
+
+static lce_code parse_tps(const char *s, lce_prod_config *cfg, lce_status *st) {
+  cfg->ntps = 0;
+  char buf[64];
+  LCE_CHECK(st, strlen(s) < sizeof buf, LCE_EINVAL, "--tp: '%.80s' is too long", s);
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *p = buf, *next; p; p = next) {
+    next = strchr(p, ',');
+    if (next) *next++ = '\0';
+    int64_t tp;
+    LCE_CHECK(st, parse_i64(p, 1, 64, &tp), LCE_EINVAL, "--tp: '%s' is not a shard count in [1, 64]", p);
+    LCE_CHECK(st, cfg->ntps < LCE_PROD_MAX_TPS, LCE_EINVAL, "--tp: more than %d values", LCE_PROD_MAX_TPS);
+    for (int i = 0; i < cfg->ntps; i++) LCE_CHECK(st, cfg->tps[i] != tp, LCE_EINVAL, "--tp: %s named twice", p);
+    cfg->tps[cfg->ntps++] = (int)tp;
+  }
+  return LCE_OK;
+}
+
+static lce_code parse_embeddings(const char *s, lce_prod_config *cfg, lce_status *st) {
+  if (strcmp(s, "tied") == 0) cfg->tied[0] = 1, cfg->ntied = 1;
+  else if (strcmp(s, "untied") == 0) cfg->tied[0] = 0, cfg->ntied = 1;
+  else if (strcmp(s, "tied,untied") == 0) cfg->tied[0] = 1, cfg->tied[1] = 0, cfg->ntied = 2;
+  else LCE_CHECK(st, 0, LCE_EINVAL, "--embeddings wants tied, untied or tied,untied, got '%s'", s);
+  return LCE_OK;
+}
+
+lce_code lce_prod_parse_args(int argc, char **argv, int first, lce_prod_config *cfg, lce_status *st) {
+  lce_prod_config_default(cfg);
+  for (int i = first; i < argc; i++) {
+    const char *opt = argv[i];
+    if (strcmp(opt, "--json") == 0) { cfg->json = 1; continue; }
+    if (strcmp(opt, "--measure-only") == 0) { cfg->measure_only = 1; continue; }
+    if (strcmp(opt, "--quiet") == 0) { cfg->quiet = 1; continue; }
+    LCE_CHECK(st, strncmp(opt, "--", 2) == 0, LCE_EINVAL, "unexpected argument '%s'", opt);
+    LCE_CHECK(st, i + 1 < argc, LCE_EINVAL, "%s needs a value (or is unknown)", opt);
+    const char *val = argv[++i];
+    int64_t x;
+    if (strcmp(opt, "--shapes") == 0) LCE_TRY(lce_prod_parse_shapes(val, cfg, st));
+    else if (strcmp(opt, "--subjects") == 0) LCE_TRY(parse_subjects(val, cfg, st));
+    else if (strcmp(opt, "--tp") == 0) LCE_TRY(parse_tps(val, cfg, st));
+    else if (strcmp(opt, "--embeddings") == 0) LCE_TRY(parse_embeddings(val, cfg, st));
+    else if (strcmp(opt, "--golden-dir") == 0) cfg->golden_dir = val;
+    else if (strcmp(opt, "--vocab-chunk") == 0) {
+      LCE_CHECK(st, parse_i64(val, 1, LCE_MAX_DIM, &x), LCE_EINVAL, "--vocab-chunk: '%s' is not in [1, %lld]", val,
+                (long long)LCE_MAX_DIM);
+      cfg->vocab_chunk = x;
+    } else if (strcmp(opt, "--seed") == 0) {
+      LCE_CHECK(st, parse_i64(val, 0, INT64_MAX, &x), LCE_EINVAL, "--seed: '%s' is not a non-negative integer", val);
+      cfg->seed = (uint64_t)x;
+    } else if (strcmp(opt, "--jobs") == 0) {
+      LCE_CHECK(st, parse_i64(val, 1, 16, &x), LCE_EINVAL, "--jobs: '%s' is not in [1, 16]", val);
+      cfg->jobs = (int)x;
+    } else {
+      LCE_CHECK(st, 0, LCE_EINVAL, "unknown option '%s'", opt);
+    }
+  }
+  return LCE_OK;
+}
+
+size_t lce_prod_case_count(const lce_prod_config *cfg) {
+  return (size_t)cfg->nshapes * (size_t)cfg->ntied * (size_t)cfg->ntps;
+}
+
+lce_code lce_prod_case_at(const lce_prod_config *cfg, size_t i, lce_case *c, lce_status *st) {
+  LCE_CHECK(st, i < lce_prod_case_count(cfg), LCE_EINVAL, "production case %zu of %zu", i, lce_prod_case_count(cfg));
+  const size_t per_shape = (size_t)cfg->ntied * (size_t)cfg->ntps;
+  const lce_prod_shape *sh = &cfg->shapes[i / per_shape];
+  const int tied = cfg->tied[(i % per_shape) / (size_t)cfg->ntps], tp = cfg->tps[i % (size_t)cfg->ntps];
+  *c = lce_case_default();
+  c->n = sh->n, c->h = sh->h, c->v = sh->v, c->tp = tp, c->tied = tied;
+  const int64_t pad = (int64_t)LCE_PROD_PAD_MULTIPLE * tp;
+  c->vp = (sh->v + pad - 1) / pad * pad;
+  c->vocab_chunk = cfg->vocab_chunk;
+  c->dtype = LCE_BF16;
+  c->reduction = LCE_RED_MEAN;
+  c->ignore_pct = LCE_PROD_DEFAULT_IGNORE_PCT;
+  c->dist = LCE_DIST_NORMAL;
+  c->prior_grad = 0;
+  c->seed = cfg->seed;
+  c->token_chunk = 0;
+  return lce_case_validate(c, st);
+}
+
+/* Golden classes whose d_hidden is accumulated across vocab chunks (fp32 buffer, one GEMM per chunk). */
+static int chunked_class(const char *cls) {
+  return strcmp(cls, "fused-cuda") == 0 || strcmp(cls, "fused-host") == 0 || strncmp(cls, "fused-host-", 11) == 0 ||
+         strncmp(cls, "fused-cuda-", 11) == 0;
+}
+
+int64_t lce_prod_inner(const char *golden_class, const lce_case *c, lce_output_id o) {
+  const int64_t shard = c->vp / c->tp, rows = shard < c->v ? shard : c->v; /* the largest shard's real rows */
+  const int unfused = strcmp(golden_class, "unfused-cuda") == 0, chunked = chunked_class(golden_class);
+  if (o == LCE_OUT_D_HIDDEN && unfused) return rows;
+  if (o == LCE_OUT_D_HIDDEN && chunked) return c->vocab_chunk < rows ? c->vocab_chunk : rows;
+  if ((o == LCE_OUT_D_WEIGHT || o == LCE_OUT_D_EMBEDDING) && (unfused || chunked))
+    return chunked && c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
+  return lce_output_inner(c, o);
+}
+
+int lce_prod_outputs(const lce_case *c, lce_output_id out[4]) {
+  int k = 0;
+  out[k++] = LCE_OUT_LOSS, out[k++] = LCE_OUT_D_HIDDEN, out[k++] = LCE_OUT_D_WEIGHT;
+  if (!c->tied) out[k++] = LCE_OUT_D_EMBEDDING;
+  return k;
+}

@@ -1,0 +1,259 @@
+/* test_production.c — the parts of `lcecheck production` that need no GPU (lce_production.h):
+ *   options and shape lists parse, and every malformed one is refused with a message naming it;
+ *   the plan's cases are valid, padded as Megatron pads (128 * tp), in shape x embedding x tp order;
+ *   K per subject class and output (unfused: the shard's rows; fused: the vocab chunk);
+ *   verdicts from synthetic device sums: relerr/bias arithmetic, neff, cond, the golden forms at K,
+ *   "no bound", class failures (non-finite positions, guards, a touched untied embedding gradient);
+ *   the exit status: production subjects must pass, mutants must fail at V >= 128k. */
+#include <math.h>
+#include <string.h>
+
+#include "lce_expect.h"
+#include "lce_production.h"
+
+static int parse(const char *line, lce_prod_config *cfg, lce_status *st) {
+  char buf[512], *argv[32];
+  int argc = 0;
+  snprintf(buf, sizeof buf, "lcecheck production %s", line);
+  for (char *p = strtok(buf, " "); p && argc < 32; p = strtok(NULL, " ")) argv[argc++] = p;
+  return lce_prod_parse_args(argc, argv, 2, cfg, st) == LCE_OK;
+}
+
+static void test_args(void) {
+  lce_prod_config cfg;
+  lce_status st;
+  EXPECT(parse("", &cfg, &st), "defaults refused: %s", st.msg);
+  EXPECT(cfg.nshapes == 4 && cfg.shapes[1].n == 8192 && cfg.shapes[1].v == 128256 && cfg.shapes[3].v == 262144,
+         "default shapes are not issue 5's");
+  EXPECT(cfg.nsubjects == 3 && strcmp(cfg.subjects[0], "fused-cuda") == 0 &&
+             strcmp(cfg.subjects[1], "mutant-cuda/bf16-dhidden-accum") == 0 && strcmp(cfg.subjects[2], "unfused-cuda") == 0,
+         "default subjects");
+  EXPECT(cfg.ntps == 2 && cfg.tps[0] == 1 && cfg.tps[1] == 8 && cfg.ntied == 2 && !cfg.measure_only && !cfg.json,
+         "default tp / embeddings / flags");
+  EXPECT(parse("--shapes small --subjects unfused-cuda,fused-cuda --tp 8 --embeddings untied --measure-only --json "
+               "--vocab-chunk 8192 --seed 7 --jobs 2 --golden-dir /tmp/g",
+               &cfg, &st),
+         "full option set refused: %s", st.msg);
+  EXPECT(cfg.nshapes == 2 && strcmp(cfg.shape_set, "small") == 0, "small set");
+  EXPECT(cfg.nsubjects == 2 && strcmp(cfg.subjects[1], "fused-cuda") == 0, "subject list");
+  EXPECT(cfg.ntps == 1 && cfg.tps[0] == 8 && cfg.ntied == 1 && cfg.tied[0] == 0, "tp / embeddings");
+  EXPECT(cfg.measure_only && cfg.json && cfg.vocab_chunk == 8192 && cfg.seed == 7 && cfg.jobs == 2 &&
+             strcmp(cfg.golden_dir, "/tmp/g") == 0, "flags and values");
+  EXPECT(parse("--shapes 4096x4096x32000,16x32x300", &cfg, &st) && cfg.nshapes == 2 && cfg.shapes[1].h == 32 &&
+             cfg.shapes[1].v == 300 && strcmp(cfg.shape_set, "custom") == 0, "custom shapes: %s", st.msg);
+
+  static const struct { const char *line, *word; } bad[] = {
+      {"--shapes 4096x4096", "not NxHxV"},        {"--shapes 0x4x4", "outside"},
+      {"--shapes 4x4x4,", "trailing comma"},      {"--shapes 4x4x4,,4x4x4", "empty"},
+      {"--shapes 4x4x4y", "not NxHxV"},           {"--shapes 99999999x4x4", "outside"},
+      {"--tp 0", "shard count"},                  {"--tp 1,1", "twice"},
+      {"--tp 1,2,4,8,16", "more than"},           {"--subjects a,,b", "empty name"},
+      {"--subjects a,a", "twice"},                {"--embeddings both", "tied, untied"},
+      {"--jobs 0", "--jobs"},                     {"--vocab-chunk x", "--vocab-chunk"},
+      {"--seed -1", "--seed"},                    {"--nope 1", "unknown option"},
+      {"--shapes", "needs a value"},              {"stray", "unexpected argument"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lce_status_clear(&st);
+    EXPECT(!parse(bad[i].line, &cfg, &st), "'%s' accepted", bad[i].line);
+    EXPECT(strstr(st.msg, bad[i].word) != NULL, "'%s': message '%s' lacks '%s'", bad[i].line, st.msg, bad[i].word);
+  }
+}
+
+static void test_cases(void) {
+  lce_prod_config cfg;
+  lce_status st;
+  lce_prod_config_default(&cfg);
+  EXPECT(lce_prod_case_count(&cfg) == 16, "%zu cases, want 4 shapes x 2 embeddings x 2 tp", lce_prod_case_count(&cfg));
+  lce_case c;
+  /* order: shape, then tied/untied, then tp */
+  EXPECT(lce_prod_case_at(&cfg, 5, &c, &st) == LCE_OK, "case 5: %s", st.msg);
+  EXPECT(c.n == 8192 && c.v == 128256 && c.tied == 1 && c.tp == 8, "case 5 is %lld/%lld tied %d tp %d", (long long)c.n,
+         (long long)c.v, c.tied, c.tp);
+  EXPECT(c.vp == 129024 && c.vp % (128 * 8) == 0, "tp 8 pads 128256 to %lld, want 129024", (long long)c.vp);
+  EXPECT(c.dtype == LCE_BF16 && c.reduction == LCE_RED_MEAN && c.dist == LCE_DIST_NORMAL && !c.prior_grad &&
+             c.vocab_chunk == LCE_PROD_DEFAULT_VOCAB_CHUNK, "case options");
+  EXPECT(lce_prod_case_at(&cfg, 2, &c, &st) == LCE_OK && c.tied == 0 && c.tp == 1 && c.vp == 32000, "case 2");
+  for (size_t i = 0; i < lce_prod_case_count(&cfg); i++) {
+    EXPECT(lce_prod_case_at(&cfg, i, &c, &st) == LCE_OK, "case %zu invalid: %s", i, st.msg);
+    char id[192], again[192];
+    lce_case back;
+    lce_case_format(&c, id, sizeof id);
+    EXPECT(lce_case_parse(id, &back, &st) == LCE_OK && strcmp(lce_case_format(&back, again, sizeof again), id) == 0 &&
+               back.vp == c.vp && back.ignore_pct == c.ignore_pct, "case id %s does not round-trip", id);
+  }
+  EXPECT(lce_prod_case_at(&cfg, 16, &c, &st) != LCE_OK, "case 16 of 16 accepted");
+  lce_output_id outs[4];
+  lce_prod_case_at(&cfg, 0, &c, &st);
+  EXPECT(lce_prod_outputs(&c, outs) == 3 && outs[1] == LCE_OUT_D_HIDDEN, "tied outputs");
+  lce_prod_case_at(&cfg, 2, &c, &st);
+  EXPECT(lce_prod_outputs(&c, outs) == 4 && outs[3] == LCE_OUT_D_EMBEDDING, "untied outputs");
+}
+
+static void test_inner(void) {
+  lce_prod_config cfg;
+  lce_status st;
+  lce_prod_config_default(&cfg);
+  lce_case c;
+  lce_prod_case_at(&cfg, 4, &c, &st); /* 8192 x 4096 x 128256, tied, tp 1 */
+  EXPECT(lce_prod_inner("unfused-cuda", &c, LCE_OUT_D_HIDDEN) == 128256, "unfused d_hidden K at tp 1");
+  EXPECT(lce_prod_inner("unfused-cuda", &c, LCE_OUT_D_WEIGHT) == 8192, "unfused d_weight K");
+  EXPECT(lce_prod_inner("fused-cuda", &c, LCE_OUT_D_HIDDEN) == 4096, "fused d_hidden K is the vocab chunk");
+  EXPECT(lce_prod_inner("fused-cuda", &c, LCE_OUT_LOSS) == 8192, "loss K is lce_output_inner's N");
+  EXPECT(lce_prod_inner("someone-else", &c, LCE_OUT_D_HIDDEN) == 128256, "unknown class: lce_output_inner");
+  lce_prod_case_at(&cfg, 5, &c, &st); /* tp 8: shard of 129024 / 8 = 16128 rows */
+  EXPECT(lce_prod_inner("unfused-cuda", &c, LCE_OUT_D_HIDDEN) == 16128, "unfused d_hidden K at tp 8 is the shard");
+  c.vocab_chunk = 1 << 20;
+  EXPECT(lce_prod_inner("fused-cuda", &c, LCE_OUT_D_HIDDEN) == 16128, "a chunk beyond the shard is the shard");
+  c.token_chunk = 1000;
+  EXPECT(lce_prod_inner("fused-cuda", &c, LCE_OUT_D_WEIGHT) == 1000, "fused d_weight K is the token chunk");
+}
+
+/* Sums of a synthetic subject x = (1 + s) r + noise over n elements of |r| = 1: relerr and bias known. */
+static lce_prod_raw synthetic(double shrink, double noise, int64_t n) {
+  lce_prod_raw raw = {0};
+  raw.sum_r2 = (double)n, raw.sum_r4 = (double)n;
+  raw.sum_dr = shrink * (double)n;
+  raw.sum_d2 = (shrink * shrink + noise * noise) * (double)n;
+  raw.sum_emag2 = 9.0 * (double)n; /* cond 3 */
+  raw.max_scaled = 0.01;
+  raw.compared = n, raw.first_mismatch = -1, raw.guards_ok = 1;
+  return raw;
+}
+
+static void test_verdict(void) {
+  lce_prod_config cfg;
+  lce_status st;
+  lce_prod_config_default(&cfg);
+  lce_case c;
+  lce_prod_case_at(&cfg, 4, &c, &st);
+  const char *text = "lcecheck-golden 1\n"
+                     "unfused-cuda bf16 d_hidden relerr lineark 0x1p-12 2e-8\n" /* 2.44e-4 + 2e-8 K */
+                     "unfused-cuda bf16 d_hidden bias lineark 0 1.5e-9\n"
+                     "unfused-cuda bf16 d_hidden maxscaled const 0.5\n"
+                     "unfused-cuda bf16 loss relerr cond 0 1e-6\n";
+  lce_golden g;
+  EXPECT(lce_golden_parse(text, strlen(text), "test", &g, &st) == LCE_OK, "golden: %s", st.msg);
+  lce_prod_output_result r;
+
+  lce_prod_raw raw = synthetic(-1.2e-4, 1.6e-3, 1 << 20);
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  const double want_rel = sqrt(1.2e-4 * 1.2e-4 + 1.6e-3 * 1.6e-3), bound = 0x1p-12 + 2e-8 * 128256;
+  EXPECT(fabs(r.v[LCE_METRIC_RELERR] - want_rel) < 1e-12 && fabs(r.v[LCE_METRIC_BIAS] + 1.2e-4) < 1e-15,
+         "relerr %g bias %g", r.v[LCE_METRIC_RELERR], r.v[LCE_METRIC_BIAS]);
+  EXPECT(r.inner == 128256 && fabs(r.bound[LCE_METRIC_RELERR] - bound) < 1e-15, "K %lld bound %g", (long long)r.inner,
+         r.bound[LCE_METRIC_RELERR]);
+  EXPECT(fabs(r.cond - 3.0) < 1e-12 && fabs(r.neff - (double)(1 << 20)) < 1e-3, "cond %g neff %g", r.cond, r.neff);
+  EXPECT(r.verdict == LCE_PROD_PASS && r.bounded[LCE_METRIC_MAXSCALED] && !r.bounded[LCE_METRIC_ULPFRAC],
+         "a subject within budget: %s", lce_prod_verdict_name(r.verdict));
+  EXPECT(fabs(r.budget_pct[LCE_METRIC_BIAS] - 100.0 * 1.2e-4 / (1.5e-9 * 128256)) < 1e-9, "bias budget %g",
+         r.budget_pct[LCE_METRIC_BIAS]);
+
+  raw = synthetic(-2.5e-4, 1.6e-3, 1 << 20); /* the shrink is over the bias bound 1.9e-4 */
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  EXPECT(r.verdict == LCE_PROD_FAIL && r.budget_pct[LCE_METRIC_BIAS] > 100.0, "a shrinking subject passed");
+  raw = synthetic(0.0, 6e-3, 1 << 20); /* noisy: relerr over 2.8e-3 */
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  EXPECT(r.verdict == LCE_PROD_FAIL && r.budget_pct[LCE_METRIC_RELERR] > 100.0, "a noisy subject passed");
+
+  /* d_weight has no entry: "no bound"; without a golden: measured */
+  raw = synthetic(0.0, 1e-3, 1 << 20);
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_WEIGHT, &raw, &g, &r);
+  EXPECT(r.verdict == LCE_PROD_NO_BOUND, "missing entry gives %s", lce_prod_verdict_name(r.verdict));
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_WEIGHT, &raw, NULL, &r);
+  EXPECT(r.verdict == LCE_PROD_MEASURED && isfinite(r.v[LCE_METRIC_RELERR]), "measure only");
+
+  /* the loss: one element, so bias is undefined and not required; its cond bound applies */
+  raw = synthetic(3e-7, 0.0, 1);
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_LOSS, &raw, &g, &r);
+  EXPECT(!r.defined[LCE_METRIC_BIAS] && isnan(r.v[LCE_METRIC_BIAS]) && r.verdict == LCE_PROD_PASS,
+         "loss: bias defined %d, verdict %s", r.defined[LCE_METRIC_BIAS], lce_prod_verdict_name(r.verdict));
+  EXPECT(fabs(r.bound[LCE_METRIC_RELERR] - 3e-6) < 1e-18, "loss bound %g (cond 3)", r.bound[LCE_METRIC_RELERR]);
+
+  /* without mags: cond 1, maxscaled undefined */
+  raw = synthetic(-1e-4, 1e-3, 1 << 20);
+  raw.sum_emag2 = -1.0;
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  EXPECT(r.cond == 1.0 && !r.defined[LCE_METRIC_MAXSCALED] && r.verdict == LCE_PROD_PASS, "no mags: cond %g", r.cond);
+
+  /* class checks come first, whatever the metrics */
+  raw = synthetic(0.0, 0.0, 1 << 20);
+  raw.class_mismatch = 3, raw.first_mismatch = 17;
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  EXPECT(r.verdict == LCE_PROD_CLASS_FAIL && strstr(r.class_msg, "first at 17"), "class: %s", r.class_msg);
+  raw = synthetic(0.0, 0.0, 1 << 20);
+  raw.guards_ok = 0;
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, NULL, &r);
+  EXPECT(r.verdict == LCE_PROD_CLASS_FAIL, "overwritten guards pass");
+  lce_prod_raw emb = {0};
+  emb.compared = 100, emb.first_mismatch = -1, emb.guards_ok = 1;
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_EMBEDDING, &emb, &g, &r);
+  EXPECT(r.verdict == LCE_PROD_PASS && r.exact_only, "an untouched embedding gradient: %s", lce_prod_verdict_name(r.verdict));
+  emb.sum_d2 = 1e-30;
+  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_EMBEDDING, &emb, &g, &r);
+  EXPECT(r.verdict == LCE_PROD_CLASS_FAIL && strstr(r.class_msg, "embedding gradient changed"), "a touched one: %s",
+         r.class_msg);
+  lce_golden_free(&g);
+}
+
+static void set_out(lce_prod_subject_result *s, lce_prod_verdict v) {
+  s->nout = 1;
+  s->out[0].verdict = v;
+  s->out[0].class_ok = v != LCE_PROD_CLASS_FAIL;
+}
+
+static void test_outcome(void) {
+  lce_prod_config cfg;
+  lce_status st;
+  lce_prod_config_default(&cfg); /* fused-cuda, the mutant, unfused-cuda */
+  lce_prod_case_result cases[2];
+  memset(cases, 0, sizeof cases);
+  lce_prod_case_at(&cfg, 0, &cases[0].c, &st); /* V = 32000 */
+  lce_prod_case_at(&cfg, 4, &cases[1].c, &st); /* V = 128256 */
+  lce_prod_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.cfg = &cfg, rep.cases = cases, rep.ncases = 2, rep.mutant[1] = 1;
+  char why[512];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++) set_out(&cases[i].subj[j], j == 1 ? LCE_PROD_FAIL : LCE_PROD_PASS);
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "all well: %s", why);
+  set_out(&cases[0].subj[1], LCE_PROD_PASS); /* the mutant survives below 128k: allowed */
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "mutant survival below 128k: %s", why);
+  set_out(&cases[1].subj[1], LCE_PROD_PASS); /* ... but not at 128k */
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "survived"), "mutant survives 128k: %s", why);
+  EXPECT(lce_prod_mutant_killed(&rep, 1, 1) == 0 && strcmp(lce_prod_subject_status(&cases[1].subj[1]), "pass") == 0,
+         "killed / status");
+  set_out(&cases[1].subj[1], LCE_PROD_CLASS_FAIL); /* a class failure kills it too */
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "class-failing mutant: %s", why);
+  set_out(&cases[0].subj[2], LCE_PROD_NO_BOUND);
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "no bound"), "no bound: %s", why);
+  set_out(&cases[0].subj[2], LCE_PROD_FAIL);
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "unfused-cuda"), "a failing subject: %s", why);
+  set_out(&cases[0].subj[2], LCE_PROD_PASS);
+  cases[0].subj[0].skipped = 1; /* a skip is not a failure */
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "skip: %s", why);
+  cases[0].subj[0].error = 1;
+  snprintf(cases[0].subj[0].msg, sizeof cases[0].subj[0].msg, "boom");
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "boom"), "error: %s", why);
+  EXPECT(strcmp(lce_prod_subject_status(&cases[0].subj[0]), "error") == 0, "error status");
+  cases[0].subj[0].error = 0, cases[0].subj[0].skipped = 0;
+
+  cfg.measure_only = 1; /* measured verdicts, the mutant unjudged: exit 0 */
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++) set_out(&cases[i].subj[j], LCE_PROD_MEASURED);
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0 && lce_prod_mutant_killed(&rep, 1, 1) == -1,
+         "measure only: %s", why);
+  set_out(&cases[1].subj[2], LCE_PROD_CLASS_FAIL);
+  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1, "a class failure while measuring passed");
+}
+
+int main(void) {
+  test_args();
+  test_cases();
+  test_inner();
+  test_verdict();
+  test_outcome();
+  if (failures) fprintf(stderr, "%d failures\n", failures);
+  else printf("test_production: ok\n");
+  return failures != 0;
+}

@@ -1,0 +1,235 @@
+/* lce_gemm_model.c — the GEMM arithmetic models of lce_gemm_model.h: the table of architectures and
+ * one exact evaluation of an MMA step.
+ *
+ * The step (every row but ieee), d = c + sum_{i<k} a_i·b_i:
+ *   1. Specials first: a NaN operand or c, Inf·0, or +Inf and -Inf among the exact products and c
+ *      give NaN (nan_bits); otherwise an infinite product or c gives that infinity.
+ *   2. Every finite term gets an alignment exponent: c its fp32 exponent (subnormals: -126); a
+ *      product ea + eb, the operands' exponents in their format (subnormals: the format's emin),
+ *      i.e. the product's significand is taken in [1, 4) (align_normalized: the exact product's own
+ *      exponent instead). Zero terms take part only with zeros_align, as exponent -126 each.
+ *   3. E = the largest alignment exponent; every term (c too) is truncated to a multiple of
+ *      q = 2^(E - 23 - extra_bits): toward zero, or toward -inf with term_floor.
+ *   4. The integer sum of the truncated terms (exact: int64) times q is rounded to fp32 with
+ *      final_round, with subnormal results (or ftz_output), overflow to +-Inf (or saturation),
+ *      and the sign of a zero by zero_sign.
+ * Products of bf16/fp16/tf32 values (indeed of any two floats) are exact in double, and a term
+ * scaled by 2^-(E-23-extra_bits) is below 2^28 in magnitude, so steps 3-4 are exact by
+ * construction: the only rounding is the one the row specifies.
+ *
+ * Sources, and where they disagree (each disagreement is a field; the rows follow MMA-Sim, which
+ * was checked against H100/H200 mma and wgmma with random vectors):
+ *   MMA-Sim (microsoft/MMA-Sim, mmasim/simulator: fused_sum, nv_fused_dot_add; arch table of
+ *     accumulator fractional bits: Volta 23, Turing/Ampere/Ada 24, Hopper/Blackwell 25; Ampere's
+ *     k16 bf16/fp16 and k8 tf32 MMAs are two half-size fused steps): alignment by ea + eb with
+ *     subnormal exponents clamped to the format's emin; zero operands and zero c carry exponent
+ *     -126 and take part in the max; terms truncated toward zero; final RZ to fp32 with subnormal
+ *     results; NaN -> 0x7fffffff; overflow -> Inf; every zero result +0.
+ *   MATLAB-tensor-core (north-numerical-computing; Khattak & Mikaitis, "Accurate Models of NVIDIA
+ *     Tensor Cores", arXiv 2512.07004; models/H100TC.m, B200TC.m, A100TC.m, tools/GEMM.m): block
+ *     FMA of 16 products (tf32: 8) with 2 extra alignment bits on H100/H200/B200, 8 (tf32: 4) with
+ *     1 on A100; final RZ; truncation (no sticky bit); products >= 2 normalized with one more bit
+ *     kept, which gives the same quantum as ea + eb; subnormal inputs and outputs kept; overflow
+ *     -> Inf; NaN and Inf decided over the whole block from the exact products. Differences from
+ *     MMA-Sim: zero products and a zero c are removed before the max (zeros_align 0), and an
+ *     underflow keeps its sign (LCE_MMA_ZERO_UNDERFLOW_SIGNED).
+ * Neither model flushes subnormals (ftz_* 0), and neither keeps a -0 (zero_sign IEEE is offered
+ * for the probe). */
+#include "lce_gemm_model.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#define MMA_SIM "microsoft/MMA-Sim (mmasim/simulator)"
+#define MATLAB_TC "north-numerical-computing/MATLAB-tensor-core, arXiv 2512.07004"
+
+static const lce_gemm_arch table[] = {
+    {.name = "ieee",
+     .source = "IEEE 754 binary32: one fmaf per product in k order (CUDA-core GEMMs, fused-host's default)",
+     .ieee = 1,
+     .products = {1, 1, 1},
+     .final_round = LCE_MMA_RNE,
+     .zero_sign = LCE_MMA_ZERO_IEEE,
+     .nan_bits = 0x7fc00000u},
+    {.name = "sm80",
+     .source = "A100: " MMA_SIM " Ampere (24 fractional bits, k16 as two k8 halves); " MATLAB_TC " A100TC.m",
+     .products = {8, 8, 4},
+     .extra_bits = 1,
+     .zeros_align = 1,
+     .final_round = LCE_MMA_RZ,
+     .zero_sign = LCE_MMA_ZERO_PLUS,
+     .nan_bits = 0x7fffffffu},
+    {.name = "sm90",
+     .source = "H100/H200: " MMA_SIM " Hopper (25 fractional bits); " MATLAB_TC " H100TC.m; to be checked "
+               "bit for bit by lcecheck probe",
+     .products = {16, 16, 8},
+     .extra_bits = 2,
+     .zeros_align = 1,
+     .final_round = LCE_MMA_RZ,
+     .zero_sign = LCE_MMA_ZERO_PLUS,
+     .nan_bits = 0x7fffffffu},
+    {.name = "sm100",
+     .source = "B200: " MMA_SIM " Blackwell (25 fractional bits); " MATLAB_TC " B200TC.m",
+     .products = {16, 16, 8},
+     .extra_bits = 2,
+     .zeros_align = 1,
+     .final_round = LCE_MMA_RZ,
+     .zero_sign = LCE_MMA_ZERO_PLUS,
+     .nan_bits = 0x7fffffffu},
+};
+
+size_t lce_gemm_arch_count(void) { return sizeof table / sizeof table[0]; }
+
+const lce_gemm_arch *lce_gemm_arch_at(size_t i) { return i < lce_gemm_arch_count() ? &table[i] : NULL; }
+
+const lce_gemm_arch *lce_gemm_arch_find(const char *name) {
+  for (size_t i = 0; name != NULL && i < lce_gemm_arch_count(); i++)
+    if (strcmp(table[i].name, name) == 0) return &table[i];
+  return NULL;
+}
+
+/* ---- operands ------------------------------------------------------------------------------ */
+
+static uint32_t float_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+static float bits_float(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* Exponent of the smallest normal value of each operand format. */
+static const int format_emin[LCE_MMA_FORMATS] = {-126, -14, -126};
+
+/* The operand as the tensor core reads it: tf32 MMAs read the upper 19 bits of an fp32 register
+ * (a no-op on tf32 values), and ftz_inputs zeroes the format's subnormals. */
+static float operand(const lce_gemm_arch *m, lce_mma_format fmt, float x) {
+  if (fmt == LCE_MMA_TF32 && !isnan(x)) x = bits_float(float_bits(x) & 0xffffe000u);
+  if (m->ftz_inputs && x != 0.0f && fabsf(x) < ldexpf(1.0f, format_emin[fmt])) x = copysignf(0.0f, x);
+  return x;
+}
+
+/* floor(log2 |x|) of a finite non-zero float, clamped to emin (subnormals of the format). */
+static int operand_exponent(float x, int emin) {
+  const int e = (int)((float_bits(x) >> 23) & 0xffu) - 127; /* -127: an fp32 subnormal, below every emin */
+  return e < emin ? emin : e;
+}
+
+/* floor(log2 |p|) of a finite non-zero double. */
+static int double_exponent(double p) {
+  uint64_t u;
+  memcpy(&u, &p, sizeof u);
+  int e = (int)((u >> 52) & 0x7ffu) - 1023;
+  return e == -1023 ? ilogb(p) : e;
+}
+
+#define ZERO_EXPONENT (-126) /* the exponent zeros_align gives a zero operand or c (MMA-Sim) */
+#define NO_EXPONENT INT_MIN
+
+/* Alignment exponent of the product x·y = p (NO_EXPONENT: it does not take part). */
+static int product_exponent(const lce_gemm_arch *m, lce_mma_format fmt, float x, float y, double p) {
+  if (p == 0.0) {
+    if (!m->zeros_align) return NO_EXPONENT;
+    int ex = x == 0.0f ? ZERO_EXPONENT : operand_exponent(x, format_emin[fmt]);
+    int ey = y == 0.0f ? ZERO_EXPONENT : operand_exponent(y, format_emin[fmt]);
+    return ex + ey;
+  }
+  if (m->align_normalized) return double_exponent(p);
+  return operand_exponent(x, format_emin[fmt]) + operand_exponent(y, format_emin[fmt]);
+}
+
+static int max_int(int a, int b) { return a > b ? a : b; }
+
+/* A scaled term as an integer: toward zero, or toward -inf with term_floor. |v| < 2^28. */
+static int64_t truncate_term(const lce_gemm_arch *m, double v) {
+  return (int64_t)(m->term_floor ? floor(v) : trunc(v));
+}
+
+/* ---- the aligned sum to fp32 --------------------------------------------------------------- */
+
+/* s·2^q as fp32 under the row's rounding, subnormal, overflow and zero-sign rules; all_neg_zero:
+ * every term was a -0 (for LCE_MMA_ZERO_IEEE). */
+static float sum_to_fp32(const lce_gemm_arch *m, int64_t s, int q, int all_neg_zero) {
+  const int neg = s < 0;
+  const float zero = neg && m->zero_sign != LCE_MMA_ZERO_PLUS ? -0.0f : 0.0f;
+  if (s == 0) return m->zero_sign == LCE_MMA_ZERO_IEEE && all_neg_zero ? -0.0f : 0.0f;
+  const uint64_t mag = neg ? (uint64_t)0 - (uint64_t)s : (uint64_t)s;
+  const int lead = 63 - __builtin_clzll(mag) + q; /* exponent of the leading bit */
+  if (m->ftz_output && lead < -126) return zero;
+  const int ulp = max_int(lead - 23, -149); /* exponent of the result's last place */
+  uint64_t mant;
+  if (q >= ulp) {
+    mant = mag << (q - ulp); /* exact: fewer than 24 bits */
+  } else {
+    const int sh = ulp - q;
+    mant = sh < 64 ? mag >> sh : 0;
+    if (m->final_round == LCE_MMA_RNE && sh <= 64) {
+      const uint64_t rem = sh < 64 ? mag & (((uint64_t)1 << sh) - 1) : mag;
+      const uint64_t half = (uint64_t)1 << (sh - 1);
+      if (rem > half || (rem == half && (mant & 1u))) mant++;
+    }
+  }
+  if (mant == 0) return zero;
+  const double v = ldexp((double)mant, ulp); /* mant <= 2^24: exact */
+  const float r = v > FLT_MAX ? (m->overflow_saturates ? FLT_MAX : INFINITY) : (float)v;
+  return neg ? -r : r;
+}
+
+/* ---- steps ----------------------------------------------------------------------------------- */
+
+/* One fused step over k products with strides (the tensor-core rows). */
+static float fused_step(const lce_gemm_arch *m, lce_mma_format fmt, float c, const float *a, ptrdiff_t sa,
+                        const float *b, ptrdiff_t sb, int64_t k) {
+  int nan = isnan(c), pos_inf = c == INFINITY, neg_inf = c == -INFINITY;
+  int all_neg_zero = c == 0.0f && signbit(c);
+  int emax = NO_EXPONENT;
+  if (c != 0.0f) emax = operand_exponent(c, -126);
+  else if (m->zeros_align) emax = ZERO_EXPONENT;
+  for (int64_t i = 0; i < k; i++) {
+    const float x = operand(m, fmt, a[i * sa]), y = operand(m, fmt, b[i * sb]);
+    const double p = (double)x * (double)y;
+    if (isnan(p)) { nan = 1; continue; } /* NaN operand, or Inf·0 */
+    if (isinf(p)) { pos_inf |= p > 0, neg_inf |= p < 0; continue; }
+    all_neg_zero &= p == 0.0 && signbit(p);
+    emax = max_int(emax, product_exponent(m, fmt, x, y, p));
+  }
+  if (nan || (pos_inf && neg_inf)) return bits_float(m->nan_bits);
+  if (pos_inf || neg_inf) return pos_inf ? INFINITY : -INFINITY;
+  if (emax == NO_EXPONENT) return sum_to_fp32(m, 0, 0, all_neg_zero); /* only zeros, none aligned */
+  const int q = emax - 23 - m->extra_bits;
+  const double scale = ldexp(1.0, -q);
+  int64_t s = truncate_term(m, (double)c * scale);
+  for (int64_t i = 0; i < k; i++) {
+    const float x = operand(m, fmt, a[i * sa]), y = operand(m, fmt, b[i * sb]);
+    s += truncate_term(m, (double)x * (double)y * scale);
+  }
+  return sum_to_fp32(m, s, q, all_neg_zero);
+}
+
+/* The ieee row: sequential fmaf. */
+static float fmaf_chain(float c, const float *a, ptrdiff_t sa, const float *b, ptrdiff_t sb, int64_t k) {
+  for (int64_t i = 0; i < k; i++) c = fmaf(a[i * sa], b[i * sb], c);
+  return c;
+}
+
+float lce_mma_step(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, const float *b, int k) {
+  if (arch->ieee) return fmaf_chain(c, a, 1, b, 1, k);
+  return fused_step(arch, fmt, c, a, 1, b, 1, k);
+}
+
+float lce_gemm_dot(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
+                   const float *b, ptrdiff_t stride_b, int64_t k) {
+  if (arch->ieee) return fmaf_chain(c, a, stride_a, b, stride_b, k);
+  const int64_t step = arch->products[fmt];
+  for (int64_t k0 = 0; k0 < k; k0 += step) {
+    const int64_t len = k - k0 < step ? k - k0 : step;
+    c = fused_step(arch, fmt, c, a + k0 * stride_a, stride_a, b + k0 * stride_b, stride_b, len);
+  }
+  return c;
+}

@@ -1,0 +1,118 @@
+/* lce_ref64_compare.cu — a subject's host output against tier 2's device reference (lce_ref64.h),
+ * reduced on the device: the subject's buffer goes up in slices, each block folds its elements into
+ * fp64 partial sums (fixed order), the host adds the partials in block order. The reference never
+ * comes back. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lce_ref64_internal.cuh"
+
+#define R64_CMP_SLICE ((int64_t)1 << 24)
+#define R64_CMP_BLOCKS 1024
+#define R64_CMP_THREADS 256
+
+typedef struct r64_partial {
+  double d2, r2, dr, maxabs, maxscaled;
+  long long compared, mismatch, first;
+} r64_partial;
+
+__device__ static int r64_class(double x) { return isnan(x) ? 1 : (isinf(x) ? (x > 0 ? 2 : 3) : 0); }
+
+__global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_t base, int64_t count, const double *ref,
+                                          const double *emag, const unsigned char *mask, r64_partial *out) {
+  __shared__ r64_partial sh[R64_CMP_THREADS];
+  r64_partial p = {0, 0, 0, 0, 0, 0, 0, -1};
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t g = base + i;
+    if (mask && !mask[g]) continue;
+    double x;
+    if (fmt == LCE_FP32) x = ((const float *)raw)[i];
+    else if (fmt == LCE_BF16) x = __uint_as_float((unsigned)((const unsigned short *)raw)[i] << 16);
+    else x = __half2float(__ushort_as_half(((const unsigned short *)raw)[i]));
+    const double r = ref[g];
+    if (r64_class(x) != r64_class(r)) {
+      p.mismatch++;
+      if (p.first < 0 || g < p.first) p.first = g;
+      continue;
+    }
+    if (r64_class(r) != 0) continue;
+    const double d = x - r;
+    p.d2 += d * d, p.r2 += r * r, p.dr += d * r, p.compared++;
+    p.maxabs = fmax(p.maxabs, fabs(d));
+    if (emag && d != 0.0) p.maxscaled = fmax(p.maxscaled, emag[g] > 0.0 ? fabs(d) / emag[g] : INFINITY);
+  }
+  sh[threadIdx.x] = p;
+  __syncthreads();
+  for (int w = R64_CMP_THREADS / 2; w > 0; w >>= 1) {
+    if ((int)threadIdx.x < w) {
+      r64_partial *a = &sh[threadIdx.x], *b = &sh[threadIdx.x + w];
+      a->d2 += b->d2, a->r2 += b->r2, a->dr += b->dr, a->compared += b->compared, a->mismatch += b->mismatch;
+      a->maxabs = fmax(a->maxabs, b->maxabs), a->maxscaled = fmax(a->maxscaled, b->maxscaled);
+      if (b->first >= 0 && (a->first < 0 || b->first < a->first)) a->first = b->first;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = sh[0];
+}
+
+static const void *subject_buffer(const lce_outputs *s, lce_output_id o) {
+  switch (o) {
+    case LCE_OUT_LOSS: return s->loss;
+    case LCE_OUT_LOSS_TOKEN: return s->loss_token;
+    case LCE_OUT_LSE: return s->lse;
+    case LCE_OUT_D_HIDDEN: return s->d_hidden;
+    case LCE_OUT_D_WEIGHT: return s->grad_weight ? (const void *)s->grad_weight : (const void *)s->grad_embedding;
+    case LCE_OUT_D_EMBEDDING: return s->grad_embedding;
+    default: return NULL;
+  }
+}
+
+static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, const void *host, void *raw,
+                               r64_partial *dev_part, r64_partial *part, lce_ref64_sums *sums, lce_status *st) {
+  const lce_ref64_dev_output *d = &ref->out[o];
+  const lce_dtype fmt = lce_output_format(&ref->c, o);
+  const size_t es = lce_dtype_size(fmt);
+  const unsigned char *mask = o == LCE_OUT_LSE ? ref->valid : NULL;
+  for (int64_t base = 0; base < d->count; base += R64_CMP_SLICE) {
+    const int64_t len = d->count - base < R64_CMP_SLICE ? d->count - base : R64_CMP_SLICE;
+    R64_CUDA_CHECK(st, cudaMemcpy(raw, (const char *)host + (size_t)base * es, (size_t)len * es, cudaMemcpyHostToDevice));
+    r64_compare_kernel<<<R64_CMP_BLOCKS, R64_CMP_THREADS>>>(raw, fmt, base, len, d->value, d->emag, mask, dev_part);
+    R64_LAUNCH_CHECK(st, "r64_compare_kernel");
+    R64_CUDA_CHECK(st, cudaMemcpy(part, dev_part, R64_CMP_BLOCKS * sizeof *part, cudaMemcpyDeviceToHost));
+    for (int b = 0; b < R64_CMP_BLOCKS; b++) {
+      const r64_partial *p = &part[b];
+      sums->sum_d2 += p->d2, sums->sum_r2 += p->r2, sums->sum_dr += p->dr;
+      sums->compared += p->compared, sums->class_mismatch += p->mismatch;
+      sums->max_abs_diff = fmax(sums->max_abs_diff, p->maxabs);
+      sums->max_scaled = fmax(sums->max_scaled, p->maxscaled);
+      if (p->first >= 0 && (sums->first_mismatch < 0 || p->first < sums->first_mismatch)) sums->first_mismatch = p->first;
+    }
+  }
+  return LCE_OK;
+}
+
+extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id o, const lce_outputs *subject,
+                                      lce_ref64_sums *sums, lce_status *st) {
+  LCE_CHECK(st, ref != NULL && subject != NULL && sums != NULL, LCE_EINVAL, "ref64 compare: NULL argument");
+  LCE_CHECK(st, (int)o >= 0 && o < LCE_OUT_COUNT, LCE_EINVAL, "ref64 compare: output %d unknown", (int)o);
+  memset(sums, 0, sizeof *sums);
+  sums->first_mismatch = -1;
+  const lce_ref64_dev_output *d = &ref->out[o];
+  if (d->count == 0) return LCE_OK;
+  const void *host = subject_buffer(subject, o);
+  LCE_CHECK(st, host != NULL && d->value != NULL, LCE_EINVAL, "ref64 compare: %s missing", lce_output_name(o));
+  const int64_t slice = d->count < R64_CMP_SLICE ? d->count : R64_CMP_SLICE;
+  void *raw = NULL;
+  r64_partial *dev_part = NULL, *part = (r64_partial *)malloc(R64_CMP_BLOCKS * sizeof *part);
+  LCE_ALLOC_CHECK(st, part);
+  cudaError_t rc = cudaMalloc(&raw, (size_t)slice * sizeof(float));
+  if (rc == cudaSuccess) rc = cudaMalloc((void **)&dev_part, R64_CMP_BLOCKS * sizeof *dev_part);
+  lce_code code = rc == cudaSuccess ? compare_slices(ref, o, host, raw, dev_part, part, sums, st)
+                                    : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "ref64 compare: cudaMalloc: %s",
+                                               cudaGetErrorString(rc));
+  if (raw) cudaFree(raw);
+  if (dev_part) cudaFree(dev_part);
+  free(part);
+  return code;
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# scripts/gpu_fuzz.sh — issue 4's fuzz bullet on the H200, in one command (through the device tool,
+# carrying .deps and .gpufuzz):
+#   1. replay: the normal build's fuzz_replay_fused_host (configured and built here like gpu_run.sh)
+#      over the committed corpus with LCE_FUZZ_SUBJECT=fused-cuda: no violation, cases judged (exit
+#      77 = every case skipped, counts as a failure here); the same corpus must kill
+#      mutant-cuda/bf16-dhidden-accum (--expect-violations);
+#   2. campaign: the libFuzzer build with fused-cuda made on the workstation
+#      (`python3 scripts/fuzz_campaign.py bundle-gpu`, folder .gpufuzz/) for LCE_GPU_FUZZ_SECONDS
+#      (default 120) on fused-cuda from the committed seeds: must find nothing;
+#   3. the same campaign on mutant-cuda/bf16-dhidden-accum: must find it.
+# Everything is tee'd into $OUT/fuzz-log; $OUT also gets fuzz-summary.txt (the table that ends the
+# log), replay-fused-cuda.txt and one campaign-<subject>.json per campaign (5 files: the device tool
+# brings back 8 at most). Campaign findings directories stay on the machine; their .finding reports
+# are printed into the log.
+#
+#   OUT=/tmp/out bash scripts/gpu_fuzz.sh      (the device tool sets OUT)
+# Environment: LCE_GPU_BUILD (normal build dir, default build-gpu: shared with gpu_run.sh),
+#   LCE_GPU_FUZZ_BUNDLE (default .gpufuzz), LCE_GPU_FUZZ_SECONDS (default 120), LCE_GPU_JOBS,
+#   LCE_GPU_DEADLINE_S (default 540 s from the start: every step runs under it).
+# Exit status: 0 when every step met its expectation, 1 otherwise.
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+BUILD=${LCE_GPU_BUILD:-$ROOT/build-gpu}
+BUNDLE=${LCE_GPU_FUZZ_BUNDLE:-$ROOT/.gpufuzz}
+SECONDS_PER_CAMPAIGN=${LCE_GPU_FUZZ_SECONDS:-120}
+JOBS=${LCE_GPU_JOBS:-$(nproc)}
+DEADLINE_S=${LCE_GPU_DEADLINE_S:-540}
+START=$(date +%s)
+WORK=$(mktemp -d /tmp/lce-gpu-fuzz.XXXXXX) # findings directories: too many files for $OUT
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/fuzz-log") 2>&1
+
+DEPS=$ROOT/.deps/root/usr
+CMAKE_DEPS=()
+if [ -d "$DEPS" ]; then
+  CMAKE_DEPS=(-DGMP_ROOT="$DEPS" -DMPFR_ROOT="$DEPS")
+  export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# The bundle's MPFR/GMP, and the CUDA runtime and cuBLAS wherever this machine's toolkit keeps them
+# (the binary's rpath names the workstation's /usr/local/cuda/lib).
+CUDA_HOME_GUESS=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")
+export LD_LIBRARY_PATH="$BUNDLE/lib:$CUDA_HOME_GUESS/lib64:$CUDA_HOME_GUESS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Goldens from this tree (the binaries have the workstation's path compiled in).
+export LCE_GOLDEN_DIR=$ROOT/golden
+# ASan beside the CUDA driver (google/sanitizers#629); the harness has the same defaults built in.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:replace_intrin=0:detect_leaks=0}
+FUZZER=$BUNDLE/fuzz_fused_host
+REPLAY=$BUILD/fuzz_replay_fused_host
+CORPUS=$ROOT/fuzz/corpus/fused_host
+MUTANT=mutant-cuda/bf16-dhidden-accum
+
+SUMMARY=()
+FAILED=0
+left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
+
+# step <name> <expected rc> <timeout s> <command...>: runs it (printed first) under the deadline and
+# records rc, seconds and whether rc is the expected one.
+step() {
+  local name=$1 expect=$2 limit=$3
+  shift 3
+  local budget
+  budget=$(left)
+  [ "$limit" -gt "$budget" ] && limit=$budget
+  if [ "$limit" -lt 10 ]; then
+    SUMMARY+=("$(printf '%-52s %6s %4s %4s  %s' "$name" "$expect" - - "NOT RUN (deadline)")")
+    FAILED=1
+    return 0
+  fi
+  echo
+  echo "==== $name (expect exit $expect, limit ${limit}s) ===="
+  echo "+ $*"
+  local t0 rc verdict
+  t0=$(date +%s)
+  timeout --signal=KILL "$limit" "$@"
+  rc=$?
+  if [ "$rc" = "$expect" ]; then verdict=ok; elif [ "$rc" = 137 ]; then verdict=TIMEOUT; else verdict=UNEXPECTED; fi
+  [ "$verdict" != ok ] && FAILED=1
+  SUMMARY+=("$(printf '%-52s %6s %4s %4s  %s' "$name" "$expect" "$rc" "$(($(date +%s) - t0))" "$verdict")")
+  return 0
+}
+
+# campaign <subject> <expected rc: 0 nothing found, 1 found>: fuzz_campaign.py run on the bundle.
+campaign() {
+  local subject=$1 expect=$2 json
+  json=$OUT/campaign-${subject//\//_}.json
+  step "campaign $subject (${SECONDS_PER_CAMPAIGN}s)" "$expect" $((SECONDS_PER_CAMPAIGN + 60)) \
+    sh -c "python3 '$ROOT/scripts/fuzz_campaign.py' run --build '$BUNDLE' --subject '$subject' \
+      --seconds $SECONDS_PER_CAMPAIGN --findings-root '$WORK/campaigns' --json >'$json'"
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('  found', r['found'], '| execs', r['executions'],
+    '| s to finding', r['seconds_to_finding'], '| error', r['error']); [print('  finding', f['case'] + ':', f['summary'])
+    for f in r['findings']]" "$json" 2>/dev/null
+  for f in "$WORK"/campaigns/"${subject//\//_}"/*/*.finding; do [ -f "$f" ] && { echo "---- $f"; cat "$f"; }; done
+  local log
+  log=$(ls -t "$WORK"/campaigns/"${subject//\//_}"/*/fuzzer.log 2>/dev/null | head -1)
+  [ -n "$log" ] && { echo "---- tail of $log"; tail -25 "$log"; }
+}
+
+echo "gpu_fuzz.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), root $ROOT, build $BUILD, bundle $BUNDLE, out $OUT"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+[ -f "$BUNDLE/BUILD_INFO" ] && cat "$BUNDLE/BUILD_INFO"
+
+# 1. replay with the normal build (gcc + nvcc, no sanitizers)
+step configure 0 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  "${CMAKE_DEPS[@]}"
+step "build fuzz_replay_fused_host" 0 240 cmake --build "$BUILD" -j "$JOBS" --target fuzz_replay_fused_host
+step "replay corpus, fused-cuda" 0 90 sh -c "LCE_FUZZ_SUBJECT=fused-cuda LCE_FUZZ_FINDINGS='$WORK/replay' \
+  '$REPLAY' '$CORPUS' >'$OUT/replay-fused-cuda.txt' 2>&1; rc=\$?; tail -8 '$OUT/replay-fused-cuda.txt'; exit \$rc"
+step "replay corpus kills $MUTANT" 0 90 sh -c "LCE_FUZZ_SUBJECT=$MUTANT LCE_FUZZ_FINDINGS='$WORK/replay-mutant' \
+  '$REPLAY' --expect-violations '$CORPUS' >'$WORK/replay-mutant.txt' 2>&1; rc=\$?; tail -7 '$WORK/replay-mutant.txt'; exit \$rc"
+
+# 2./3. the carried libFuzzer build. Its C++ runtime must be at least the workstation's: when the
+# machine's own is older the binary does not load, and the bundle's copy is put first.
+if [ -x "$FUZZER" ]; then
+  if ! "$FUZZER" -help=1 >/dev/null 2>&1; then
+    echo "the bundled fuzzer does not load with this machine's C++ runtime; using $BUNDLE/lib-fallback"
+    export LD_LIBRARY_PATH="$BUNDLE/lib-fallback:$LD_LIBRARY_PATH"
+  fi
+  step "ldd bundle (nothing 'not found')" 0 30 sh -c "ldd '$FUZZER'; ! ldd '$FUZZER' | grep -q 'not found'"
+  campaign fused-cuda 0
+  campaign "$MUTANT" 1
+else
+  echo "no $FUZZER: build it on the workstation with python3 scripts/fuzz_campaign.py bundle-gpu, carry .gpufuzz"
+  SUMMARY+=("$(printf '%-52s %6s %4s %4s  %s' "campaigns (bundle)" 0 - - "NOT RUN (no bundle)")")
+  FAILED=1
+fi
+
+{
+  echo
+  echo "==== summary ($(($(date +%s) - START)) s; campaign: exit 0 = nothing found, 1 = found) ===="
+  printf '%-52s %6s %4s %4s  %s\n' step expect rc sec verdict
+  for line in "${SUMMARY[@]}"; do echo "$line"; done
+  echo "overall: $([ "$FAILED" = 0 ] && echo PASS || echo FAIL)  (log: $OUT/fuzz-log)"
+} | tee "$OUT/fuzz-summary.txt"
+exit "$FAILED"
