@@ -5,11 +5,11 @@
 #   gputests    ctest -L gpu -LE slow (fused-cuda, the probe, the fp64 tier's certification, ...)
 #   probe       lcecheck probe: single mma.sync m16n8k16/k8 vs the sm90 model, bit for bit, and the
 #               cuBLAS error-vs-K curve beside the model's prediction; the dump comes back
-#   check       fused-cuda on the default matrix (goldens golden/sm_90/), again with NaN-poisoned
-#               tiles, the two GPU seed-bug mutants (must fail), measurements of fused-cuda and
-#               unfused-cuda
-#   medium      fused-cuda on the medium matrix judged by the fp64 GPU tier, and fused-host vs
-#               fused-cuda side by side there (lcecheck compare)
+#   check       fused-cuda on the default matrix (goldens golden/sm_90/), with stage `poison` again
+#               with NaN-poisoned tiles, the two GPU seed-bug mutants (must fail), measurements of
+#               fused-cuda and unfused-cuda
+#   medium      fused-cuda on the medium matrix judged by the fp64 GPU tier, its measurement, and
+#               fused-host vs fused-cuda side by side on two medium cases (lcecheck compare)
 #   compare     fused-host-sm90 vs fused-cuda on the default matrix: the host twin under the sm90
 #               model must predict the GPU's errors within LCE_PREDICT_FACTOR
 #   production-measure  lcecheck production --measure-only on its small shapes (a smoke test)
@@ -26,7 +26,7 @@
 #   OUT=/tmp/out LCE_GPU_STAGES="build production" bash scripts/gpu_run.sh   (the device tool sets OUT)
 # Environment: LCE_GPU_BUILD (default build-gpu), LCE_GPU_JOBS (default nproc), LCE_GPU_DEADLINE_S
 #   (default 540 s from the start: every step runs under it), LCE_PREDICT_FACTOR (default 3),
-#   LCE_REGEN_ARGS (extra arguments for the regeneration, e.g. --allow-loosen "reason").
+#   LCE_REGEN_LOOSEN (a reason: passed to the regeneration as --allow-loosen).
 # Exit status: 0 when every required step met its expectation, 1 otherwise.
 set -u -o pipefail
 
@@ -98,8 +98,9 @@ if has_stage build; then
     "${CMAKE_DEPS[@]}"
   step build pass 300 cmake --build "$BUILD" -j "$JOBS"
 fi
+# The medium-matrix check is the `medium` stage's (it needs goldens that cover medium shapes).
 has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow \
-  --output-on-failure --no-tests=error
+  -E lcecheck_medium_fp64_gpu --output-on-failure --no-tests=error
 if has_stage probe; then
   step "probe (mma.sync vs sm90 model, error vs K)" pass 120 "${TO[@]}" "$RES/probe.json" "$LCECHECK" probe \
     --dump "$RES/probe-h200.bin" --json
@@ -107,8 +108,8 @@ if has_stage probe; then
 fi
 if has_stage check; then
   step "check fused-cuda (default matrix)" pass 150 "$LCECHECK" check --subject fused-cuda --quiet
-  step "check fused-cuda (NaN-poisoned tiles)" pass 150 env LCE_POISON_TILES=1 "$LCECHECK" check \
-    --subject fused-cuda --quiet
+  has_stage poison && step "check fused-cuda (NaN-poisoned tiles)" pass 150 env LCE_POISON_TILES=1 \
+    "$LCECHECK" check --subject fused-cuda --quiet
   for m in mutant-cuda/bf16-dhidden-accum mutant-cuda/tied-weight-when-untied; do
     step "check $m" fail 90 "$LCECHECK" check --subject "$m" --quiet
   done
@@ -119,8 +120,14 @@ fi
 if has_stage medium; then
   step "check fused-cuda (medium, fp64-gpu oracle)" pass 150 "$LCECHECK" check --subject fused-cuda \
     --matrix medium --oracle fp64-gpu --quiet
-  step "compare fused-host,fused-cuda (medium, fp64-gpu)" pass 240 "${TO[@]}" "$RES/compare-medium.json" "$LCECHECK" compare \
-    --subjects fused-host,fused-cuda --matrix medium --oracle fp64-gpu --json
+  step "measure fused-cuda (medium, fp64-gpu)" any 150 "${TO[@]}" "$RES/measure-fused-cuda-medium.json" "$LCECHECK" \
+    measure --subject fused-cuda --matrix medium --oracle fp64-gpu --quiet --json
+  # fused-host at medium shapes runs on one CPU core (~1e9 multiply-adds/s): two cases, not 16.
+  for id in fp16.untied.tp2.n512.h512.v16384.vp16384.vc4096.sum.ign10.fresh.normal.s9104 \
+    bf16.untied.tp1.n512.h1024.v32000.vp32000.vc4096.mean.ign10.fresh.normal.s9100; do
+    step "compare fused-host,fused-cuda ${id%%.fresh*}" pass 200 "$LCECHECK" compare \
+      --subjects fused-host,fused-cuda --case "$id" --oracle fp64-gpu
+  done
 fi
 has_stage compare && step "compare fused-host-sm90,fused-cuda (predict x$PREDICT_FACTOR)" pass 200 \
   "${TO[@]}" "$RES/compare-predict.json" "$LCECHECK" compare --subjects fused-host-sm90,fused-cuda --matrix default \
@@ -141,9 +148,10 @@ if has_stage regen; then
   for s in fused-cuda unfused-cuda; do
     extra=()
     [ "$s" = unfused-cuda ] && extra=(--allow-no-mutants "a baseline (the unfused LM head), not an implementation under test")
-    step "regen $s (sm_90)" any 240 python3 "$ROOT/scripts/lcecheck_golden.py" --arch sm_90 \
+    step "regen $s (sm_90)" any 300 python3 "$ROOT/scripts/lcecheck_golden.py" --arch sm_90 \
       --golden-dir "$RES/golden-sm_90" --policy "$ROOT/golden/sm_90/policy.txt" regen --subject "$s" \
-      --build "$BUILD" --write "${extra[@]}" ${LCE_REGEN_ARGS:-}
+      --matrix default --matrix medium@fp64-gpu --build "$BUILD" --write "${extra[@]}" \
+      ${LCE_REGEN_LOOSEN:+--allow-loosen "$LCE_REGEN_LOOSEN"}
   done
 fi
 if has_stage fuzz; then

@@ -13,6 +13,8 @@ Bounds of the `cond` form (a + b*cond) scale with the output's normwise conditio
 reports per case and output as "cond"; ceilings in the policy may use the name cond likewise.
 
   scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--write]
+  --matrix NAME[@ORACLE] repeats: the samples of every matrix are pooled (e.g. --matrix default
+  --matrix medium@fp64-gpu: the medium shapes judged by the fp64 GPU tier, lcecheck --oracle)
   scripts/lcecheck_golden.py regen --subject fused-cuda --arch sm_90 [...]   on that GPU: golden/sm_90/
   scripts/lcecheck_golden.py show [--arch sm_90] [--json]
 
@@ -483,8 +485,15 @@ def seed_summary(meas):
     return f"{seeds[0]}..{seeds[-1]} ({len(seeds)} distinct)" if len(seeds) > 1 else str(seeds[0])
 
 
-def check_mutants(lcecheck, listing, cls, matrix, candidate_path, no_mutants_reason=None):
-    """Runs every mutant of the class under the candidate; returns rows and refuses survivors."""
+def matrix_args(spec):
+    """'medium@fp64-gpu' -> ['--matrix', 'medium', '--oracle', 'fp64-gpu']."""
+    name, _, oracle = spec.partition("@")
+    return ["--matrix", name] + (["--oracle", oracle] if oracle else [])
+
+
+def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_reason=None):
+    """Runs every mutant of the class under the candidate on every matrix; returns rows and refuses
+    survivors (a mutant that passes every case of every matrix)."""
     mutants = [s for s in listing.get("subjects", []) if s.get("golden_class") == cls
                and (s.get("name", "").startswith("mutant") or "mutant" in (s.get("caps") or []))]
     if not mutants and no_mutants_reason:
@@ -495,16 +504,23 @@ def check_mutants(lcecheck, listing, cls, matrix, candidate_path, no_mutants_rea
                       "shown to kill anything (configure with -DLCE_BUILD_MUTANTS=ON)")
     rows, survivors = [], []
     for m in mutants:
-        rc, out, err = run_command([lcecheck, "check", "--subject", m["name"], "--matrix", matrix,
-                                    "--golden", candidate_path, "--json"], check=False)
-        failed = []
-        try:
-            failed = [c.get("id") for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
-        except (json.JSONDecodeError, AttributeError):
-            pass
-        if rc == 0:
+        failed, rcs, err = [], [], ""
+        for spec in matrices:
+            rc, out, e = run_command([lcecheck, "check", "--subject", m["name"]] + matrix_args(spec)
+                                     + ["--golden", candidate_path, "--json"], check=False)
+            rcs.append(rc)
+            err += e
+            try:
+                failed += [c.get("id") for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
+            except (json.JSONDecodeError, AttributeError):
+                pass
+            if failed:
+                break  # killed: the other matrices cannot change that
+        rc = max(rcs)
+        if all(r == 0 for r in rcs):
             verdict = "SURVIVED"
-            survivors.append(f"{m['name']}: every case of matrix {matrix} passes ({m.get('description', '')})")
+            survivors.append(f"{m['name']}: every case of matrix {', '.join(matrices)} passes "
+                             f"({m.get('description', '')})")
         elif failed:
             verdict = "killed"
         else:
@@ -534,13 +550,20 @@ def write_atomically(path, text):
 
 def cmd_regen(args):
     lcecheck = os.path.join(args.build, "lcecheck")
-    report = {"subject": args.subject, "matrix": args.matrix, "written": False}
+    matrices = args.matrix or ["default"]
+    report = {"subject": args.subject, "matrix": matrices, "written": False}
     pol = load_policy(args.policy)
     listing = run_json([lcecheck, "list", "--json"])
     # measure exits 1 when a case fails a class check or errors; the JSON says which, and
-    # collect_measurements refuses with the details.
-    meas = run_json([lcecheck, "measure", "--subject", args.subject, "--matrix", args.matrix, "--json"],
-                    ok_codes=(0, 1))
+    # collect_measurements refuses with the details. Several matrices: their cases are pooled.
+    meas = None
+    for spec in matrices:
+        m = run_json([lcecheck, "measure", "--subject", args.subject] + matrix_args(spec) + ["--json"],
+                     ok_codes=(0, 1))
+        if meas is None:
+            meas = m
+        else:
+            meas["cases"] = meas.get("cases", []) + m.get("cases", [])
     cls = meas.get("golden_class")
     report["golden_class"] = cls
     samples = collect_measurements(meas)
@@ -552,7 +575,7 @@ def cmd_regen(args):
     report["diff"] = rows
     if not args.json:
         print(f"golden {golden_path} ({'exists' if old else 'new file'}), class {cls}, "
-              f"matrix {args.matrix}, {len(meas['cases'])} cases")
+              f"matrix {', '.join(matrices)}, {len(meas['cases'])} cases")
         print_diff(rows, worst)
     if above_ceiling:
         raise Refusal("bounds above the analytic ceiling (golden/policy.txt):\n  " + "\n  ".join(above_ceiling))
@@ -561,11 +584,13 @@ def cmd_regen(args):
         raise Refusal("refusing to loosen or drop existing bounds without --allow-loosen \"reason\":\n  "
                       + "\n  ".join(loosened))
     generator = "scripts/lcecheck_golden.py " + shlex.join(
-        ["regen", "--subject", args.subject, "--matrix", args.matrix] + (["--arch", args.arch] if args.arch else []))
+        ["regen", "--subject", args.subject] + [a for spec in matrices for a in ("--matrix", spec)]
+        + (["--arch", args.arch] if args.arch else []))
     provenance = [
         f"generator: {generator}",
-        f"measured by: {lcecheck} measure --subject {args.subject} --matrix {args.matrix} --json",
-        f"matrix: {args.matrix} ({len(meas['cases'])} cases), seeds {seed_summary(meas)}",
+        f"measured by: {lcecheck} measure --subject {args.subject} "
+        + " and ".join(shlex.join(matrix_args(spec)) for spec in matrices) + " --json",
+        f"matrix: {', '.join(matrices)} ({len(meas['cases'])} cases), seeds {seed_summary(meas)}",
         f"policy: {os.path.relpath(args.policy, REPO)} (margins and analytic ceilings)",
         f"MPFR: {mpfr_version(listing, args.build)}",
         f"commit: {git_commit()}",
@@ -583,7 +608,7 @@ def cmd_regen(args):
         with open(candidate, "w", encoding="utf-8") as f:
             f.write(text)
         log(f"candidate written to {candidate}; checking the mutants of class {cls}")
-        report["mutants"] = check_mutants(lcecheck, listing, cls, args.matrix, candidate, args.allow_no_mutants)
+        report["mutants"] = check_mutants(lcecheck, listing, cls, matrices, candidate, args.allow_no_mutants)
     if args.write:
         write_atomically(golden_path, text)
         report["written"] = True
@@ -632,7 +657,8 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("regen", help="measure, propose bounds, check ceilings and mutants, write")
     r.add_argument("--subject", required=True)
-    r.add_argument("--matrix", default="default")
+    r.add_argument("--matrix", action="append", metavar="NAME[@ORACLE]",
+                   help="matrix to measure (repeatable, pooled; default: default)")
     r.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")
     r.add_argument("--write", action="store_true", help="replace golden/<class>.golden")
     r.add_argument("--allow-loosen", metavar="REASON", help="permit looser or dropped bounds; recorded")

@@ -18,13 +18,13 @@
  * definitions exactly (label term split, softmax condition 1 + the row's largest logit terms, the
  * dz and GEMM floors, softcap's factor 2 - f), so they agree with tier 0 to rounding (~1e-13).
  *
- * Error bound (derived in lce_ref64_bound.h, stated here). u = 2^-53, gamma(k) = k u / (1 - k u).
+ * Error bound (derived in lce_ref64_kernels.cu's header, stated here). u = 2^-53, gamma(k) = k u / (1 - k u).
  * Assumptions: cuBLAS DGEMM forms each element as a sum of exact-operand products with IEEE fp64
  * operations (any order, with or without FMA: error <= gamma(K) sum |terms|); CUDA's fp64 exp, log,
  * log1p, tanh, cosh are within 2 ulp (4u relative; the CUDA Programming Guide states 1-2 ulp).
  * Per token row n with largest logit terms T (cond = 1 + T), logit terms t_v, row sum depth D (the
  * longest chain of additions in the kernels' sums over the vocab, ceil(V / 256) + 9):
- *   logits     |z_v - Z_v| <= az t_v,                 az = gamma(H) + 7u
+ *   logits     |z_v - Z_v| <= az t_v,                 az = 1.01 gamma(H) + 7u
  *   exp        t_v = exp(Z_v - m)(1 + rho_v),         |rho_v| <= R = 1.01 ((az + 2u) T + 5u)
  *   lse        err = 1.02 (R + gamma(D) + u + 4u |log S| + u |lse|)
  *   ce         err = 1.02 (2R + gamma(D) + 8u) (|ce| + u)          (log1p(S_rest / t_y) form)

@@ -305,7 +305,7 @@ __global__ static void r64_dz_kernel(const r64_consts k, double *z, double *term
     const int is_y = v == labels[n];
     double inner = is_y ? -(row->cy * (row->s_rest / row->s)) : row->cy * p;
     if (k.smoothing || k.lambda > 0.0) inner += p * row->k;
-    /* BROKEN ON PURPOSE */
+    if (k.smoothing) inner -= k.ev * w;
     double dz = row->g * inner, fac = 1.0;
     if (k.softcap > 0.0) {
       const double f = r64_f(s, k.softcap);
