@@ -4,7 +4,10 @@
  * one directory per architecture, because a GPU's GEMM arithmetic is its own (DESIGN.md "Device
  * arithmetic is not IEEE": Hopper tensor cores truncate, so the bounds carry a K term measured there).
  * The architecture is device 0's; without a device (a GPU subject is then skipped), LCE_GOLDEN_ARCH
- * or the architecture this build targets. LCE_GOLDEN_DIR replaces golden/ in both cases. */
+ * or the architecture this build targets. LCE_GOLDEN_DIR replaces golden/ in both cases.
+ * Production shapes (lcecheck production) have goldens of their own, golden/production/<arch>/: their
+ * output condition (cond ~ 200 at H = 4096, from the softmax condition of wide logit rows) is far
+ * outside the matrices', where a cond bound fitted on small shapes says nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -48,4 +51,10 @@ void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size) {
   char arch[32];
   lce_gpu_arch(arch, sizeof arch);
   snprintf(buf, size, "%s/%s/%s.golden", golden_dir(), arch, s->golden_class);
+}
+
+void lce_production_golden_path(const lce_subject *s, char *buf, size_t size) {
+  char arch[32];
+  lce_gpu_arch(arch, sizeof arch);
+  snprintf(buf, size, "%s/production/%s/%s.golden", golden_dir(), arch, s->golden_class);
 }

@@ -47,6 +47,9 @@ void lce_default_golden_path(const char *golden_class, char *buf, size_t size);
  * subjects; <golden dir>/<arch>/<class>.golden for GPU subjects (LCE_CAP_NEEDS_GPU), arch from
  * lce_gpu_arch. */
 void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size);
+/* The golden of subject s at production shapes (lcecheck production): <golden dir>/production/<arch>/
+ * <class>.golden. */
+void lce_production_golden_path(const lce_subject *s, char *buf, size_t size);
 /* "sm_90": $LCE_GOLDEN_ARCH, else device 0's compute capability, else the build's target. */
 void lce_gpu_arch(char *buf, size_t size);
 

@@ -17,8 +17,8 @@
 #               judged against golden/sm_90/ (the mutant must fail at V >= 128k)
 #   regen       per-architecture goldens of fused-cuda and unfused-cuda from this device's
 #               measurements (scripts/lcecheck_golden.py --arch sm_90), written to the results
-#   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda)
 #   bench       lcecheck bench
+#   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda; carry .gpufuzz)
 #   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda
 # Default: build gputests probe check medium compare bench sanitizers. Results other than the log
 # go into $OUT/results.tar (the device tool returns at most 8 files); a summary table ends the log.
@@ -26,7 +26,8 @@
 #   OUT=/tmp/out LCE_GPU_STAGES="build production" bash scripts/gpu_run.sh   (the device tool sets OUT)
 # Environment: LCE_GPU_BUILD (default build-gpu), LCE_GPU_JOBS (default nproc), LCE_GPU_DEADLINE_S
 #   (default 540 s from the start: every step runs under it), LCE_PREDICT_FACTOR (default 3),
-#   LCE_REGEN_LOOSEN (a reason: passed to the regeneration as --allow-loosen).
+#   LCE_REGEN_LOOSEN (a reason: passed to the regeneration as --allow-loosen), LCE_PROD_SHAPES
+#   (production --shapes, default all), LCE_PROD_TP (default "1 8").
 # Exit status: 0 when every required step met its expectation, 1 otherwise.
 set -u -o pipefail
 
@@ -136,9 +137,9 @@ if has_stage production-measure; then
   step "production (measure only, small shapes)" pass 120 "$LCECHECK" production --measure-only --shapes small
 fi
 if has_stage production; then
-  for tp in 1 8; do
+  for tp in ${LCE_PROD_TP:-1 8}; do
     step "production (judged, tp $tp)" pass 280 "${TO[@]}" "$RES/production-tp$tp.json" "$LCECHECK" production \
-      --tp $tp --json
+      --tp $tp --shapes "${LCE_PROD_SHAPES:-all}" --json
   done
 fi
 if has_stage regen; then
@@ -154,11 +155,11 @@ if has_stage regen; then
       ${LCE_REGEN_LOOSEN:+--allow-loosen "$LCE_REGEN_LOOSEN"}
   done
 fi
+has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench && '$LCECHECK' bench --json >'$RES/bench.json'"
 if has_stage fuzz; then
   step "gpu_fuzz.sh (replay + campaigns)" pass "$(left)" env LCE_GPU_DEADLINE_S=$(($(left) - 10)) \
     OUT="$RES" LCE_GPU_BUILD="$BUILD" bash "$ROOT/scripts/gpu_fuzz.sh"
 fi
-has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench && '$LCECHECK' bench --json >'$RES/bench.json'"
 if has_stage sanitizers; then
   if command -v compute-sanitizer >/dev/null; then
     tools=(memcheck racecheck initcheck)

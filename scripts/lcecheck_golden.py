@@ -157,9 +157,10 @@ def load_policy(path, _included=None):
         if not tok or tok[0].startswith("#"):
             continue
         if tok[0] == "include" and len(tok) == 2:
-            if own or _included is not None or pol["defines"]:
-                raise ToolError(f"{where}: include must be the first directive, and only one level deep")
-            base = load_policy(os.path.join(os.path.dirname(path), tok[1]), _included=path)
+            depth = (_included or 0) + 1
+            if own or pol["defines"] or depth > 4:
+                raise ToolError(f"{where}: include must be the first directive (at most 4 levels)")
+            base = load_policy(os.path.join(os.path.dirname(path), tok[1]), _included=depth)
             pol.update({k: base[k] for k in ("defines", "bounds", "ceilings")})
             own.add(("include",))
             continue
@@ -485,6 +486,56 @@ def seed_summary(meas):
     return f"{seeds[0]}..{seeds[-1]} ({len(seeds)} distinct)" if len(seeds) > 1 else str(seeds[0])
 
 
+def load_measurement_files(paths, subject):
+    """Measurements from files written by lcecheck (`production --json`, `measure --json`): the runs of
+    subject pooled into one measurement, the runs of mutants kept apart (their golden_class decides
+    which goldens they are checked against), and the device record of the first file."""
+    meas, mutants, device = None, [], None
+    for path in paths:
+        try:
+            d = json.loads(read_text(path))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ToolError(f"cannot read measurements {path}: {e}")
+        device = device or d.get("device")
+        for run in d.get("runs", [d]):
+            if not isinstance(run, dict) or not isinstance(run.get("cases"), list):
+                raise ToolError(f"{path}: a run without cases")
+            if run.get("subject") == subject:
+                if meas is None:
+                    meas = {"golden_class": run.get("golden_class"), "cases": []}
+                meas["cases"] += run["cases"]
+            elif run.get("mutant"):
+                mutants.append(run)
+    if meas is None:
+        raise ToolError(f"no run of subject {subject} in {', '.join(paths)}")
+    return meas, mutants, device
+
+
+def check_mutant_runs(cls, runs, entries):
+    """The measured mutant runs of class cls judged offline against candidate entries (the judge's
+    rule: a metric above its bound fails the case); refuses a mutant that passes every case."""
+    rows, survivors = [], []
+    for run in runs:
+        if run.get("golden_class") != cls:
+            continue
+        failed = []
+        for case in run["cases"]:
+            for out, o in (case.get("outputs") or {}).items():
+                for metric in METRICS:
+                    e, v = entries.get((cls, case.get("dtype"), out, metric)), (o or {}).get(metric)
+                    if e is not None and v is not None and abs(float(v)) > bound_at(e, int(o["inner"]), float(o.get("cond") or 1.0)):
+                        failed.append(f"{case['id']} {out} {metric}")
+        verdict = "killed" if failed else "SURVIVED"
+        rows.append({"mutant": run.get("subject"), "failed": len(failed), "verdict": verdict,
+                     "first": failed[:3]})
+        log(f"  mutant {run.get('subject')}: {verdict} ({len(failed)} failing metrics{': ' + '; '.join(failed[:3]) if failed else ''})")
+        if not failed:
+            survivors.append(f"{run.get('subject')}: passes every measured case")
+    if survivors:
+        raise Refusal("a measured mutant is not killed by the candidate goldens:\n  " + "\n  ".join(survivors))
+    return rows
+
+
 def matrix_args(spec):
     """'medium@fp64-gpu' -> ['--matrix', 'medium', '--oracle', 'fp64-gpu']."""
     name, _, oracle = spec.partition("@")
@@ -553,14 +604,21 @@ def cmd_regen(args):
     matrices = args.matrix or ["default"]
     report = {"subject": args.subject, "matrix": matrices, "written": False}
     pol = load_policy(args.policy)
-    listing = run_json([lcecheck, "list", "--json"])
+    mutant_runs, device = None, None
+    if args.from_json:  # measured elsewhere (e.g. lcecheck production on the GPU): no lcecheck run here
+        matrices = ["files " + ", ".join(os.path.basename(p) for p in args.from_json)]
+        listing = {}
+        meas, mutant_runs, device = load_measurement_files(args.from_json, args.subject)
+        if args.arch and (device or {}).get("arch") != args.arch:
+            raise Refusal(f"--arch {args.arch}, but the measurements were made on {(device or {}).get('arch')}")
+    else:
+        listing = run_json([lcecheck, "list", "--json"])
     # measure exits 1 when a case fails a class check or errors; the JSON says which, and
     # collect_measurements refuses with the details. Several matrices: their cases are pooled.
-    meas = None
-    for spec in matrices:
+    for spec in ([] if args.from_json else matrices):
         m = run_json([lcecheck, "measure", "--subject", args.subject] + matrix_args(spec) + ["--json"],
                      ok_codes=(0, 1))
-        if meas is None:
+        if spec == matrices[0]:
             meas = m
         else:
             meas["cases"] = meas.get("cases", []) + m.get("cases", [])
@@ -584,18 +642,21 @@ def cmd_regen(args):
         raise Refusal("refusing to loosen or drop existing bounds without --allow-loosen \"reason\":\n  "
                       + "\n  ".join(loosened))
     generator = "scripts/lcecheck_golden.py " + shlex.join(
-        ["regen", "--subject", args.subject] + [a for spec in matrices for a in ("--matrix", spec)]
+        ["regen", "--subject", args.subject]
+        + [a for spec in (args.from_json or matrices) for a in ("--from-json" if args.from_json else "--matrix", spec)]
         + (["--arch", args.arch] if args.arch else []))
     provenance = [
         f"generator: {generator}",
-        f"measured by: {lcecheck} measure --subject {args.subject} "
-        + " and ".join(shlex.join(matrix_args(spec)) for spec in matrices) + " --json",
+        (f"measured by: lcecheck (JSON files {', '.join(os.path.basename(p) for p in args.from_json)})"
+         if args.from_json else f"measured by: {lcecheck} measure --subject {args.subject} "
+         + " and ".join(shlex.join(matrix_args(spec)) for spec in matrices) + " --json"),
         f"matrix: {', '.join(matrices)} ({len(meas['cases'])} cases), seeds {seed_summary(meas)}",
         f"policy: {os.path.relpath(args.policy, REPO)} (margins and analytic ceilings)",
         f"MPFR: {mpfr_version(listing, args.build)}",
         f"commit: {git_commit()}",
         f"date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
-        "device: " + (gpu_identity(args.arch) if args.arch
+        "device: " + (", ".join(f"{k} {v}" for k, v in device.items()) if device
+                      else gpu_identity(args.arch) if args.arch
                       else os.environ.get("LCE_GOLDEN_DEVICE", "host (fused-host emulation)")),
     ]
     if loosened:
@@ -608,7 +669,15 @@ def cmd_regen(args):
         with open(candidate, "w", encoding="utf-8") as f:
             f.write(text)
         log(f"candidate written to {candidate}; checking the mutants of class {cls}")
-        report["mutants"] = check_mutants(lcecheck, listing, cls, matrices, candidate, args.allow_no_mutants)
+        if mutant_runs is not None and (any(r.get("golden_class") == cls for r in mutant_runs) or not args.allow_no_mutants):
+            report["mutants"] = check_mutant_runs(cls, mutant_runs, new)
+            if not report["mutants"]:
+                raise Refusal(f"the measurement files hold no mutant run of class {cls}")
+        elif mutant_runs is not None:
+            log(f"  class {cls} has no mutants: {args.allow_no_mutants}")
+            report["mutants"] = []
+        else:
+            report["mutants"] = check_mutants(lcecheck, listing, cls, matrices, candidate, args.allow_no_mutants)
     if args.write:
         write_atomically(golden_path, text)
         report["written"] = True
@@ -657,6 +726,9 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("regen", help="measure, propose bounds, check ceilings and mutants, write")
     r.add_argument("--subject", required=True)
+    r.add_argument("--from-json", action="append", metavar="FILE",
+                   help="measurements made elsewhere (lcecheck production/measure --json; repeatable), mutant "
+                        "runs in them judged offline")
     r.add_argument("--matrix", action="append", metavar="NAME[@ORACLE]",
                    help="matrix to measure (repeatable, pooled; default: default)")
     r.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")

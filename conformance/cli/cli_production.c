@@ -196,14 +196,14 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
 }
 
 /* ---- the verb ---------------------------------------------------------------------------------------- */
-/* Golden of subject j: DIR/sm_XX/<class>.golden (lce_subject_golden_path without --golden-dir); an
- * absent file is an empty golden ("no bound"). */
+/* Golden of subject j: DIR/sm_XX/<class>.golden (lce_production_golden_path, golden/production/,
+ * without --golden-dir); an absent file is an empty golden ("no bound"). */
 static int load_golden(const lce_prod_config *cfg, lce_prod_report *rep, const lce_subject *s, int j, lce_golden *g) {
   if (cfg->golden_dir)
     snprintf(rep->golden_path[j], sizeof rep->golden_path[j], "%s/%s/%s.golden", cfg->golden_dir, rep->dev.arch,
              s->golden_class);
   else
-    lce_subject_golden_path(s, rep->golden_path[j], sizeof rep->golden_path[j]);
+    lce_production_golden_path(s, rep->golden_path[j], sizeof rep->golden_path[j]);
   memset(g, 0, sizeof *g);
   FILE *probe = fopen(rep->golden_path[j], "r");
   if (probe == NULL) return CLI_PASS;
