@@ -7,42 +7,20 @@
 #ifndef FUSED_CUDA_KERNELS_CUH
 #define FUSED_CUDA_KERNELS_CUH
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
 #include <stdint.h>
+
+#include "lce_cuda_status.cuh"
 
 extern "C" {
 #include "lce_case.h"
 #include "lce_status.h"
 }
 
-/* Every CUDA runtime call, checked at its call site: the failing call, the error name and text, and
- * the file:line go into the lce_status; the enclosing function returns LCE_EINTERNAL. */
-#define LCE_CUDA_CHECK(st, call)                                                                       \
-  do {                                                                                                 \
-    cudaError_t lce_cuda_rc_ = (call);                                                                 \
-    if (lce_cuda_rc_ != cudaSuccess)                                                                   \
-      return lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "fused-cuda: %s failed: %s (%s)", #call, \
-                      cudaGetErrorName(lce_cuda_rc_), cudaGetErrorString(lce_cuda_rc_));               \
-  } while (0)
-
-#define LCE_CUBLAS_CHECK(st, call)                                                                      \
-  do {                                                                                                  \
-    cublasStatus_t lce_cublas_rc_ = (call);                                                             \
-    if (lce_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                        \
-      return lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "fused-cuda: %s failed: %s (%s)", #call,  \
-                      cublasGetStatusName(lce_cublas_rc_), cublasGetStatusString(lce_cublas_rc_));      \
-  } while (0)
-
-/* After every kernel launch: a bad configuration or a fault of an earlier kernel shows only in the
- * last error. */
-#define LCE_CUDA_LAUNCH_CHECK(st, kernel)                                                                \
-  do {                                                                                                   \
-    cudaError_t lce_launch_rc_ = cudaGetLastError();                                                     \
-    if (lce_launch_rc_ != cudaSuccess)                                                                   \
-      return lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "fused-cuda: launch of %s failed: %s (%s)", \
-                      (kernel), cudaGetErrorName(lce_launch_rc_), cudaGetErrorString(lce_launch_rc_));   \
-  } while (0)
+/* Every CUDA runtime and cuBLAS call and every launch, checked at its call site
+ * (reference/lce_cuda_status.cuh): the enclosing function returns the code. */
+#define LCE_CUDA_CHECK(st, call) LCE_CUDA_ON_ERROR(st, "fused-cuda", call, return lce_rc_)
+#define LCE_CUBLAS_CHECK(st, call) LCE_CUBLAS_ON_ERROR(st, "fused-cuda", call, return lce_rc_)
+#define LCE_CUDA_LAUNCH_CHECK(st, kernel) LCE_LAUNCH_ON_ERROR(st, "fused-cuda", kernel, return lce_rc_)
 
 /* The option constants as fp32 kernel arguments, rounded once from double on the host exactly as
  * fused-host rounds them (see fused_host.c's header). */

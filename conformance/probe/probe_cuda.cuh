@@ -5,32 +5,10 @@
 #ifndef PROBE_CUDA_CUH
 #define PROBE_CUDA_CUH
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
+#include "lce_cuda_status.cuh"
 
-extern "C" {
-#include "lce_status.h"
-}
-
-#define PROBE_CUDA_CHECK(st, call)                                                                           \
-  do {                                                                                                       \
-    cudaError_t probe_rc_ = (call);                                                                          \
-    if (probe_rc_ != cudaSuccess) {                                                                          \
-      rc = lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "probe: %s failed: %s (%s)", #call,             \
-                    cudaGetErrorName(probe_rc_), cudaGetErrorString(probe_rc_));                             \
-      goto done;                                                                                             \
-    }                                                                                                        \
-  } while (0)
-
-#define PROBE_CUBLAS_CHECK(st, call)                                                                         \
-  do {                                                                                                       \
-    cublasStatus_t probe_rc_ = (call);                                                                       \
-    if (probe_rc_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-      rc = lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "probe: %s failed: %s (%s)", #call,             \
-                    cublasGetStatusName(probe_rc_), cublasGetStatusString(probe_rc_));                       \
-      goto done;                                                                                             \
-    }                                                                                                        \
-  } while (0)
+#define PROBE_CUDA_CHECK(st, call) LCE_CUDA_ON_ERROR(st, "probe", call, { rc = lce_rc_; goto done; })
+#define PROBE_CUBLAS_CHECK(st, call) LCE_CUBLAS_ON_ERROR(st, "probe", call, { rc = lce_rc_; goto done; })
 
 /* After every launch: a bad configuration or an earlier fault shows only in the last error. */
 #define PROBE_LAUNCH_CHECK(st, kernel)               \

@@ -9,38 +9,18 @@
 #ifndef LCE_REF64_INTERNAL_CUH
 #define LCE_REF64_INTERNAL_CUH
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
 #include <stdint.h>
+
+#include "lce_cuda_status.cuh"
 
 extern "C" {
 #include "lce_ref64.h"
 }
 
-#define R64_CUDA_CHECK(st, call)                                                                    \
-  do {                                                                                              \
-    cudaError_t r64_rc_ = (call);                                                                   \
-    if (r64_rc_ != cudaSuccess)                                                                     \
-      return lce_fail((st), r64_rc_ == cudaErrorMemoryAllocation ? LCE_ENOMEM : LCE_EINTERNAL, __FILE__, \
-                      __LINE__, "ref64: %s failed: %s (%s)", #call, cudaGetErrorName(r64_rc_),       \
-                      cudaGetErrorString(r64_rc_));                                                  \
-  } while (0)
-
-#define R64_CUBLAS_CHECK(st, call)                                                                   \
-  do {                                                                                               \
-    cublasStatus_t r64_brc_ = (call);                                                                \
-    if (r64_brc_ != CUBLAS_STATUS_SUCCESS)                                                           \
-      return lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "ref64: %s failed: %s (%s)", #call,    \
-                      cublasGetStatusName(r64_brc_), cublasGetStatusString(r64_brc_));               \
-  } while (0)
-
-#define R64_LAUNCH_CHECK(st, kernel)                                                                 \
-  do {                                                                                               \
-    cudaError_t r64_lrc_ = cudaGetLastError();                                                       \
-    if (r64_lrc_ != cudaSuccess)                                                                     \
-      return lce_fail((st), LCE_EINTERNAL, __FILE__, __LINE__, "ref64: launch of %s failed: %s (%s)", \
-                      (kernel), cudaGetErrorName(r64_lrc_), cudaGetErrorString(r64_lrc_));           \
-  } while (0)
+/* Checked calls (reference/lce_cuda_status.cuh): the enclosing function returns the code. */
+#define R64_CUDA_CHECK(st, call) LCE_CUDA_ON_ERROR(st, "ref64", call, return lce_rc_)
+#define R64_CUBLAS_CHECK(st, call) LCE_CUBLAS_ON_ERROR(st, "ref64", call, return lce_rc_)
+#define R64_LAUNCH_CHECK(st, kernel) LCE_LAUNCH_ON_ERROR(st, "ref64", kernel, return lce_rc_)
 
 /* Threads per row of the row kernel: the row sums then chain at most ceil(V / R64_ROW_THREADS)
  * sequential additions per thread plus log2(R64_ROW_THREADS) tree levels. */

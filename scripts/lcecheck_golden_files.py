@@ -1,0 +1,225 @@
+"""lcecheck_golden_files.py — the two text formats scripts/lcecheck_golden.py reads and writes:
+policy files (golden/policy.txt and the per-architecture ones that include it: arithmetic expressions,
+bound rules, ceilings) and golden files (conformance/lce_golden.h is the C authority; this reader is
+held to the same format by the golden_files_parse tests). Pure functions, no tool runs."""
+import ast
+import math
+import os
+
+GOLDEN_MAGIC = "lcecheck-golden 1"
+POLICY_MAGIC = "lcecheck-policy 1"
+OUTPUTS = ("loss", "loss_token", "lse", "d_hidden", "d_weight", "d_embedding")
+METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
+DTYPES = ("bf16", "fp16", "fp32", "tf32")  # tf32: fp32 inputs whose GEMMs round them to tf32
+FORMS = ("const", "sqrtk", "lineark", "cond", "condk")
+FORM_NVALS = {"const": 1, "sqrtk": 2, "lineark": 2, "cond": 2, "condk": 3}  # constants on a golden line
+UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24, "tf32": 2.0**-11}
+
+
+class Refusal(Exception):
+    """A reason not to write goldens; exit code 1."""
+
+
+class ToolError(Exception):
+    """A malformed input file or a failing tool; exit code 2."""
+
+
+def read_text(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+# ---- expressions (policy) ------------------------------------------------------------------------
+_ALLOWED_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+                   ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b}
+
+
+def parse_expr(text, where):
+    """Parses arithmetic (+ - * / parentheses, sqrt(), numbers, names) into an ast, or raises."""
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        raise ToolError(f"{where}: cannot parse expression '{text}'")
+    for node in ast.walk(tree):
+        ok = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load,
+                               ast.USub, ast.UAdd) + tuple(_ALLOWED_BINOPS))
+        ok = ok or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "sqrt" and len(node.args) == 1 and not node.keywords)
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
+            ok = False
+        if not ok:
+            raise ToolError(f"{where}: '{text}' uses {type(node).__name__}, not arithmetic")
+    return tree
+
+
+def eval_expr(tree, names, where):
+    def ev(n):
+        if isinstance(n, ast.Constant):
+            return float(n.value)
+        if isinstance(n, ast.Name):
+            if n.id == "sqrt":
+                raise ToolError(f"{where}: sqrt is a function")
+            if n.id not in names:
+                raise ToolError(f"{where}: unknown name '{n.id}'")
+            v = names[n.id]
+            return eval_expr(v[0], names, v[1]) if isinstance(v, tuple) else v
+        if isinstance(n, ast.UnaryOp):
+            return -ev(n.operand) if isinstance(n.op, ast.USub) else ev(n.operand)
+        if isinstance(n, ast.Call):
+            return math.sqrt(ev(n.args[0]))
+        return _ALLOWED_BINOPS[type(n.op)](ev(n.left), ev(n.right))
+    return ev(tree)
+
+
+def case_names(dtype, shape, k, cond=1.0):
+    """The names an expression may use for one case; cond is the output's condition (>= 1)."""
+    names = {"u": UNIT_ROUNDOFF[dtype], "K": float(k), "cond": float(cond), "inf": math.inf,
+             "tc": 0.0 if dtype == "fp32" else 1.0}  # tc: the GEMMs run on tensor cores (not IEEE fp32)
+    names.update({f"u_{t}": u for t, u in UNIT_ROUNDOFF.items()})
+    names.update({key: float(v) for key, v in shape.items()})
+    return names
+
+
+def load_policy(path, _included=None):
+    """Returns {'defines': {name: (ast, where)}, 'bounds': {(o, m): {...}}, 'ceilings': {(t, o, m): (ast, where)}}.
+
+    `include <relative path>` (first directive only) reads a base policy first; the including file
+    (a per-architecture policy) may then replace the base's bound and ceiling lines key by key, and
+    add defines. Within one file a key may not repeat."""
+    pol = {"defines": {}, "bounds": {}, "ceilings": {}, "path": path}
+    try:
+        lines = read_text(path).split("\n")
+    except OSError as e:
+        raise ToolError(f"cannot read policy {path}: {e}")
+    if not lines or lines[0] != POLICY_MAGIC:
+        raise ToolError(f"{path}:1: first line must be '{POLICY_MAGIC}'")
+    own = set()  # keys this file set: a second one is an error, replacing an included one is not
+    for no, line in enumerate(lines[1:], start=2):
+        where = f"{path}:{no}"
+        tok = line.split()
+        if not tok or tok[0].startswith("#"):
+            continue
+        if tok[0] == "include" and len(tok) == 2:
+            depth = (_included or 0) + 1
+            if own or pol["defines"] or depth > 4:
+                raise ToolError(f"{where}: include must be the first directive (at most 4 levels)")
+            base = load_policy(os.path.join(os.path.dirname(path), tok[1]), _included=depth)
+            pol.update({k: base[k] for k in ("defines", "bounds", "ceilings")})
+            own.add(("include",))
+            continue
+        if tok[0] == "define" and len(tok) >= 4 and tok[2] == "=":
+            if tok[1] in pol["defines"]:
+                raise ToolError(f"{where}: '{tok[1]}' defined twice")
+            pol["defines"][tok[1]] = (parse_expr(" ".join(tok[3:]), where), where)
+        elif tok[0] == "bound" and len(tok) >= 5 and tok[1] in OUTPUTS and tok[2] in METRICS \
+                and tok[3] in FORMS:
+            opts = {}
+            for kv in tok[4:]:
+                key, _, val = kv.partition("=")
+                if key not in ("margin", "min", "max", "kslope") or not val or key in opts:
+                    raise ToolError(f"{where}: bad bound option '{kv}'")
+                tree = parse_expr(val, where)
+                if any(isinstance(n, ast.Name) and n.id == "cond" for n in ast.walk(tree)):
+                    # A coefficient is one number per (output, metric); cond differs per case, and
+                    # the cond form already multiplies the coefficient by it.
+                    raise ToolError(f"{where}: '{kv}' uses cond, which only ceilings may use")
+                opts[key] = (tree, where)
+            if "margin" not in opts or ("bound", tok[1], tok[2]) in own:
+                raise ToolError(f"{where}: bound needs margin= and must not repeat a key")
+            own.add(("bound", tok[1], tok[2]))
+            if ("kslope" in opts) != (tok[3] == "condk"):
+                raise ToolError(f"{where}: kslope= goes with form condk, and condk needs it")
+            pol["bounds"][(tok[1], tok[2])] = {"form": tok[3], **opts}
+        elif tok[0] == "ceiling" and len(tok) >= 5 and (tok[1] in DTYPES or tok[1] == "*") \
+                and tok[2] in OUTPUTS and tok[3] in METRICS:
+            key = (tok[1], tok[2], tok[3])
+            if ("ceiling",) + key in own:
+                raise ToolError(f"{where}: duplicate ceiling {' '.join(key)}")
+            own.add(("ceiling",) + key)
+            pol["ceilings"][key] = (parse_expr(" ".join(tok[4:]), where), where)
+        else:
+            raise ToolError(f"{where}: malformed policy line: {line.strip()}")
+    return pol
+
+
+def policy_value(pol, expr, dtype, shape, k, cond=1.0):
+    names = case_names(dtype, shape, k, cond)
+    names.update(pol["defines"])
+    return eval_expr(expr[0], names, expr[1])
+
+
+def policy_ceiling(pol, dtype, output, metric):
+    c = pol["ceilings"].get((dtype, output, metric)) or pol["ceilings"].get(("*", output, metric))
+    if c is None:
+        raise Refusal(f"{pol['path']}: no ceiling for {dtype} {output} {metric}")
+    return c
+
+
+# ---- golden files --------------------------------------------------------------------------------
+def parse_number(s, where):
+    try:
+        v = float.fromhex(s) if "0x" in s.lower() else float(s)
+    except ValueError:
+        raise ToolError(f"{where}: '{s}' is not a number")
+    if not math.isfinite(v) or v < 0:
+        raise ToolError(f"{where}: '{s}' must be finite and >= 0")
+    return v
+
+
+def load_golden(path):
+    """Returns {'entries': {(class, dtype, output, metric): (form, a, b, c)}, 'comments': [...]}, or None if absent."""
+    if not os.path.exists(path):
+        return None
+    lines = read_text(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or lines[0] != GOLDEN_MAGIC:
+        raise ToolError(f"{path}:1: first line must be '{GOLDEN_MAGIC}'")
+    g = {"entries": {}, "comments": []}
+    for no, line in enumerate(lines[1:], start=2):
+        where = f"{path}:{no}"
+        if line.startswith("#"):
+            g["comments"].append(line)
+            continue
+        tok = line.split()
+        if not tok:
+            continue
+        nvals = FORM_NVALS.get(tok[4] if len(tok) > 4 else "")
+        if nvals is None or len(tok) != 5 + nvals or tok[1] not in DTYPES or tok[2] not in OUTPUTS \
+                or tok[3] not in METRICS:
+            raise ToolError(f"{where}: malformed golden line: {line}")
+        key = tuple(tok[:4])
+        if key in g["entries"]:
+            raise ToolError(f"{where}: duplicate entry {' '.join(key)}")
+        vals = [parse_number(s, where) for s in tok[5:]]
+        g["entries"][key] = (tok[4], vals[0], vals[1] if nvals >= 2 else 0.0, vals[2] if nvals == 3 else 0.0)
+    return g
+
+
+def form_scale(form, k, cond):
+    """What the coefficient b multiplies in a + b*scale (const: the coefficient is a, scale 1)."""
+    return {"const": 1.0, "sqrtk": math.sqrt(k), "lineark": float(k), "cond": float(cond),
+            "condk": float(cond)}[form]
+
+
+def bound_at(entry, k, cond=1.0):
+    """The bound of an entry for a case with inner size k and output condition cond (lce_golden_bound)."""
+    form, a, b, c = entry
+    return a if form == "const" else a + b * form_scale(form, k, cond) + (c * k if form == "condk" else 0.0)
+
+
+def format_entry(key, entry):
+    form, a, b, c = entry
+    vals = [a.hex(), b.hex(), c.hex()][:FORM_NVALS[form]]
+    return " ".join(list(key) + [form] + vals)
+
+
+def format_golden(entries, provenance):
+    lines = [GOLDEN_MAGIC] + ["# " + p for p in provenance]
+    lines += [format_entry(k, entries[k]) for k in sorted(entries, key=entry_order)]
+    return "\n".join(lines) + "\n"
+
+
+def entry_order(key):
+    c, t, o, m = key
+    return (c, DTYPES.index(t), OUTPUTS.index(o), METRICS.index(m))
