@@ -33,12 +33,8 @@ WORK=$(mktemp -d /tmp/lce-gpu-fuzz.XXXXXX) # findings directories: too many file
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/fuzz-log") 2>&1
 
-DEPS=$ROOT/.deps/root/usr
-CMAKE_DEPS=()
-if [ -d "$DEPS" ]; then
-  CMAKE_DEPS=(-DGMP_ROOT="$DEPS" -DMPFR_ROOT="$DEPS")
-  export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+# shellcheck source=scripts/gpu_env.sh
+. "$ROOT/scripts/gpu_env.sh"
 # The bundle's MPFR/GMP, and the CUDA runtime and cuBLAS wherever this machine's toolkit keeps them
 # (the binary's rpath names the workstation's /usr/local/cuda/lib).
 CUDA_HOME_GUESS=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")

@@ -11,7 +11,8 @@
 #   medium      fused-cuda on the medium matrix judged by the fp64 GPU tier, its measurement, and
 #               fused-host vs fused-cuda side by side on two medium cases (lcecheck compare)
 #   compare     fused-host-sm90 vs fused-cuda on the default matrix: the host twin under the sm90
-#               model must predict the GPU's errors within LCE_PREDICT_FACTOR
+#               model must predict the GPU's gradient errors (relerr and bias of d_hidden, d_weight)
+#               within LCE_PREDICT_FACTOR on every tensor-core case (bf16, fp16, tf32)
 #   production-measure  lcecheck production --measure-only on its small shapes (a smoke test)
 #   production  lcecheck production (gpu;slow): the four production shapes, tied/untied, tp 1 and 8,
 #               judged against golden/sm_90/ (the mutant must fail at V >= 128k)
@@ -43,12 +44,8 @@ mkdir -p "$OUT"
 RES=$(mktemp -d /tmp/lce-gpu-results.XXXXXX)
 exec > >(tee -a "$OUT/log") 2>&1
 
-DEPS=$ROOT/.deps/root/usr
-CMAKE_DEPS=()
-if [ -d "$DEPS" ]; then
-  CMAKE_DEPS=(-DGMP_ROOT="$DEPS" -DMPFR_ROOT="$DEPS")
-  export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+# shellcheck source=scripts/gpu_env.sh
+. "$ROOT/scripts/gpu_env.sh"
 LCECHECK=$BUILD/lcecheck
 GPU_TEST=$BUILD/tests/test_fused_cuda
 
@@ -132,7 +129,7 @@ if has_stage medium; then
 fi
 has_stage compare && step "compare fused-host-sm90,fused-cuda (predict x$PREDICT_FACTOR)" pass 200 \
   "${TO[@]}" "$RES/compare-predict.json" "$LCECHECK" compare --subjects fused-host-sm90,fused-cuda --matrix default \
-  --predict-factor "$PREDICT_FACTOR" --json
+  --predict-factor "$PREDICT_FACTOR" --predict-outputs d_hidden,d_weight --predict-precisions bf16,fp16,tf32 --json
 if has_stage production-measure; then
   step "production (measure only, small shapes)" pass 120 "$LCECHECK" production --measure-only --shapes small
 fi

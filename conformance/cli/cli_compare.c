@@ -2,7 +2,8 @@
  * against one oracle run.
  *
  *   lcecheck compare --subjects A,B[,C...] [--case ID | --matrix M] [--oracle mpfr|fp64-gpu]
- *                    [--predict-factor F] [--json] [--quiet]
+ *                    [--predict-factor F [--predict-outputs O,...] [--predict-precisions P,...]]
+ *                    [--json] [--quiet]
  *
  * Per case the tensors are generated once, every subject runs on them (a subject that cannot run the
  * case, or needs a GPU the machine lacks, is skipped visibly), the oracle runs once, and each
@@ -24,7 +25,10 @@
  *           bias of about relerr / sqrt(neff)), the biases must have the same sign and each |bias|
  *           must be within a factor F of the other.
  * A value above its floor against one at zero fails: a prediction that misses a systematic error
- * is what this check exists to catch.
+ * is what this check exists to catch. --predict-outputs and --predict-precisions (comma lists; default
+ * all) restrict the check to what the predictor models: fused-host-sm90 models the tensor-core GEMMs
+ * (bf16, fp16, tf32), which dominate the gradients' error, but neither CUDA's expf/logf (the forward
+ * outputs) nor cuBLAS's fp32 SGEMM summation order; the triangle check still covers every output.
  *
  * Exit status: 0 when every subject that ran passed its golden and every check held and at least
  * one pair was measured; 1 otherwise; 2 bad usage; 77 when nothing could be compared because a
@@ -52,6 +56,8 @@ typedef struct compare_args {
   cli_args sel; /* --case / --matrix, for cli_cases */
   lce_oracle_tier tier;
   double predict_factor; /* 0: no prediction check */
+  unsigned predict_outputs;    /* bit per lce_output_id the prediction is checked on */
+  unsigned predict_precisions; /* bit per lce_precision (lce_case_precision) it is checked on */
   int json, quiet;
 } compare_args;
 
@@ -109,16 +115,37 @@ static int parse_subjects(const char *list, compare_args *a) {
   return CLI_PASS;
 }
 
+/* "--predict-outputs d_hidden,d_weight" or "--predict-precisions bf16,fp16,tf32" into a bit mask. */
+static int parse_scope(const char *opt, const char *list, unsigned *mask) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", list);
+  *mask = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    lce_output_id o;
+    lce_precision t;
+    int ok = strcmp(opt, "--predict-outputs") == 0 ? lce_output_parse(tok, &o) : lce_precision_parse(tok, &t);
+    if (!ok) {
+      fprintf(stderr, "lcecheck compare: %s: unknown name '%s'\n", opt, tok);
+      return 0;
+    }
+    *mask |= 1u << (strcmp(opt, "--predict-outputs") == 0 ? (unsigned)o : (unsigned)t);
+  }
+  if (*mask == 0) fprintf(stderr, "lcecheck compare: %s needs at least one name\n", opt);
+  return *mask != 0;
+}
+
 static int parse_compare_args(int argc, char **argv, compare_args *a) {
   memset(a, 0, sizeof *a);
   a->tier = LCE_ORACLE_MPFR;
+  a->predict_outputs = ~0u, a->predict_precisions = ~0u;
   const char *subjects = NULL;
   for (int i = 2; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "--json") == 0) { a->json = 1; continue; }
     if (strcmp(arg, "--quiet") == 0) { a->quiet = 1; continue; }
     int known = strcmp(arg, "--subjects") == 0 || strcmp(arg, "--case") == 0 || strcmp(arg, "--matrix") == 0 ||
-                strcmp(arg, "--oracle") == 0 || strcmp(arg, "--predict-factor") == 0;
+                strcmp(arg, "--oracle") == 0 || strcmp(arg, "--predict-factor") == 0 ||
+                strcmp(arg, "--predict-outputs") == 0 || strcmp(arg, "--predict-precisions") == 0;
     if (!known) {
       fprintf(stderr, "lcecheck compare: unknown argument '%s' (see lcecheck --help)\n", arg);
       return CLI_USAGE;
@@ -136,6 +163,8 @@ static int parse_compare_args(int argc, char **argv, compare_args *a) {
         fprintf(stderr, "lcecheck compare: unknown oracle '%s' (mpfr or fp64-gpu)\n", val);
         return CLI_USAGE;
       }
+    } else if (strcmp(arg, "--predict-outputs") == 0 || strcmp(arg, "--predict-precisions") == 0) {
+      if (!parse_scope(arg, val, arg[10] == 'o' ? &a->predict_outputs : &a->predict_precisions)) return CLI_USAGE;
     } else {
       char *end;
       a->predict_factor = strtod(val, &end);
@@ -334,7 +363,8 @@ static void run_case(const compare_args *a, const lce_golden *goldens, const lce
         measure_pair(c, &in, &ref.out[o], (lce_output_id)o, &run->out[i], &run->out[j], po);
         if (!po->measured) continue;
         check_triangle(vi, vj, po);
-        if (a->predict_factor > 0 && i == 0 && j == 1)
+        if (a->predict_factor > 0 && i == 0 && j == 1 && (a->predict_outputs >> o & 1u) &&
+            (a->predict_precisions >> lce_case_precision(c) & 1u))
           check_prediction(c, (lce_output_id)o, &vi->metrics, &vj->metrics, a->predict_factor, po);
       }
     }
