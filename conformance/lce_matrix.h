@@ -7,7 +7,8 @@
  *            72 odd shapes drawn from the fuzz harness's space. Small shapes (runs in seconds).
  *   smoke:   a handful of default's cases, for quick checks.
  *   medium:  16 LM-head shapes (N up to 512, H up to 1024, V up to 32k) over dtype, tied, tp 1/2/8 and
- *            the options; for GPU subjects judged by the fp64 GPU oracle (--oracle fp64-gpu). */
+ *            the options; for GPU subjects judged by the fp64 GPU oracle (--oracle fp64-gpu).
+ *   wide:    8 cases with 2 tokens at medium's V and H: the MPFR oracle judges them in seconds. */
 #ifndef LCE_MATRIX_H
 #define LCE_MATRIX_H
 
