@@ -14,7 +14,8 @@ reports per case and output as "cond"; ceilings in the policy may use the name c
 
   scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--write]
   --matrix NAME[@ORACLE] repeats: the samples of every matrix are pooled (e.g. --matrix default
-  --matrix medium@fp64-gpu: the medium shapes judged by the fp64 GPU tier, lcecheck --oracle)
+  --matrix medium@fp64-gpu: the medium shapes judged by the fp64 GPU tier, lcecheck --oracle);
+  --matrix case=ID[@ORACLE] adds one case
   scripts/lcecheck_golden.py regen --subject fused-cuda --arch sm_90 [...]   on that GPU: golden/sm_90/
   scripts/lcecheck_golden.py show [--arch sm_90] [--json]
 
@@ -320,9 +321,11 @@ def check_mutant_runs(cls, runs, entries):
 
 
 def matrix_args(spec):
-    """'medium@fp64-gpu' -> ['--matrix', 'medium', '--oracle', 'fp64-gpu']."""
+    """'medium@fp64-gpu' -> ['--matrix', 'medium', '--oracle', 'fp64-gpu']; 'case=ID' -> ['--case', ID]
+    (one case a matrix lacks, e.g. a medium shape tier 0 judges in minutes)."""
     name, _, oracle = spec.partition("@")
-    return ["--matrix", name] + (["--oracle", oracle] if oracle else [])
+    sel = ["--case", name[5:]] if name.startswith("case=") else ["--matrix", name]
+    return sel + (["--oracle", oracle] if oracle else [])
 
 
 def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_reason=None):
