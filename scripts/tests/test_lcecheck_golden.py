@@ -264,6 +264,59 @@ class RegenTest(unittest.TestCase):
         self.assertIn("s5: lse: relerr is not a finite number", p.stderr)
 
 
+class FromJsonTest(unittest.TestCase):
+    """regen --from-json: measurements made elsewhere (lcecheck production --json), mutant runs judged
+    offline against the candidate; no lcecheck is run."""
+    PROD_POLICY = os.path.join(os.path.dirname(POLICY), "production", "sm_90", "policy.txt")
+    CASE = "bf16.tied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1"
+
+    def production_json(self, mutant_relerr):
+        def run(subject, mutant, d_hidden_relerr):
+            outs = {"loss": output(8192, 2e-6, None, ulpfrac=None, maxscaled=3e-7, cond=17.0),
+                    "d_hidden": output(4096, d_hidden_relerr, 1.2e-3, ulpfrac=None, maxscaled=1e-4, cond=230.0),
+                    "d_weight": output(8192, 1.3e-3, 1.2e-3, ulpfrac=None, maxscaled=5e-5, cond=140.0)}
+            return {"verb": "check", "subject": subject, "golden_class": "fused-cuda", "mutant": mutant,
+                    "cases": [{"id": self.CASE, "dtype": "bf16", "status": "pass", "outputs": outs}]}
+        return {"verb": "production", "device": {"name": "NVIDIA H200", "arch": "sm_90"},
+                "runs": [run("fused-cuda", False, 2.1e-3), run("mutant-cuda/bf16-dhidden-accum", True, mutant_relerr)]}
+
+    def regen(self, d, mutant_relerr, arch="sm_90"):
+        path = os.path.join(d, "production.json")
+        with open(path, "w") as f:
+            json.dump(self.production_json(mutant_relerr), f)
+        argv = [sys.executable, SCRIPT, "--arch", arch, "--golden-dir", d, "--policy", self.PROD_POLICY, "regen",
+                "--subject", "fused-cuda", "--from-json", path, "--write"]
+        return subprocess.run(argv, capture_output=True, text=True)
+
+    def test_mutant_outside_the_margin_is_killed_and_the_golden_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.regen(d, 6.9e-3)  # fused-cuda 2.1e-3 x margin 2 = 4.2e-3 < 6.9e-3
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("mutant-cuda/bf16-dhidden-accum: killed", p.stderr)
+            text = lcecheck_golden.read_text(os.path.join(d, "fused-cuda.golden"))
+            self.assertIn("# device: name NVIDIA H200, arch sm_90", text)
+            g = lcecheck_golden.load_golden(os.path.join(d, "fused-cuda.golden"))["entries"]
+            form, a, b, c = g[("fused-cuda", "bf16", "d_hidden", "relerr")]
+            self.assertEqual(form, "condk")
+            # c = the sm_90 slope x margin 2; b x cond = margin x what the K term leaves of the measurement.
+            kcoef = 2 * 1.16e-9
+            self.assertAlmostEqual(c, kcoef, delta=1e-20)
+            self.assertAlmostEqual(b * 230.0 + c * 4096, 2 * (2.1e-3 - kcoef * 4096) + kcoef * 4096, delta=1e-12)
+
+    def test_mutant_inside_the_margin_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.regen(d, 3e-3)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("mutant-cuda/bf16-dhidden-accum: passes every measured case", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "fused-cuda.golden")))
+
+    def test_measurements_of_another_architecture_are_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.regen(d, 6.9e-3, arch="sm_100")
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("were made on sm_90", p.stderr)
+
+
 class PolicyTest(unittest.TestCase):
     # Ceilings above 1 at cond 1 (the trivial per-term bound of fp16 d_logits that underflow, see
     # policy.txt at d_weight); anything else above 1, or inf, must be a conscious change here too.
