@@ -33,8 +33,8 @@ WORK=$(mktemp -d /tmp/lce-gpu-fuzz.XXXXXX) # findings directories: too many file
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/fuzz-log") 2>&1
 
-# shellcheck source=scripts/gpu_env.sh
-. "$ROOT/scripts/gpu_env.sh"
+# shellcheck source=scripts/gpu_common.sh
+. "$ROOT/scripts/gpu_common.sh"
 # The bundle's MPFR/GMP, and the CUDA runtime and cuBLAS wherever this machine's toolkit keeps them
 # (the binary's rpath names the workstation's /usr/local/cuda/lib).
 CUDA_HOME_GUESS=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")
@@ -47,36 +47,6 @@ FUZZER=$BUNDLE/fuzz_fused_host
 REPLAY=$BUILD/fuzz_replay_fused_host
 CORPUS=$ROOT/fuzz/corpus/fused_host
 MUTANT=mutant-cuda/bf16-dhidden-accum
-
-SUMMARY=()
-FAILED=0
-left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
-
-# step <name> <expected rc> <timeout s> <command...>: runs it (printed first) under the deadline and
-# records rc, seconds and whether rc is the expected one.
-step() {
-  local name=$1 expect=$2 limit=$3
-  shift 3
-  local budget
-  budget=$(left)
-  [ "$limit" -gt "$budget" ] && limit=$budget
-  if [ "$limit" -lt 10 ]; then
-    SUMMARY+=("$(printf '%-52s %6s %4s %4s  %s' "$name" "$expect" - - "NOT RUN (deadline)")")
-    FAILED=1
-    return 0
-  fi
-  echo
-  echo "==== $name (expect exit $expect, limit ${limit}s) ===="
-  echo "+ $*"
-  local t0 rc verdict
-  t0=$(date +%s)
-  timeout --signal=KILL "$limit" "$@"
-  rc=$?
-  if [ "$rc" = "$expect" ]; then verdict=ok; elif [ "$rc" = 137 ]; then verdict=TIMEOUT; else verdict=UNEXPECTED; fi
-  [ "$verdict" != ok ] && FAILED=1
-  SUMMARY+=("$(printf '%-52s %6s %4s %4s  %s' "$name" "$expect" "$rc" "$(($(date +%s) - t0))" "$verdict")")
-  return 0
-}
 
 # campaign <subject> <expected rc: 0 nothing found, 1 found>: fuzz_campaign.py run on the bundle.
 campaign() {
@@ -119,15 +89,8 @@ if [ -x "$FUZZER" ]; then
   campaign "$MUTANT" 1
 else
   echo "no $FUZZER: build it on the workstation with python3 scripts/fuzz_campaign.py bundle-gpu, carry .gpufuzz"
-  SUMMARY+=("$(printf '%-52s %6s %4s %4s  %s' "campaigns (bundle)" 0 - - "NOT RUN (no bundle)")")
-  FAILED=1
+  step_note "campaigns (bundle)" 0 "NOT RUN (no bundle)"
 fi
 
-{
-  echo
-  echo "==== summary ($(($(date +%s) - START)) s; campaign: exit 0 = nothing found, 1 = found) ===="
-  printf '%-52s %6s %4s %4s  %s\n' step expect rc sec verdict
-  for line in "${SUMMARY[@]}"; do echo "$line"; done
-  echo "overall: $([ "$FAILED" = 0 ] && echo PASS || echo FAIL)  (log: $OUT/fuzz-log)"
-} | tee "$OUT/fuzz-summary.txt"
+step_summary "campaign: exit 0 = nothing found, 1 = found" "$OUT/fuzz-log" | tee "$OUT/fuzz-summary.txt"
 exit "$FAILED"

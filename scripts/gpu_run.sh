@@ -44,45 +44,11 @@ mkdir -p "$OUT"
 RES=$(mktemp -d /tmp/lce-gpu-results.XXXXXX)
 exec > >(tee -a "$OUT/log") 2>&1
 
-# shellcheck source=scripts/gpu_env.sh
-. "$ROOT/scripts/gpu_env.sh"
+# shellcheck source=scripts/gpu_common.sh
+. "$ROOT/scripts/gpu_common.sh"
 LCECHECK=$BUILD/lcecheck
 GPU_TEST=$BUILD/tests/test_fused_cuda
-
-SUMMARY=()
-FAILED=0
-left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
 has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-
-# step <name> <expected: pass|fail|any> <timeout s> <command...>: runs it (printed first), records rc,
-# seconds and whether the rc met the expectation (fail: rc 1, the suite caught it).
-step() {
-  local name=$1 expect=$2 limit=$3
-  shift 3
-  local budget
-  budget=$(left)
-  [ "$limit" -gt "$budget" ] && limit=$budget
-  if [ "$limit" -lt 10 ]; then
-    SUMMARY+=("$(printf '%-50s %-6s %4s %4s  %s' "$name" "$expect" "-" "-" "NOT RUN (deadline)")")
-    [ "$expect" != any ] && FAILED=1
-    return 0
-  fi
-  echo
-  echo "==== $name (expect $expect, limit ${limit}s) ===="
-  echo "+ $*"
-  local t0 rc verdict
-  t0=$(date +%s)
-  timeout --signal=KILL "$limit" "$@"
-  rc=$?
-  case "$expect:$rc" in
-    pass:0 | fail:1 | any:*) verdict=ok ;;
-    *:137) verdict="TIMEOUT" ;;
-    *) verdict="UNEXPECTED" ;;
-  esac
-  [ "$verdict" != ok ] && [ "$expect" != any ] && FAILED=1
-  SUMMARY+=("$(printf '%-50s %-6s %4s %4s  %s' "$name" "$expect" "$rc" "$(($(date +%s) - t0))" "$verdict")")
-  return 0
-}
 # "${TO[@]}" <path> <command...>: a command for step whose stdout goes to <path> (stderr: the log).
 TO=(sh -c 'o=$1; shift; exec "$@" >"$o"' to)
 
@@ -166,15 +132,10 @@ if has_stage sanitizers; then
         --tool "${tools[$i]}" --error-exitcode 99 "$GPU_TEST"
     done
   else
-    SUMMARY+=("$(printf "%-50s %-6s %4s %4s  %s" compute-sanitizer pass - - "NOT FOUND")")
-    FAILED=1
+    step_note compute-sanitizer pass "NOT FOUND"
   fi
 fi
 
 tar -C "$RES" -cf "$OUT/results.tar" . && echo "results: $OUT/results.tar ($(ls "$RES" | tr '\n' ' '))"
-echo
-echo "==== summary ($(($(date +%s) - START)) s; expect fail = the mutant must fail the check) ===="
-printf '%-50s %-6s %4s %4s  %s\n' step expect rc sec verdict
-for line in "${SUMMARY[@]}"; do echo "$line"; done
-echo "overall: $([ "$FAILED" = 0 ] && echo PASS || echo FAIL)  (log: $OUT/log)"
+step_summary "expect fail = the mutant must fail the check" "$OUT/log"
 exit "$FAILED"

@@ -1,0 +1,61 @@
+# scripts/gpu_common.sh — sourced by gpu_run.sh and gpu_fuzz.sh (ROOT, DEADLINE_S and START set):
+#  - MPFR and GMP for a GPU machine that has neither, from the carried .deps/root (apt-get download +
+#    dpkg -x on the workstation; conformance/GPU_RUNS.md says how): CMAKE_DEPS (arguments for cmake),
+#    LD_LIBRARY_PATH extended; without .deps, the system's libraries are used;
+#  - the steps of a run under one deadline: `step`, `step_note` and `step_summary`.
+DEPS=$ROOT/.deps/root/usr
+CMAKE_DEPS=()
+if [ -d "$DEPS" ]; then
+  CMAKE_DEPS=(-DGMP_ROOT="$DEPS" -DMPFR_ROOT="$DEPS")
+  export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+SUMMARY=()
+FAILED=0
+left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
+
+# step_note <name> <expect> <verdict>: a summary line for something that did not run; it fails the
+# run unless expect is `any`.
+step_note() {
+  SUMMARY+=("$(printf '%-52s %-6s %4s %4s  %s' "$1" "$2" - - "$3")")
+  [ "$2" != any ] && FAILED=1
+  return 0
+}
+
+# step <name> <expect> <timeout s> <command...>: runs the command (printed first) under the deadline
+# and records its exit status, seconds and whether the status met the expectation: `pass` (0),
+# `fail` (1: the suite caught a mutant), `any`, or an exact exit status.
+step() {
+  local name=$1 expect=$2 limit=$3
+  shift 3
+  local budget
+  budget=$(left)
+  [ "$limit" -gt "$budget" ] && limit=$budget
+  if [ "$limit" -lt 10 ]; then
+    step_note "$name" "$expect" "NOT RUN (deadline)"
+    return 0
+  fi
+  echo
+  echo "==== $name (expect $expect, limit ${limit}s) ===="
+  echo "+ $*"
+  local t0 rc verdict want
+  t0=$(date +%s)
+  timeout --signal=KILL "$limit" "$@"
+  rc=$?
+  case "$expect" in pass) want=0 ;; fail) want=1 ;; *) want=$expect ;; esac
+  if [ "$expect" = any ] || [ "$rc" = "$want" ]; then verdict=ok
+  elif [ "$rc" = 137 ]; then verdict=TIMEOUT
+  else verdict=UNEXPECTED; fi
+  [ "$verdict" != ok ] && FAILED=1
+  SUMMARY+=("$(printf '%-52s %-6s %4s %4s  %s' "$name" "$expect" "$rc" "$(($(date +%s) - t0))" "$verdict")")
+  return 0
+}
+
+# step_summary <title> <log path>: the table that ends a run's log, and its overall verdict.
+step_summary() {
+  echo
+  echo "==== summary ($(($(date +%s) - START)) s; $1) ===="
+  printf '%-52s %-6s %4s %4s  %s\n' step expect rc sec verdict
+  for line in "${SUMMARY[@]}"; do echo "$line"; done
+  echo "overall: $([ "$FAILED" = 0 ] && echo PASS || echo FAIL)  (log: $2)"
+}
