@@ -117,3 +117,12 @@ double lce_ulp(lce_dtype t, double x) {
   if (e > f->emax) e = f->emax;
   return ldexp(1.0, e - (f->precision - 1));
 }
+
+int lce_round_certain(lce_dtype t, double value, double err, double *rounded) {
+  if (!(err <= ldexp(lce_ulp(t, value), -12))) return 0;
+  double lo = lce_round_to(t, nextafter(value - err, -INFINITY));
+  double hi = lce_round_to(t, nextafter(value + err, INFINITY));
+  if (!(lo == hi)) return 0;
+  *rounded = lo == 0.0 ? copysign(0.0, value) : lo;
+  return 1;
+}

@@ -39,4 +39,14 @@ void lce_store(lce_dtype t, void *buf, size_t i, double x); /* rounds with lce_r
  * above the largest finite value, the ulp of the top binade). */
 double lce_ulp(lce_dtype t, double x);
 
+/* Whether an exact number known only to lie in [value - err, value + err] has a certain format-t
+ * value, and which (into *rounded): err must be within 2^-12 of an ulp of t at value (so that the
+ * judge's metrics, which use value itself, stay meaningful at the format's resolution), and both
+ * ends of the interval, widened by one double ulp each way (so the double arithmetic cannot shrink
+ * it), must round to the same format value — then so does every number between them (rounding is
+ * monotone). An interval around zero rounds to -0 at one end and +0 at the other: the value 0 is
+ * certain, its sign is not a class the judge checks, and *rounded takes the sign of value. The
+ * oracles' decisive flag (tier 0 lce_oracle.c, tier 2 reference/gpu/lce_ref64_host.c). */
+int lce_round_certain(lce_dtype t, double value, double err, double *rounded);
+
 #endif

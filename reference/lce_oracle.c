@@ -115,24 +115,6 @@ typedef struct oracle_ctx {
   mpfr_t diff, exact; /* scratch of finish and finish_exact */
 } oracle_ctx;
 
-/* Whether the format value of the exact number is certain, and which it is. The exact value lies
- * in [value - err, value + err]; lo and hi widen that interval by one double ulp each way (so
- * the double arithmetic cannot shrink it), and when both round to the same format value, so
- * does every number between them (rounding is monotone; -0 and +0 count as one value) — a double
- * rounds to the format
- * correctly with lce_round_to. The 2^-12 ulp margin keeps the judge's metrics, which use value
- * itself, meaningful at the format's resolution. */
-static int certify(lce_dtype fmt, double value, double err, double *rounded) {
-  if (!(err <= ldexp(lce_ulp(fmt, value), -12))) return 0;
-  double lo = lce_round_to(fmt, nextafter(value - err, -INFINITY));
-  double hi = lce_round_to(fmt, nextafter(value + err, INFINITY));
-  if (!(lo == hi)) return 0;
-  /* An interval around zero rounds to -0 at one end and +0 at the other: the value 0 is certain,
-   * its sign is not a class the judge checks; report the sign of value. */
-  *rounded = lo == 0.0 ? copysign(0.0, value) : lo;
-  return 1;
-}
-
 static void record(oracle_ctx *cx, lce_output_id o, int64_t i, double value, double err, double mag,
                    double rounded, int decisive) {
   lce_ref_output *r = &cx->res->out[o];
@@ -161,7 +143,7 @@ static void finish(oracle_ctx *cx, lce_output_id o, int64_t i, mpfr_srcptr m, do
   }
   int decisive = 1;
   if (err == 0.0) rounded = lce_round_to(fmt, value); /* value is the exact number */
-  else if (!(decisive = certify(fmt, value, err, &rounded))) rounded = lce_mpfr_round_to(fmt, m);
+  else if (!(decisive = lce_round_certain(fmt, value, err, &rounded))) rounded = lce_mpfr_round_to(fmt, m);
   record(cx, o, i, value, err, mag, rounded, decisive);
   /* Certified accuracy at the MPFR level, relative to the element's scale: an element whose exact
    * value is zero (column 0 of W is constant, so d_hidden[n, 0] is exactly 0) is known to ~1e-48

@@ -2,9 +2,7 @@
  * reference, copies every output back and turns it into the lce_oracle_result tier 0 fills, so the
  * judge and the CLI use it unchanged. The value is the fp64 result itself, so rounding it to the
  * output format with lce_round_to is the format value of that double; decisive says the exact value's
- * format value is certain given err, with tier 0's margin (lce_oracle.c's certify: err within 2^-12 of
- * an ulp of the format, and both ends of [value - err, value + err], widened by one double ulp, round
- * to the same format value). */
+ * format value is certain given err, by the rule tier 0 uses (lce_round_certain, lce_dtype.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +10,6 @@
 #include <cuda_runtime.h>
 
 #include "lce_ref64.h"
-
-static int certify(lce_dtype fmt, double value, double err, double *rounded) {
-  if (!(err <= ldexp(lce_ulp(fmt, value), -12))) return 0;
-  double lo = lce_round_to(fmt, nextafter(value - err, -INFINITY));
-  double hi = lce_round_to(fmt, nextafter(value + err, INFINITY));
-  if (!(lo == hi)) return 0;
-  *rounded = lo == 0.0 ? copysign(0.0, value) : lo;
-  return 1;
-}
 
 static lce_code download(double **dst, const double *src, int64_t count, lce_status *st) {
   *dst = malloc((size_t)count * sizeof **dst);
@@ -48,7 +37,7 @@ static lce_code fill_output(const lce_case *c, const lce_ref64_device *dev, lce_
     const double value = r->value[i], err = r->err[i];
     int decisive = 1;
     if (err == 0.0 || !isfinite(value)) r->rounded[i] = lce_round_to(fmt, value);
-    else if (!(decisive = certify(fmt, value, err, &r->rounded[i]))) r->rounded[i] = lce_round_to(fmt, value);
+    else if (!(decisive = lce_round_certain(fmt, value, err, &r->rounded[i]))) r->rounded[i] = lce_round_to(fmt, value);
     r->decisive[i] = (unsigned char)decisive;
     res->decisive += decisive;
     res->total++;

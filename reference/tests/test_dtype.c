@@ -109,8 +109,22 @@ static void check_edges(void) {
   printf("  edges: subnormal ties, overflow thresholds, signed zero, ulps, buffers\n");
 }
 
+/* lce_round_certain: the oracles' decisive rule, on intervals whose answer is known. */
+static void check_round_certain(void) {
+  double r = -1.0;
+  EXPECT(lce_round_certain(LCE_BF16, 1.0, 0x1p-40, &r) && r == 1.0, "bf16: 1 +- 2^-40 is certainly 1 (got %a)", r);
+  /* Exactly halfway between bf16 1 and 1 + 2^-7: any err straddles the tie, so it is never certain. */
+  EXPECT(!lce_round_certain(LCE_BF16, 1.0 + 0x1p-8, 0x1p-40, &r), "bf16: an interval across a tie is not certain");
+  /* err above 2^-12 of an ulp: not certain, even well inside a rounding interval. */
+  EXPECT(!lce_round_certain(LCE_BF16, 1.0, 0x1p-15, &r), "bf16: err beyond 2^-12 ulp must not be certain");
+  r = 1.0;
+  EXPECT(lce_round_certain(LCE_FP16, -0x1p-60, 0x1p-61, &r) && r == 0.0 && signbit(r),
+         "fp16: an interval around -tiny rounds to zero, signed like the value (got %a)", r);
+}
+
 int main(void) {
   printf("test_dtype\n");
+  check_round_certain();
   check_format_exhaustive("bf16", LCE_BF16, lce_bf16_from_double, lce_bf16_to_double);
   check_format_exhaustive("fp16", LCE_FP16, lce_fp16_from_double, lce_fp16_to_double);
   check_independent_references();
