@@ -59,13 +59,17 @@ static int64_t chunk_size_for(const lce_case *c, int chunks) {
 
 static size_t add_options(lce_case *out, size_t k);
 
-/* Cases a fuzz campaign found fused-host (a correct subject) just over a bound measured without
- * them: the bound was an estimate of the correct error's supremum, and these show it higher. They
- * join the matrix the goldens are measured on (fuzz/CAMPAIGNS.md has the campaigns). */
+/* Cases a fuzz campaign found a correct subject (fused-host, or fused-cuda where fused-host computes
+ * the same bits) just over a bound measured without them: the bound was an estimate of the correct
+ * error's supremum, and these show it higher. They join the matrix the goldens are measured on
+ * (fuzz/CAMPAIGNS.md has the campaigns). */
 static const char *const FUZZ_REGRESSIONS[] = {
     "fp32.tied.tp1.n1.h48.v400.vp530.vc2.none.ign0.fresh.mixed.s8257555",
     "bf16.untied.tp1.n1.h40.v114.vp117.vc40.mean.ign10.prior.mixed.s16777216",
     "fp16.untied.tp4.n2.h39.v1.vp4.vc1.none.ign0.fresh.mixed.s0",
+    /* fused-cuda on the H200, 2026-12-03: d_hidden relerr 6.03e-7 over its sm_90 bound 5.64e-7 with
+     * one token and one hidden unit; fused-host's d_hidden is identical to every printed digit. */
+    "fp32.untied.tp1.n1.h1.v400.vp400.vc257.none.ign0.ii400.prior.mixed.s9",
 };
 
 static size_t build_default(lce_case *out) {

@@ -64,4 +64,21 @@ if(LCE_BUILD_TESTS)
   if(LCE_BUILD_MUTANTS)
     target_compile_definitions(test_fused_cuda PRIVATE LCE_WITH_MUTANTS)
   endif()
+  # Issue 4's acceptance as ctests (label gpu, skipped without a GPU): fused-cuda passes the default
+  # and wide matrices against golden/<arch>/, and each GPU mutant fails the default matrix by name.
+  foreach(_matrix default wide)
+    add_test(NAME conformance_fused_cuda_${_matrix}
+             COMMAND lcecheck check --subject fused-cuda --matrix ${_matrix} --quiet)
+    set_tests_properties(conformance_fused_cuda_${_matrix} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  endforeach()
+  if(LCE_BUILD_MUTANTS)
+    get_property(_cuda_mutants GLOBAL PROPERTY LCE_CUDA_MUTANT_NAMES)
+    foreach(_mutant IN LISTS _cuda_mutants)
+      string(REGEX REPLACE "[^a-z0-9]+" "_" _test ${_mutant})
+      add_test(NAME conformance_${_test}_caught COMMAND ${CMAKE_COMMAND} -DLCECHECK=$<TARGET_FILE:lcecheck>
+        "-DARGS=check;--subject;${_mutant};--quiet" -DEXPECT_RC=1 "-DEXPECT_REGEX=\nFAIL"
+        -P ${PROJECT_SOURCE_DIR}/conformance/tests/lcecheck_expect.cmake)
+      set_tests_properties(conformance_${_test}_caught PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "LCE-SKIPPED")
+    endforeach()
+  endif()
 endif()

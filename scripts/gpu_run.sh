@@ -16,8 +16,10 @@
 #   production-measure  lcecheck production --measure-only on its small shapes (a smoke test)
 #   production  lcecheck production (gpu;slow): the four production shapes, tied/untied, tp 1 and 8,
 #               judged against golden/sm_90/ (the mutant must fail at V >= 128k)
-#   regen       per-architecture goldens of fused-cuda and unfused-cuda from this device's
-#               measurements (scripts/lcecheck_golden.py --arch sm_90), written to the results
+#   regen       goldens of LCE_REGEN_SUBJECTS (default fused-cuda unfused-cuda: per-architecture,
+#               --arch sm_90; fused-host, fused-host-sm90: golden/) from this device's measurements
+#               over the default, wide and medium (fp64-gpu) matrices, written to the results;
+#               LCE_REGEN_INSTALL=1 also puts them into this machine's tree for later stages
 #   bench       lcecheck bench
 #   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda; carry .gpufuzz)
 #   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda
@@ -27,7 +29,8 @@
 #   OUT=/tmp/out LCE_GPU_STAGES="build production" bash scripts/gpu_run.sh   (the device tool sets OUT)
 # Environment: LCE_GPU_BUILD (default build-gpu), LCE_GPU_JOBS (default nproc), LCE_GPU_DEADLINE_S
 #   (default 540 s from the start: every step runs under it), LCE_PREDICT_FACTOR (default 3),
-#   LCE_REGEN_LOOSEN (a reason: passed to the regeneration as --allow-loosen), LCE_PROD_SHAPES
+#   LCE_REGEN_LOOSEN (a reason: passed to the regeneration as --allow-loosen), LCE_REGEN_SUBJECTS,
+#   LCE_REGEN_INSTALL (stage regen, above), LCE_PROD_SHAPES
 #   (production --shapes, default all), LCE_PROD_TP (default "1 8").
 # Exit status: 0 when every required step met its expectation, 1 otherwise.
 set -u -o pipefail
@@ -63,7 +66,7 @@ if has_stage build; then
   step build pass 300 cmake --build "$BUILD" -j "$JOBS"
 fi
 # The medium-matrix check is the `medium` stage's (it needs goldens that cover medium shapes).
-has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow \
+has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow -j "$JOBS" \
   -E lcecheck_medium_fp64_gpu --output-on-failure --no-tests=error
 if has_stage probe; then
   step "probe (mma.sync vs sm90 model, error vs K)" pass 120 "${TO[@]}" "$RES/probe.json" "$LCECHECK" probe \
@@ -105,18 +108,39 @@ if has_stage production; then
       --tp $tp --shapes "${LCE_PROD_SHAPES:-all}" --json
   done
 fi
+# regen_class <golden dir> <policy> <subject> <arch args...>: one regeneration from this device's
+# measurements over the default, wide and (fp64 GPU tier) medium matrices, sharded over the cores.
+regen_class() {
+  local dir=$1 policy=$2 subject=$3 extra=()
+  shift 3
+  case $subject in
+    unfused-cuda) extra=(--allow-no-mutants "a baseline (the unfused LM head), not an implementation under test") ;;
+    fused-host-sm90) extra=(--allow-no-mutants "the host twin under the sm90 GEMM model is fused_host.c itself, whose catalogued mutants fused-host's goldens kill; this class exists to predict fused-cuda (lcecheck compare --predict-factor)") ;;
+  esac
+  step "regen $subject ($(basename "$dir"))" any 400 python3 "$ROOT/scripts/lcecheck_golden.py" "$@" \
+    --golden-dir "$dir" --policy "$policy" regen --subject "$subject" --matrix default --matrix wide \
+    --matrix medium@fp64-gpu --jobs "$JOBS" --build "$BUILD" --write "${extra[@]}" \
+    ${LCE_REGEN_LOOSEN:+--allow-loosen "$LCE_REGEN_LOOSEN"}
+}
 if has_stage regen; then
-  # Start from the committed sm_90 goldens so that loosening is detected and must be argued.
-  mkdir -p "$RES/golden-sm_90"
+  # Start from the committed goldens so that loosening is detected and must be argued. GPU subjects:
+  # golden/sm_90/ (this device must be one); CPU subjects (fused-host, fused-host-sm90; the medium
+  # matrix needs the fp64 GPU tier): golden/. LCE_REGEN_INSTALL=1 also copies the results into this
+  # machine's tree, so that later stages and a second gpu_run.sh judge with them.
+  mkdir -p "$RES/golden-sm_90" "$RES/golden"
   cp "$ROOT"/golden/sm_90/*.golden "$RES/golden-sm_90/" 2>/dev/null
-  for s in fused-cuda unfused-cuda; do
-    extra=()
-    [ "$s" = unfused-cuda ] && extra=(--allow-no-mutants "a baseline (the unfused LM head), not an implementation under test")
-    step "regen $s (sm_90)" any 300 python3 "$ROOT/scripts/lcecheck_golden.py" --arch sm_90 \
-      --golden-dir "$RES/golden-sm_90" --policy "$ROOT/golden/sm_90/policy.txt" regen --subject "$s" \
-      --matrix default --matrix medium@fp64-gpu --build "$BUILD" --write "${extra[@]}" \
-      ${LCE_REGEN_LOOSEN:+--allow-loosen "$LCE_REGEN_LOOSEN"}
+  cp "$ROOT"/golden/*.golden "$RES/golden/" 2>/dev/null
+  for s in ${LCE_REGEN_SUBJECTS:-fused-cuda unfused-cuda}; do
+    case $s in
+      *-cuda) regen_class "$RES/golden-sm_90" "$ROOT/golden/sm_90/policy.txt" "$s" --arch sm_90 ;;
+      fused-host-sm90) regen_class "$RES/golden" "$ROOT/golden/sm_90/policy.txt" "$s" ;;
+      *) regen_class "$RES/golden" "$ROOT/golden/policy.txt" "$s" ;;
+    esac
   done
+  if [ "${LCE_REGEN_INSTALL:-0}" = 1 ]; then
+    cp "$RES"/golden-sm_90/*.golden "$ROOT/golden/sm_90/" && cp "$RES"/golden/*.golden "$ROOT/golden/" &&
+      echo "regen: installed into $ROOT/golden (this machine's copy of the tree)"
+  fi
 fi
 has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench && '$LCECHECK' bench --json >'$RES/bench.json'"
 if has_stage fuzz; then
