@@ -12,10 +12,12 @@ Without --write it shows what it would write and changes nothing.
 Bounds of the `cond` form (a + b*cond) scale with the output's normwise condition, which lcecheck
 reports per case and output as "cond"; ceilings in the policy may use the name cond likewise.
 
-  scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--write]
+  scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--jobs N] [--write]
   --matrix NAME[@ORACLE] repeats: the samples of every matrix are pooled (e.g. --matrix default
   --matrix medium@fp64-gpu: the medium shapes judged by the fp64 GPU tier, lcecheck --oracle);
   --matrix case=ID[@ORACLE] adds one case
+  --jobs N runs every matrix as N `lcecheck ... --shard i/N` processes at once and pools their cases in
+  the matrix order: the same golden, sooner (the MPFR oracle and fused-host are single-threaded)
   scripts/lcecheck_golden.py regen --subject fused-cuda --arch sm_90 [...]   on that GPU: golden/sm_90/
   scripts/lcecheck_golden.py show [--arch sm_90] [--json]
 
@@ -25,6 +27,7 @@ tensor-core slope (the K term). --arch refuses unless GPU 0 is of that architect
 device name, driver and CUDA versions in the provenance.
 """
 import argparse
+import concurrent.futures
 import datetime
 import json
 import math
@@ -34,6 +37,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from lcecheck_golden_files import *  # noqa: F401,F403  (formats; re-exported for the tests)
@@ -43,11 +47,11 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_command(argv, check=True):
+def run_command(argv, check=True, env=None):
     """Runs argv, printing it first; returns (exit code, stdout, stderr)."""
     log("+ " + shlex.join(argv))
     try:
-        p = subprocess.run(argv, capture_output=True, text=True)
+        p = subprocess.run(argv, capture_output=True, text=True, env=env)
     except OSError as e:
         raise ToolError(f"cannot run {argv[0]}: {e}")
     if check and p.returncode != 0:
@@ -55,15 +59,52 @@ def run_command(argv, check=True):
     return p.returncode, p.stdout, p.stderr
 
 
-def run_json(argv, ok_codes=(0,)):
-    """Runs argv and parses its stdout; exit codes outside ok_codes are tool errors."""
-    rc, out, err = run_command(argv, check=False)
-    if rc not in ok_codes:
-        raise ToolError(f"{shlex.join(argv)} exited with {rc}:\n{err.strip()[-2000:]}")
-    try:
-        return json.loads(out)
-    except json.JSONDecodeError as e:
-        raise ToolError(f"{shlex.join(argv)} did not print JSON ({e})")
+def run_sharded(argv, jobs):
+    """Runs argv (an lcecheck check or measure of a matrix) as `jobs` processes at once, the i-th with
+    --shard i/jobs, and returns [(name, exit code, stdout, stderr)] in shard order; jobs 1 runs argv
+    unsharded. The oracle and the host subjects are single-threaded, so one process per core fills a
+    machine; OpenMP (case generation) gets one thread per shard lest jobs x jobs threads compete."""
+    if jobs <= 1:
+        return [("",) + run_command(argv, check=False)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+
+    def run_shard(i):
+        start = time.monotonic()
+        result = run_command(argv + ["--shard", f"{i}/{jobs}"], check=False, env=env)
+        log(f"  shard {i}/{jobs} finished: exit {result[0]} after {time.monotonic() - start:.1f} s")
+        return (f"shard {i}/{jobs}",) + result
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(run_shard, range(jobs)))
+
+
+def pool_shards(parts):
+    """The JSON of shards 0..N-1 of a matrix as the unsharded run prints it: shard i holds the cases
+    i, i+N, ... of the matrix, so interleaving them restores its order. Summary counts are summed, and
+    "ok" is lcecheck's rule on the sums: nothing failed or errored and some case ran."""
+    pooled = {k: v for k, v in parts[0].items() if k != "shard"}
+    cases = [p.get("cases") or [] for p in parts]
+    pooled["cases"] = [c[k] for k in range(max(map(len, cases))) for c in cases if k < len(c)]
+    if len(parts) > 1:
+        sums = [p.get("summary") or {} for p in parts]
+        t = pooled["summary"] = {k: sum(s.get(k, 0) for s in sums) for k in sums[0] if k != "ok"}
+        t["ok"] = t.get("fail", 0) + t.get("error", 0) == 0 and t.get("pass", 0) + t.get("fail", 0) > 0
+    return pooled
+
+
+def run_json(argv, ok_codes=(0,), jobs=1):
+    """Runs argv and parses its stdout; exit codes outside ok_codes are tool errors. jobs > 1 runs
+    argv in that many shards (run_sharded), each held to ok_codes, and pools their JSON."""
+    parts = []
+    for name, rc, out, err in run_sharded(argv, jobs):
+        where = shlex.join(argv) + (f" ({name})" if name else "")
+        if rc not in ok_codes:
+            raise ToolError(f"{where} exited with {rc}:\n{err.strip()[-2000:]}")
+        try:
+            parts.append(json.loads(out))
+        except json.JSONDecodeError as e:
+            raise ToolError(f"{where} did not print JSON ({e})")
+    return pool_shards(parts)
 
 
 # ---- regeneration --------------------------------------------------------------------------------
@@ -328,9 +369,14 @@ def matrix_args(spec):
     return sel + (["--oracle", oracle] if oracle else [])
 
 
-def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_reason=None):
-    """Runs every mutant of the class under the candidate on every matrix; returns rows and refuses
-    survivors (a mutant that passes every case of every matrix)."""
+def spec_jobs(spec, jobs):
+    """How many shards measure a matrix spec: jobs, but one for a single case (case=ID)."""
+    return 1 if spec.startswith("case=") else jobs
+
+
+def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_reason=None, jobs=1):
+    """Runs every mutant of the class under the candidate on every matrix (in `jobs` shards each);
+    returns rows and refuses survivors (a mutant that passes every case of every matrix)."""
     mutants = [s for s in listing.get("subjects", []) if s.get("golden_class") == cls
                and (s.get("name", "").startswith("mutant") or "mutant" in (s.get("caps") or []))]
     if not mutants and no_mutants_reason:
@@ -343,14 +389,15 @@ def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_r
     for m in mutants:
         failed, rcs, err = [], [], ""
         for spec in matrices:
-            rc, out, e = run_command([lcecheck, "check", "--subject", m["name"]] + matrix_args(spec)
-                                     + ["--golden", candidate_path, "--json"], check=False)
-            rcs.append(rc)
-            err += e
-            try:
-                failed += [c.get("id") for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
-            except (json.JSONDecodeError, AttributeError):
-                pass
+            # A failing case in any shard kills the mutant; every shard must exit 0 for it to survive.
+            for name, rc, out, e in run_sharded([lcecheck, "check", "--subject", m["name"]] + matrix_args(spec)
+                                                + ["--golden", candidate_path, "--json"], spec_jobs(spec, jobs)):
+                rcs.append(rc)
+                err += f"{name}: {e}" if name and e.strip() else e
+                try:
+                    failed += [c.get("id") for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
+                except (json.JSONDecodeError, AttributeError):
+                    pass
             if failed:
                 break  # killed: the other matrices cannot change that
         rc = max(rcs)
@@ -403,7 +450,7 @@ def cmd_regen(args):
     # collect_measurements refuses with the details. Several matrices: their cases are pooled.
     for spec in ([] if args.from_json else matrices):
         m = run_json([lcecheck, "measure", "--subject", args.subject] + matrix_args(spec) + ["--json"],
-                     ok_codes=(0, 1))
+                     ok_codes=(0, 1), jobs=spec_jobs(spec, args.jobs))
         if spec == matrices[0]:
             meas = m
         else:
@@ -463,7 +510,8 @@ def cmd_regen(args):
             log(f"  class {cls} has no mutants: {args.allow_no_mutants}")
             report["mutants"] = []
         else:
-            report["mutants"] = check_mutants(lcecheck, listing, cls, matrices, candidate, args.allow_no_mutants)
+            report["mutants"] = check_mutants(lcecheck, listing, cls, matrices, candidate, args.allow_no_mutants,
+                                              args.jobs)
     if args.write:
         write_atomically(golden_path, text)
         report["written"] = True
@@ -518,6 +566,9 @@ def main(argv=None):
     r.add_argument("--matrix", action="append", metavar="NAME[@ORACLE]",
                    help="matrix to measure (repeatable, pooled; default: default)")
     r.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")
+    r.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run each matrix (measure, and check for the mutants) as N lcecheck shards at once, "
+                        "one per core; the result is the same as with 1 (default 1)")
     r.add_argument("--write", action="store_true", help="replace golden/<class>.golden")
     r.add_argument("--allow-loosen", metavar="REASON", help="permit looser or dropped bounds; recorded")
     r.add_argument("--allow-no-mutants", metavar="REASON",
@@ -530,6 +581,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.arch is not None and not re.fullmatch(r"sm_[0-9]{2,3}", args.arch):
         ap.error(f"--arch wants sm_XY (e.g. sm_90), got '{args.arch}'")
+    if getattr(args, "jobs", 1) < 1:
+        ap.error(f"--jobs wants a count of at least 1, got {args.jobs}")
     if args.golden_dir is None:
         args.golden_dir = os.path.join(REPO, "golden", *([args.arch] if args.arch else []))
     if args.policy is None:

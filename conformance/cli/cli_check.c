@@ -2,7 +2,8 @@
  * run with no bounds: the numbers golden regeneration starts from).
  *
  * Progress goes to stderr, one line per case; stdout carries the final tables, or one JSON object
- * with --json. --oracle picks the reference (mpfr: tier 0; fp64-gpu: tier 2 on the GPU). Exit code 77
+ * with --json. --shard I/N runs every N-th case of the matrix from the I-th (cli_cases), so that N
+ * processes share one matrix; a shard's output and exit code are those of its cases alone. --oracle picks the reference (mpfr: tier 0; fp64-gpu: tier 2 on the GPU). Exit code 77
  * (skipped) when no case ran and every case was skipped for want of a device (a GPU subject or the
  * fp64-gpu oracle on a machine or build without one), so that gpu-labelled ctests skip there. */
 #include <math.h>
@@ -104,11 +105,13 @@ int cli_check(int argc, char **argv, int measure_only) {
     return rc;
   }
   const char *scope = a.case_id ? a.case_id : (a.matrix ? a.matrix : "default");
+  char shard[64] = ""; /* " shard I/N" with --shard */
+  if (a.shard_count) snprintf(shard, sizeof shard, " shard %lu/%lu", a.shard_index, a.shard_count);
   if (!a.json)
-    printf("lcecheck %s: subject %s (golden class %s), %s %s, %zu case%s, oracle %s%s%s\n", verb, s->name,
-           s->golden_class, a.case_id ? "case" : "matrix", scope, n, n == 1 ? "" : "s", lce_oracle_tier_name(tier),
-           measure_only ? "" : ", golden ", golden_path);
-  lce_case_result *results = calloc(n, sizeof *results);
+    printf("lcecheck %s: subject %s (golden class %s), %s %s%s, %zu case%s, oracle %s%s%s\n", verb, s->name,
+           s->golden_class, a.case_id ? "case" : "matrix", scope, shard, n, n == 1 ? "" : "s",
+           lce_oracle_tier_name(tier), measure_only ? "" : ", golden ", golden_path);
+  lce_case_result *results = calloc(n ? n : 1, sizeof *results);
   tally t;
   memset(&t, 0, sizeof t);
   for (size_t i = 0; i < n && results; i++) {
@@ -121,7 +124,10 @@ int cli_check(int argc, char **argv, int measure_only) {
     }
   }
   int ran = (int)(t.pass + t.fail);
-  int code = (results == NULL || t.fail || t.error || ran == 0) ? CLI_FAIL : CLI_PASS;
+  /* No case ran: a failure (nothing was shown), except in a shard that holds no case of its matrix
+   * (more shards than cases), which the other shards cover. */
+  const int empty_shard = a.shard_count && n == 0;
+  int code = (results == NULL || t.fail || t.error || (ran == 0 && !empty_shard)) ? CLI_FAIL : CLI_PASS;
   const int no_device = results != NULL && n > 0 && t.skip_nodev == n;
   if (a.json) {
     printf("{\"verb\":\"%s\",\"subject\":", verb);
@@ -130,6 +136,7 @@ int cli_check(int argc, char **argv, int measure_only) {
     cli_json_string(stdout, s->golden_class);
     printf(",\"%s\":", a.case_id ? "case" : "matrix");
     cli_json_string(stdout, scope);
+    if (a.shard_count) printf(",\"shard\":\"%lu/%lu\"", a.shard_index, a.shard_count);
     printf(",\"golden\":");
     cli_json_string(stdout, golden_path);
     printf(",\"oracle\":\"%s\",\"cases\":[", lce_oracle_tier_name(tier));
@@ -152,7 +159,7 @@ int cli_check(int argc, char **argv, int measure_only) {
       else printf("  %s: %s\n    repro: %s\n", r->id, r->verdict.summary, r->verdict.repro);
     }
     if (shown > 20) printf("  ... and %zu more\n", shown - 20);
-    printf("\ncases: %zu  pass %zu  fail %zu  skip %zu  error %zu  inconclusive oracle elements: %lld\n", n, t.pass,
+    printf("\ncases%s: %zu  pass %zu  fail %zu  skip %zu  error %zu  inconclusive oracle elements: %lld\n", shard, n, t.pass,
            t.fail, t.skip, t.error, (long long)t.inconclusive);
     printf("%s\n", code == CLI_PASS ? "PASS"
                                     : no_device ? "SKIPPED: no device (every case needs a GPU)"

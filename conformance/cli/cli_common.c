@@ -2,12 +2,43 @@
 #include "cli_common.h"
 #include "lce_matrix.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* A decimal number of digits only (no sign, no blank: strtoul would take both) at *p; advances *p. */
+static int parse_decimal(const char **p, unsigned long *out) {
+  if (!isdigit((unsigned char)**p)) return 0;
+  char *end;
+  errno = 0;
+  *out = strtoul(*p, &end, 10);
+  *p = end;
+  return errno == 0;
+}
+
+/* "--shard I/N" with integers 0 <= I < N. */
+static int parse_shard(const char *verb, const char *text, cli_args *a) {
+  const char *p = text;
+  if (!parse_decimal(&p, &a->shard_index) || *p++ != '/' || !parse_decimal(&p, &a->shard_count) || *p != '\0') {
+    fprintf(stderr, "lcecheck %s: --shard wants I/N, two unsigned integers (e.g. 0/4), not '%s'\n", verb, text);
+    return CLI_USAGE;
+  }
+  if (a->shard_count == 0) {
+    fprintf(stderr, "lcecheck %s: --shard %s: the shard count N must be at least 1\n", verb, text);
+    return CLI_USAGE;
+  }
+  if (a->shard_index >= a->shard_count) {
+    fprintf(stderr, "lcecheck %s: --shard %s: the shard index I must be below N (0 <= I < N)\n", verb, text);
+    return CLI_USAGE;
+  }
+  return CLI_PASS;
+}
+
 int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_args *a) {
   memset(a, 0, sizeof *a);
+  const char *shard = NULL;
   for (int i = first; i < argc; i++) {
     const char *arg = argv[i];
     const char **slot = NULL;
@@ -18,6 +49,7 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
     else if (strcmp(arg, "--case") == 0) slot = &a->case_id;
     else if (strcmp(arg, "--golden") == 0) slot = &a->golden;
     else if (strcmp(arg, "--oracle") == 0) slot = &a->oracle;
+    else if (strcmp(arg, "--shard") == 0) slot = &shard;
     else if (positional_case && arg[0] != '-' && a->case_id == NULL) { a->case_id = arg; continue; }
     else {
       fprintf(stderr, "lcecheck %s: unknown argument '%s' (see lcecheck --help)\n", argv[1], arg);
@@ -36,6 +68,11 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
   }
   if (a->matrix && a->case_id) {
     fprintf(stderr, "lcecheck %s: give --matrix or --case, not both\n", argv[1]);
+    return CLI_USAGE;
+  }
+  if (shard && parse_shard(argv[1], shard, a) != CLI_PASS) return CLI_USAGE;
+  if (shard && a->case_id) {
+    fprintf(stderr, "lcecheck %s: --shard splits a matrix, not a single case\n", argv[1]);
     return CLI_USAGE;
   }
   return CLI_PASS;
@@ -83,6 +120,11 @@ int cli_cases(const cli_args *a, lce_case **cases, size_t *count) {
     fprintf(stderr, "lcecheck: %s\n", st.msg);
     return CLI_USAGE;
   }
+  if (a->shard_count == 0) return CLI_PASS;
+  size_t kept = 0;
+  for (size_t i = 0; i < *count; i++)
+    if (i % a->shard_count == a->shard_index) (*cases)[kept++] = (*cases)[i];
+  *count = kept;
   return CLI_PASS;
 }
 

@@ -18,6 +18,9 @@ typedef struct cli_args {
   int json;             /* --json */
   int quiet;            /* --quiet: no per-case progress lines */
   const char *oracle;   /* --oracle mpfr|fp64-gpu (lce_oracle_tier_parse); NULL: mpfr */
+  /* --shard I/N: only the matrix cases whose index i has i % N == I, so that N processes (one per
+   * core: the oracle and the host subjects are single-threaded) share a matrix. shard_count 0: none. */
+  unsigned long shard_index, shard_count;
 } cli_args;
 
 /* Parses argv[first..] into a; prints the problem and returns CLI_USAGE on anything unknown.
@@ -31,7 +34,8 @@ const lce_subject *cli_subject(const cli_args *a);
  * Prints the parse error (file:line) and returns CLI_USAGE on failure. */
 int cli_load_golden(const cli_args *a, const lce_subject *s, lce_golden *g, char *path_used, size_t size);
 
-/* Cases selected by --case or --matrix (default "default"); free() *cases. CLI_USAGE on error. */
+/* Cases selected by --case or --matrix (default "default"), only shard --shard's among them; free()
+ * *cases. CLI_USAGE on error. */
 int cli_cases(const cli_args *a, lce_case **cases, size_t *count);
 
 void cli_json_string(FILE *f, const char *s);

@@ -143,6 +143,10 @@ static int parse_compare_args(int argc, char **argv, compare_args *a) {
     const char *arg = argv[i];
     if (strcmp(arg, "--json") == 0) { a->json = 1; continue; }
     if (strcmp(arg, "--quiet") == 0) { a->quiet = 1; continue; }
+    if (strcmp(arg, "--shard") == 0) { /* cli_parse_args knows it, and compare is not sharded */
+      fprintf(stderr, "lcecheck compare: --shard is for check and measure only\n");
+      return CLI_USAGE;
+    }
     int known = strcmp(arg, "--subjects") == 0 || strcmp(arg, "--case") == 0 || strcmp(arg, "--matrix") == 0 ||
                 strcmp(arg, "--oracle") == 0 || strcmp(arg, "--predict-factor") == 0 ||
                 strcmp(arg, "--predict-outputs") == 0 || strcmp(arg, "--predict-precisions") == 0;

@@ -1,7 +1,7 @@
 /* lcecheck — command-line front end of the conformance suite.
  *   lcecheck list                              subjects (with mutants) and matrices
- *   lcecheck check   --subject S [--matrix M | --case ID] [--golden P]   judge against goldens
- *   lcecheck measure --subject S [--matrix M | --case ID]               metrics only (regeneration)
+ *   lcecheck check   --subject S [--matrix M [--shard I/N] | --case ID] [--golden P]   judge against goldens
+ *   lcecheck measure --subject S [--matrix M [--shard I/N] | --case ID]   metrics only (regeneration)
  *   lcecheck repro   [--subject S] ID [--golden P]                      one case in full detail
  *   lcecheck bench                                                       fused-cuda timings (GPU)
  *   lcecheck compare --subjects A,B[,...] [--case ID | --matrix M]       subjects side by side, one oracle
@@ -17,11 +17,14 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: lcecheck <verb> [options]\n"
           "  list                                      subjects, mutants and matrices\n"
-          "  check   --subject S [--matrix M | --case ID] [--golden PATH] [--quiet]\n"
+          "  check   --subject S [--matrix M [--shard I/N] | --case ID] [--golden PATH] [--quiet]\n"
           "                                            run a conformance matrix, judge against goldens;\n"
           "                                            exit 0 only if every case passes\n"
-          "  measure --subject S [--matrix M | --case ID] [--quiet]\n"
+          "  measure --subject S [--matrix M [--shard I/N] | --case ID] [--quiet]\n"
           "                                            error metrics without bounds (feeds golden regeneration)\n"
+          "                                            --shard I/N (check, measure): only the cases whose\n"
+          "                                            index in the matrix is I modulo N (0 <= I < N),\n"
+          "                                            so that N processes share one matrix\n"
           "  repro   [--subject S] ID [--golden PATH]  one case in full detail\n"
           "  bench   [--reps N] [--warmup N] [--vocab-chunk C] [--shape NxHxV]\n"
           "                                            fused-cuda vs its plain cuBLAS GEMMs on the GPU\n"

@@ -89,9 +89,10 @@ class RegenTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def configure(self, cases=DEFAULT_CASES, mutants=None, check_rc=None, check_status=None):
+    def configure(self, cases=DEFAULT_CASES, mutants=None, check_rc=None, check_status=None, **shards):
         cfg = {"list": listing() if mutants is None else listing(mutants),
-               "measure": measurement(cases), "check_rc": check_rc or {}, "check_status": check_status or {}}
+               "measure": measurement(cases), "check_rc": check_rc or {}, "check_status": check_status or {},
+               **shards}
         with open(self.config_path, "w") as f:
             json.dump(cfg, f)
 
@@ -194,6 +195,49 @@ class RegenTest(unittest.TestCase):
         for c in checks:
             self.assertNotEqual(c["argv"][c["argv"].index("--golden") + 1], self.golden_path())
             self.assertEqual(c["golden_text"], lcecheck_golden.read_text(self.golden_path()))
+
+    # ---- --jobs: matrices in shards ----------------------------------------------------------------
+    SHARD_CASES = DEFAULT_CASES + [CONFIDENT]  # 4 cases in 3 shards: shard 0 holds two
+
+    def test_jobs_write_the_same_golden_as_one_process(self):
+        self.configure(cases=self.SHARD_CASES)
+        goldens = {}
+        for jobs in ("1", "3"):
+            p = self.regen("--write", "--jobs", jobs, "--matrix", "default", "--matrix", "smoke")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            goldens[jobs] = [line for line in lcecheck_golden.read_text(self.golden_path()).splitlines()
+                             if not line.startswith("# date: ")]
+            self.assertNotIn("--jobs", "\n".join(goldens[jobs]))
+        self.assertEqual(goldens["1"], goldens["3"])
+        self.assertIn("matrix: default, smoke (8 cases)", "\n".join(goldens["3"]))
+        sharded = [c for c in self.calls() if "--shard" in c["argv"]]
+        shards = sorted((c["argv"][0], c["argv"][c["argv"].index("--matrix") + 1], c["argv"][-1]) for c in sharded)
+        # Both matrices measured in 3 shards; each mutant killed by the first matrix, in 3 shards.
+        self.assertEqual(shards, sorted([("measure", m, f"{i}/3") for m in ("default", "smoke") for i in range(3)]
+                                        + [("check", "default", f"{i}/3") for i in range(3)] * 2))
+        self.assertEqual({c["omp_num_threads"] for c in sharded}, {"1"})
+        self.assertIn("shard 2/3 finished: exit 0", p.stderr)
+
+    def test_pooled_shards_are_the_unsharded_measurement(self):
+        whole = measurement(self.SHARD_CASES)
+        parts = [dict(whole, shard=f"{i}/3", cases=self.SHARD_CASES[i::3]) for i in range(3)]
+        self.assertEqual(lcecheck_golden.pool_shards(parts)["cases"], self.SHARD_CASES)
+
+    def test_failing_shard_is_named(self):
+        self.configure(cases=self.SHARD_CASES, shard_rc={"1/3": 2})
+        p = self.regen("--write", "--jobs", "3")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--json (shard 1/3) exited with 2:\nfake lcecheck: shard 1/3 broke", p.stderr)
+        self.assertFalse(os.path.exists(self.golden_path()))
+
+    def test_mutant_failing_in_one_shard_is_killed_and_passing_in_all_survives(self):
+        self.configure(cases=self.SHARD_CASES, shard_check_rc={"mutant/bf16-dhidden-accum": {"2/3": 1},
+                                                               "mutant/tied-weight-when-untied": {}})
+        p, report = self.regen_json("--write", "--jobs", "3")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        # Shard 2/3 holds one of the 4 cases, and its failure is a kill.
+        self.assertIn("  mutant mutant/bf16-dhidden-accum: killed (1 failing cases, exit 1)", p.stderr)
+        self.assertIn("mutant/tied-weight-when-untied: every case of matrix default passes", report["refused"])
 
     # ---- refusals ---------------------------------------------------------------------------------
     def assert_refused(self, p, needle):
