@@ -57,6 +57,7 @@
 
 #include "fused_host.h"
 #include "lce_gemm_model.h"
+#include "lce_parallel.h"
 
 /* ---- build variant ---------------------------------------------------------------------------
  * A mutant build must switch on a mutant this file knows and export its own run symbol; the
@@ -112,7 +113,6 @@ typedef struct fused_host {
   float *dh_part;            /* [tok_max*h] one chunk's contribution to d_hidden */
   float *dh_shard;           /* [tok_max*h] one shard's fp32 d_hidden buffer for the token chunk */
   float *dh_total;           /* [n*h] the all-reduced d_hidden */
-  float *gw_row;             /* [h] one row's weight-gradient contribution from one chunk */
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   float *gw_dtype;           /* [vp*h] the run's weight gradient, held in the input dtype */
 #endif
@@ -174,6 +174,7 @@ static int64_t target_row(const fused_host *f, int r, int64_t y) {
 /* Loads rows [row0, row0+rows) of W into w_chunk as the GEMMs read them. */
 static void chunk_load(fused_host *f, int64_t row0, int64_t rows) {
   const int64_t h = f->c->h;
+  LCE_PARALLEL_FOR_IF(rows * h >= LCE_PARALLEL_MIN_MACS)
   for (int64_t e = 0; e < rows * h; e++)
     f->w_chunk[e] = gemm_operand(f, (float)lce_load(f->c->dtype, f->w, (size_t)(row0 * h + e)));
 }
@@ -186,6 +187,7 @@ static void chunk_load(fused_host *f, int64_t row0, int64_t rows) {
  * (e^2x - 1)/(e^2x + 1) does not. */
 static void chunk_logits(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
   const int64_t h = f->c->h;
+  LCE_PARALLEL_FOR_IF((t1 - t0) * rows * h >= LCE_PARALLEL_MIN_MACS)
   for (int64_t i = t0; i < t1; i++) {
     const float *a = f->hidden + i * h;
     float *zi = f->z + (i - t0) * rows;
@@ -201,6 +203,7 @@ static void chunk_logits(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
  * grows. Logits are finite or NaN (chunk_logits): a NaN is skipped by fmaxf but not by exp. */
 static void chunk_online_softmax(fused_host *f, int r, int64_t t0, int64_t t1, int64_t row0, int64_t rows) {
   const int64_t n = f->c->n;
+  LCE_PARALLEL_FOR_IF((t1 - t0) * rows * 16 >= LCE_PARALLEL_MIN_MACS) /* an exp costs ~16 multiply-adds */
   for (int64_t i = t0; i < t1; i++) {
     const float *zi = f->z + (i - t0) * rows;
     const int64_t at = (int64_t)r * n + i;
@@ -235,6 +238,7 @@ static void chunk_online_softmax(fused_host *f, int r, int64_t t0, int64_t t1, i
  * tile in the input format before the two backward GEMMs. Overwrites z. */
 static void chunk_dlogits(fused_host *f, int r, int64_t t0, int64_t t1, int64_t row0, int64_t rows) {
   const lce_case *c = f->c;
+  LCE_PARALLEL_FOR_IF((t1 - t0) * rows * 16 >= LCE_PARALLEL_MIN_MACS)
   for (int64_t i = t0; i < t1; i++) {
     float *zi = f->z + (i - t0) * rows;
     if (!token_valid(f, i)) { /* ignored tokens are masked, whatever their logits */
@@ -286,6 +290,7 @@ static float dhidden_accumulate(lce_dtype dtype, float buffer, float addend) {
  * element. Ignored tokens' partials stay exactly 0. */
 static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
   const int64_t h = f->c->h;
+  LCE_PARALLEL_FOR_IF((t1 - t0) * rows * h >= LCE_PARALLEL_MIN_MACS)
   for (int64_t i = t0; i < t1; i++) {
     float *part = f->dh_part + (i - t0) * h;
     const float *ds = f->z + (i - t0) * rows;
@@ -303,27 +308,27 @@ static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
  * the embedding lookup's when tied) once per element and token chunk. */
 static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, int64_t rows) {
   const int64_t h = f->c->h;
+  LCE_PARALLEL_FOR_IF(rows * h * (t1 - t0) >= LCE_PARALLEL_MIN_MACS)
   for (int64_t j = 0; j < rows; j++) {
-    for (int64_t k = 0; k < h; k++)
-      f->gw_row[k] = lce_gemm_dot(f->arch, f->fmt, 0.0f, f->z + j, rows, f->hidden_dw + t0 * h + k, h, t1 - t0);
     float *dst = f->grad_w + (row0 + j) * h;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
     /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
      * dtype, grad_weight += grad_logits_chunk^T @ input_chunk per token chunk (rounded every time),
      * only added to the fp32 gradient at the end (backward()). */
     dst = f->gw_dtype + (row0 + j) * h;
-    for (int64_t k = 0; k < h; k++) dst[k] = (float)lce_round_to(f->c->dtype, (double)(dst[k] + f->gw_row[k]));
-    continue;
 #endif
-#if defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN)
-    /* The tied embedding's gradient buffer is written with = (a copy into main_grad) instead of +=:
-     * the embedding lookup's gradient (and earlier token chunks) is lost. */
-    if (f->c->tied) {
-      for (int64_t k = 0; k < h; k++) dst[k] = f->gw_row[k];
-      continue;
+    for (int64_t k = 0; k < h; k++) {
+      const float g = lce_gemm_dot(f->arch, f->fmt, 0.0f, f->z + j, rows, f->hidden_dw + t0 * h + k, h, t1 - t0);
+#if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
+      dst[k] = (float)lce_round_to(f->c->dtype, (double)(dst[k] + g));
+#elif defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN)
+      /* The tied embedding's gradient buffer is written with = (a copy into main_grad) instead of
+       * +=: the embedding lookup's gradient (and earlier token chunks) is lost. */
+      dst[k] = f->c->tied ? g : dst[k] + g;
+#else
+      dst[k] = dst[k] + g;
+#endif
     }
-#endif
-    for (int64_t k = 0; k < h; k++) dst[k] = dst[k] + f->gw_row[k];
   }
 }
 
@@ -492,7 +497,7 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   f->tok_max = c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
   const size_t n = (size_t)c->n, h = (size_t)c->h, rows = (size_t)f->rows_max, tok = (size_t)f->tok_max;
   const size_t tpn = (size_t)c->tp * n;
-  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 5 * n + h + (size_t)c->tp;
+  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 5 * n + (size_t)c->tp;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   total += (size_t)(c->vp * c->h);
 #endif
@@ -515,7 +520,6 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   f->smooth_a = p, p += n;
   f->smooth_b = p, p += n;
   f->g = p, p += n;
-  f->gw_row = p, p += h;
   f->ev = p, p += c->tp;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   f->gw_dtype = p;

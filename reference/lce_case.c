@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_parallel.h"
 #include "lce_prng.h"
 
 enum { STREAM_W = 1, STREAM_E, STREAM_H, STREAM_KIND, STREAM_PEAK, STREAM_LABEL, STREAM_IGNORE,
@@ -189,14 +190,9 @@ static int tie_rows(const lce_case *c, int64_t *a, int64_t *b) {
 /* The fills below are loops over rows whose every element is a pure function of (seed, stream,
  * index) (lce_prng is counter-based), so they run in parallel where the build has OpenMP and give
  * the same bits in any order: production shapes have 1e9 weights (~60 ns each serially). */
-#ifdef _OPENMP
-#define LCE_PARALLEL_ROWS _Pragma("omp parallel for schedule(static)")
-#else
-#define LCE_PARALLEL_ROWS
-#endif
 
 static void fill_weight(const lce_case *c, void *w, uint64_t stream) {
-  LCE_PARALLEL_ROWS
+  LCE_PARALLEL_FOR
   for (int64_t j = 0; j < c->vp; j++) {
     for (int64_t k = 0; k < c->h; k++) {
       double x = lce_rand_normal(c->seed, stream, (uint64_t)(j * c->h + k));
@@ -265,7 +261,7 @@ static lce_dist row_kind(const lce_case *c, int64_t i) {
 
 static void fill_hidden(const lce_case *c, const void *w, const int64_t *labels, void *hidden) {
   double scale = 3.0 / sqrt((double)c->h);
-  LCE_PARALLEL_ROWS
+  LCE_PARALLEL_FOR
   for (int64_t i = 0; i < c->n; i++) {
     lce_dist kind = row_kind(c, i);
     int64_t target = -1;
@@ -306,7 +302,7 @@ static void fill_hidden(const lce_case *c, const void *w, const int64_t *labels,
 }
 
 static void fill_prior(const lce_case *c, float *g, uint64_t stream) {
-  LCE_PARALLEL_ROWS
+  LCE_PARALLEL_FOR
   for (int64_t e = 0; e < c->vp * c->h; e++)
     g[e] = c->prior_grad ? (float)(0.05 * lce_rand_normal(c->seed, stream, (uint64_t)e)) : 0.0f;
 }

@@ -11,14 +11,6 @@
 
 #include "fused_test_util.h"
 
-static int outputs_identical(const lce_case *c, const lce_outputs *x, const lce_outputs *y) {
-  const size_t n = (size_t)c->n, nh = (size_t)(c->n * c->h), vh = (size_t)(c->vp * c->h);
-  return memcmp(x->loss, y->loss, 4) == 0 && memcmp(x->loss_token, y->loss_token, 4 * n) == 0 &&
-         memcmp(x->lse, y->lse, 4 * n) == 0 && memcmp(x->d_hidden, y->d_hidden, lce_dtype_size(c->dtype) * nh) == 0 &&
-         memcmp(x->grad_embedding, y->grad_embedding, 4 * vh) == 0 &&
-         (c->tied || memcmp(x->grad_weight, y->grad_weight, 4 * vh) == 0);
-}
-
 static void test_fp32_is_ieee(void) {
   const char *ids[] = {"fp32.untied.tp2.n8.h64.v96.vp96.vc16.sum.ign25.prior.mixed.s1",
                        "bf16.untied.tp2.n8.h64.v96.vp96.vc16.sum.ign25.prior.mixed.s1"};
@@ -30,7 +22,7 @@ static void test_fp32_is_ieee(void) {
     fused_test_set_case(&c);
     if (fused_run_case(fused_test_subject("fused-host"), &c, &host) &&
         fused_run_case(fused_test_subject("fused-host-sm90"), &c, &sm90))
-      EXPECT(outputs_identical(&c, &host.out, &sm90.out) == (c.dtype == LCE_FP32),
+      EXPECT(fused_outputs_identical(&c, &host.out, &sm90.out) == (c.dtype == LCE_FP32),
              "%s: fused-host-sm90 %s fused-host", ids[i], c.dtype == LCE_FP32 ? "differs from" : "equals");
     fused_run_free(&host), fused_run_free(&sm90);
   }

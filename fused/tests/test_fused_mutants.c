@@ -20,16 +20,6 @@
 #include "fused_test_util.h"
 #include "lce_output.h"
 
-/* 1 when every output buffer of a and b holds the same bytes. */
-static int outputs_identical(const lce_case *c, const lce_outputs *a, const lce_outputs *b) {
-  size_t nh = (size_t)(c->n * c->h), vh = (size_t)(c->vp * c->h);
-  return memcmp(a->loss, b->loss, 4) == 0 && memcmp(a->loss_token, b->loss_token, (size_t)c->n * 4) == 0 &&
-         memcmp(a->lse, b->lse, (size_t)c->n * 4) == 0 &&
-         memcmp(a->d_hidden, b->d_hidden, nh * lce_dtype_size(c->dtype)) == 0 &&
-         memcmp(a->grad_embedding, b->grad_embedding, vh * 4) == 0 &&
-         (c->tied || memcmp(a->grad_weight, b->grad_weight, vh * 4) == 0);
-}
-
 /* ---- mutant/bf16-dhidden-accum ------------------------------------------------------------- */
 
 static void test_bf16_dhidden_accum(void) {
@@ -63,7 +53,7 @@ static void test_bf16_dhidden_accum(void) {
       e_mut[k] = d_hidden_err(&ck, &om, &ref);
       printf("  %6lld  %10.3e  %10.3e\n", (long long)chunks[k], e_host[k], e_mut[k]);
       if (chunks[k] == 1)
-        EXPECT(outputs_identical(&ck, &oh, &om), "one chunk, one shard: the mutant must equal fused-host");
+        EXPECT(fused_outputs_identical(&ck, &oh, &om), "one chunk, one shard: the mutant must equal fused-host");
       else
         EXPECT(e_mut[k] > e_host[k], "%lld chunks: mutant error %.3e not above fused-host's %.3e",
                (long long)chunks[k], e_mut[k], e_host[k]);
@@ -97,7 +87,7 @@ static void test_bf16_dhidden_accum(void) {
   c.dtype = LCE_FP32, c.vocab_chunk = 16;
   fused_run rh = {0}, rm = {0};
   if (fused_run_case(host, &c, &rh) && fused_run_case(mut, &c, &rm))
-    EXPECT(outputs_identical(&c, &rh.out, &rm.out), "fp32: the mutant must equal fused-host");
+    EXPECT(fused_outputs_identical(&c, &rh.out, &rm.out), "fp32: the mutant must equal fused-host");
   fused_run_free(&rh), fused_run_free(&rm);
 }
 
@@ -116,7 +106,7 @@ static void test_tied_weight_when_untied(void) {
     if (fused_run_case(host, &c, &rh) && fused_run_case(mut, &c, &rm)) {
       const int64_t vh = c.vp * c.h;
       if (tied) {
-        EXPECT(outputs_identical(&c, &rh.out, &rm.out), "tied: the mutant must equal fused-host");
+        EXPECT(fused_outputs_identical(&c, &rh.out, &rm.out), "tied: the mutant must equal fused-host");
       } else {
         int64_t emb_changed = 0;
         for (int64_t e = 0; e < vh; e++) emb_changed += rm.out.grad_embedding[e] != rm.in.grad_embedding_prior[e];
@@ -238,7 +228,7 @@ static void test_mutant_table(void) {
     fused_run_free(&rh);
     if (row->control == NULL) continue;
     if (run_pair(host, m, row->control, &rh, &om))
-      EXPECT(outputs_identical(&rh.c, &rh.out, &om), "%s differs from fused-host on the control case %s",
+      EXPECT(fused_outputs_identical(&rh.c, &rh.out, &om), "%s differs from fused-host on the control case %s",
              row->mutant, row->control);
     lce_outputs_free(&om);
     fused_run_free(&rh);

@@ -1,0 +1,27 @@
+/* lce_parallel.h — loops over independent rows run in parallel where the build has OpenMP.
+ *
+ * Used only where every iteration writes its own elements and reads nothing another iteration
+ * writes, and where each element's arithmetic (its reduction order included) does not depend on the
+ * iteration order: the results are the same bits with any thread count, and without OpenMP. The
+ * tier-0 oracle and the fused-host twin are single-threaded per element by design; what runs in
+ * parallel is which rows run at once (case generation, fused-host's tiles at medium shapes).
+ *
+ *   LCE_PARALLEL_FOR                 the next for loop, static schedule
+ *   LCE_PARALLEL_FOR_IF(condition)   the same, but only when condition holds (a work estimate: a
+ *                                    parallel region costs microseconds, too much for fuzz-size tiles) */
+#ifndef LCE_PARALLEL_H
+#define LCE_PARALLEL_H
+
+#ifdef _OPENMP
+#define LCE_PRAGMA(x) _Pragma(#x)
+#define LCE_PARALLEL_FOR LCE_PRAGMA(omp parallel for schedule(static))
+#define LCE_PARALLEL_FOR_IF(condition) LCE_PRAGMA(omp parallel for schedule(static) if (condition))
+#else
+#define LCE_PARALLEL_FOR
+#define LCE_PARALLEL_FOR_IF(condition)
+#endif
+
+/* Multiply-adds below which a tile loop stays serial (about 50 microseconds of work). */
+#define LCE_PARALLEL_MIN_MACS ((int64_t)1 << 16)
+
+#endif
