@@ -59,14 +59,20 @@ def run_command(argv, check=True, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
+def omp_threads(jobs):
+    """OpenMP threads per shard when jobs shards run at once: this machine's cores shared out."""
+    return max(1, (os.cpu_count() or 1) // jobs)
+
+
 def run_sharded(argv, jobs):
     """Runs argv (an lcecheck check or measure of a matrix) as `jobs` processes at once, the i-th with
     --shard i/jobs, and returns [(name, exit code, stdout, stderr)] in shard order; jobs 1 runs argv
-    unsharded. The oracle and the host subjects are single-threaded, so one process per core fills a
-    machine; OpenMP (case generation) gets one thread per shard lest jobs x jobs threads compete."""
+    unsharded. The MPFR oracle is single-threaded, so one process per core fills a machine; the
+    host subjects and case generation run OpenMP threads, which get the cores left per shard
+    (omp_threads) lest jobs x cores threads compete."""
     if jobs <= 1:
         return [("",) + run_command(argv, check=False)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(omp_threads(jobs)))
 
     def run_shard(i):
         start = time.monotonic()

@@ -215,7 +215,7 @@ class RegenTest(unittest.TestCase):
         # Both matrices measured in 3 shards; each mutant killed by the first matrix, in 3 shards.
         self.assertEqual(shards, sorted([("measure", m, f"{i}/3") for m in ("default", "smoke") for i in range(3)]
                                         + [("check", "default", f"{i}/3") for i in range(3)] * 2))
-        self.assertEqual({c["omp_num_threads"] for c in sharded}, {"1"})
+        self.assertEqual({c["omp_num_threads"] for c in sharded}, {str(lcecheck_golden.omp_threads(3))})
         self.assertIn("shard 2/3 finished: exit 0", p.stderr)
 
     def test_pooled_shards_are_the_unsharded_measurement(self):
