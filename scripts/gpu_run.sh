@@ -111,15 +111,18 @@ fi
 # regen_class <golden dir> <policy> <subject> <arch args...>: one regeneration from this device's
 # measurements over the default, wide and (fp64 GPU tier) medium matrices, sharded over the cores.
 regen_class() {
-  local dir=$1 policy=$2 subject=$3 extra=()
+  local dir=$1 policy=$2 subject=$3 extra=() jobs=$JOBS
   shift 3
+  # The host subjects run their tiles on OpenMP threads (cores / jobs each): at medium shapes one
+  # case takes minutes on one core (GPU_RUNS run F), so they get a quarter of the shards.
+  case $subject in fused-host*) jobs=$(((JOBS + 3) / 4)) ;; esac
   case $subject in
     unfused-cuda) extra=(--allow-no-mutants "a baseline (the unfused LM head), not an implementation under test") ;;
     fused-host-sm90) extra=(--allow-no-mutants "the host twin under the sm90 GEMM model is fused_host.c itself, whose catalogued mutants fused-host's goldens kill; this class exists to predict fused-cuda (lcecheck compare --predict-factor)") ;;
   esac
   step "regen $subject ($(basename "$dir"))" any 400 python3 "$ROOT/scripts/lcecheck_golden.py" "$@" \
     --golden-dir "$dir" --policy "$policy" regen --subject "$subject" --matrix default --matrix wide \
-    --matrix medium@fp64-gpu --jobs "$JOBS" --build "$BUILD" --write "${extra[@]}" \
+    --matrix medium@fp64-gpu --jobs "$jobs" --build "$BUILD" --write "${extra[@]}" \
     ${LCE_REGEN_LOOSEN:+--allow-loosen "$LCE_REGEN_LOOSEN"}
 }
 if has_stage regen; then
