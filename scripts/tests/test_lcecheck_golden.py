@@ -19,6 +19,7 @@ POLICY = os.path.join(os.path.dirname(os.path.dirname(HERE)), "golden", "policy.
 sys.path.insert(0, os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 import lcecheck_golden  # noqa: E402  (pure functions: expressions, golden parsing)
+import lcecheck_run  # noqa: E402  (running lcecheck: shards and their pooling)
 
 CLASS = "fused-host"
 GOLDEN_NAME = CLASS + ".golden"
@@ -215,13 +216,13 @@ class RegenTest(unittest.TestCase):
         # Both matrices measured in 3 shards; each mutant killed by the first matrix, in 3 shards.
         self.assertEqual(shards, sorted([("measure", m, f"{i}/3") for m in ("default", "smoke") for i in range(3)]
                                         + [("check", "default", f"{i}/3") for i in range(3)] * 2))
-        self.assertEqual({c["omp_num_threads"] for c in sharded}, {str(lcecheck_golden.omp_threads(3))})
+        self.assertEqual({c["omp_num_threads"] for c in sharded}, {str(lcecheck_run.omp_threads(3))})
         self.assertIn("shard 2/3 finished: exit 0", p.stderr)
 
     def test_pooled_shards_are_the_unsharded_measurement(self):
         whole = measurement(self.SHARD_CASES)
         parts = [dict(whole, shard=f"{i}/3", cases=self.SHARD_CASES[i::3]) for i in range(3)]
-        self.assertEqual(lcecheck_golden.pool_shards(parts)["cases"], self.SHARD_CASES)
+        self.assertEqual(lcecheck_run.pool_shards(parts)["cases"], self.SHARD_CASES)
 
     def test_failing_shard_is_named(self):
         self.configure(cases=self.SHARD_CASES, shard_rc={"1/3": 2})

@@ -1,0 +1,95 @@
+"""lcecheck_run.py — how scripts/lcecheck_golden.py runs lcecheck: one command (printed first), its
+JSON, and a matrix split into `--shard i/N` processes run at once whose JSON is pooled back into the
+unsharded run's. Matrix specs (NAME[@ORACLE], case=ID[@ORACLE]) become lcecheck arguments here."""
+import concurrent.futures
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+from lcecheck_golden_files import ToolError
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_command(argv, check=True, env=None):
+    """Runs argv, printing it first; returns (exit code, stdout, stderr)."""
+    log("+ " + shlex.join(argv))
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    except OSError as e:
+        raise ToolError(f"cannot run {argv[0]}: {e}")
+    if check and p.returncode != 0:
+        raise ToolError(f"{shlex.join(argv)} exited with {p.returncode}:\n{p.stderr.strip()}")
+    return p.returncode, p.stdout, p.stderr
+
+
+def omp_threads(jobs):
+    """OpenMP threads per shard when jobs shards run at once: this machine's cores shared out."""
+    return max(1, (os.cpu_count() or 1) // jobs)
+
+
+def run_sharded(argv, jobs):
+    """Runs argv (an lcecheck check or measure of a matrix) as `jobs` processes at once, the i-th with
+    --shard i/jobs, and returns [(name, exit code, stdout, stderr)] in shard order; jobs 1 runs argv
+    unsharded. The MPFR oracle is single-threaded, so one process per core fills a machine; the
+    host subjects and case generation run OpenMP threads, which get the cores left per shard
+    (omp_threads) lest jobs x cores threads compete."""
+    if jobs <= 1:
+        return [("",) + run_command(argv, check=False)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(omp_threads(jobs)))
+
+    def run_shard(i):
+        start = time.monotonic()
+        result = run_command(argv + ["--shard", f"{i}/{jobs}"], check=False, env=env)
+        log(f"  shard {i}/{jobs} finished: exit {result[0]} after {time.monotonic() - start:.1f} s")
+        return (f"shard {i}/{jobs}",) + result
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(run_shard, range(jobs)))
+
+
+def pool_shards(parts):
+    """The JSON of shards 0..N-1 of a matrix as the unsharded run prints it: shard i holds the cases
+    i, i+N, ... of the matrix, so interleaving them restores its order. Summary counts are summed, and
+    "ok" is lcecheck's rule on the sums: nothing failed or errored and some case ran."""
+    pooled = {k: v for k, v in parts[0].items() if k != "shard"}
+    cases = [p.get("cases") or [] for p in parts]
+    pooled["cases"] = [c[k] for k in range(max(map(len, cases))) for c in cases if k < len(c)]
+    if len(parts) > 1:
+        sums = [p.get("summary") or {} for p in parts]
+        t = pooled["summary"] = {k: sum(s.get(k, 0) for s in sums) for k in sums[0] if k != "ok"}
+        t["ok"] = t.get("fail", 0) + t.get("error", 0) == 0 and t.get("pass", 0) + t.get("fail", 0) > 0
+    return pooled
+
+
+def run_json(argv, ok_codes=(0,), jobs=1):
+    """Runs argv and parses its stdout; exit codes outside ok_codes are tool errors. jobs > 1 runs
+    argv in that many shards (run_sharded), each held to ok_codes, and pools their JSON."""
+    parts = []
+    for name, rc, out, err in run_sharded(argv, jobs):
+        where = shlex.join(argv) + (f" ({name})" if name else "")
+        if rc not in ok_codes:
+            raise ToolError(f"{where} exited with {rc}:\n{err.strip()[-2000:]}")
+        try:
+            parts.append(json.loads(out))
+        except json.JSONDecodeError as e:
+            raise ToolError(f"{where} did not print JSON ({e})")
+    return pool_shards(parts)
+
+
+def matrix_args(spec):
+    """'medium@fp64-gpu' -> ['--matrix', 'medium', '--oracle', 'fp64-gpu']; 'case=ID' -> ['--case', ID]
+    (one case a matrix lacks, e.g. a medium shape tier 0 judges in minutes)."""
+    name, _, oracle = spec.partition("@")
+    sel = ["--case", name[5:]] if name.startswith("case=") else ["--matrix", name]
+    return sel + (["--oracle", oracle] if oracle else [])
+
+
+def spec_jobs(spec, jobs):
+    """How many shards measure a matrix spec: jobs, but one for a single case (case=ID)."""
+    return 1 if spec.startswith("case=") else jobs
