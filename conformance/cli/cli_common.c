@@ -140,7 +140,7 @@ void cli_json_string(FILE *f, const char *s) {
 }
 
 /* JSON has no NaN or Inf: those become null (and a metric is only NaN when it was not computed). */
-static void json_number(FILE *f, double x) {
+void cli_json_number(FILE *f, double x) {
   if (isfinite(x)) fprintf(f, "%.9g", x);
   else fputs("null", f);
 }
@@ -155,7 +155,7 @@ static void json_metric_map(FILE *f, const char *key, const double *v) {
   fprintf(f, ",\"%s\":{", key);
   for (int m = 0; m < LCE_METRIC_COUNT; m++) {
     fprintf(f, "%s\"%s\":", m ? "," : "", lce_metric_name((lce_metric)m));
-    json_number(f, v[m]);
+    cli_json_number(f, v[m]);
   }
   fputc('}', f);
 }
@@ -189,10 +189,10 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
             (long long)ov->metrics.judged, (long long)ov->metrics.inconclusive, ov->class_ok ? "true" : "false");
     cli_json_string(f, ov->class_msg);
     fputs(",\"cond\":", f);
-    json_number(f, ov->metrics.cond);
+    cli_json_number(f, ov->metrics.cond);
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));
-      json_number(f, ov->metrics.v[m]);
+      cli_json_number(f, ov->metrics.v[m]);
     }
     if (with_bounds) {
       json_metric_map(f, "bound", ov->bound);

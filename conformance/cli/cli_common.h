@@ -39,6 +39,8 @@ int cli_load_golden(const cli_args *a, const lce_subject *s, lce_golden *g, char
 int cli_cases(const cli_args *a, lce_case **cases, size_t *count);
 
 void cli_json_string(FILE *f, const char *s);
+/* A number as JSON: %.9g, or null for NaN and Inf (JSON has neither). */
+void cli_json_number(FILE *f, double x);
 /* One case result as a JSON object (with bounds and budgets when with_bounds). */
 void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds);
 /* "pass" | "fail" | "skip" | "error" */

@@ -30,6 +30,9 @@
  * (bf16, fp16, tf32), which dominate the gradients' error, but neither CUDA's expf/logf (the forward
  * outputs) nor cuBLAS's fp32 SGEMM summation order; the triangle check still covers every output.
  *
+ * This file parses the arguments, runs the subjects and the oracle and makes the pairwise checks;
+ * cli_compare_report.c prints them (cli_compare.h: the types both use).
+ *
  * Exit status: 0 when every subject that ran passed its golden and every check held and at least
  * one pair was measured; 1 otherwise; 2 bad usage; 77 when nothing could be compared because a
  * device (GPU subject or fp64-gpu oracle) was missing. */
@@ -39,51 +42,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli_common.h"
+#include "cli_compare.h"
 #include "lce_metrics.h"
-
-#define COMPARE_MAX_SUBJECTS 8
-#define COMPARE_SKIP 77
-/* The triangle inequality holds exactly for the exact sums; the metric sums (long double, then
- * rounded to double) move each side by far less than this relative amount. */
-#define COMPARE_TRIANGLE_SLACK 1e-9
-#define COMPARE_RELERR_FLOOR_ULPS 0.125
-#define COMPARE_BIAS_SIGMAS 4.0
-
-typedef struct compare_args {
-  const lce_subject *subj[COMPARE_MAX_SUBJECTS];
-  int count;
-  cli_args sel; /* --case / --matrix, for cli_cases */
-  lce_oracle_tier tier;
-  double predict_factor; /* 0: no prediction check */
-  unsigned predict_outputs;    /* bit per lce_output_id the prediction is checked on */
-  unsigned predict_precisions; /* bit per lce_precision (lce_case_precision) it is checked on */
-  int json, quiet;
-} compare_args;
-
-/* One output of one pair on one case. */
-typedef struct pair_output {
-  int measured;      /* both subjects ran, the output applies and ||r|| > 0 */
-  int64_t elements;
-  double distance, bias;
-  int triangle_ok;
-  int predict_checked, predict_ok; /* only for the pair (subject 0, subject 1) with --predict-factor */
-  char predict_msg[160];
-} pair_output;
-
-/* Totals per (pair, output) over all cases, for the final table. */
-typedef struct pair_tally {
-  int measured, triangle_fail, predict_checked, predict_fail;
-  double worst_distance, worst_abs_bias, worst_triangle_use; /* distance / (relerr_A + relerr_B) */
-} pair_tally;
-
-typedef struct compare_tally {
-  size_t subj_pass[COMPARE_MAX_SUBJECTS], subj_fail[COMPARE_MAX_SUBJECTS], subj_skip[COMPARE_MAX_SUBJECTS],
-      subj_error[COMPARE_MAX_SUBJECTS];
-  pair_tally pair[COMPARE_MAX_SUBJECTS][COMPARE_MAX_SUBJECTS][LCE_OUT_COUNT];
-  size_t device_skips, oracle_errors, pairs_measured, cases;
-  int failed;
-} compare_tally;
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -267,16 +227,6 @@ static void check_prediction(const lce_case *c, lce_output_id o, const lce_metri
 
 /* ---- one case -------------------------------------------------------------------------------- */
 
-typedef struct case_run {
-  lce_case_result res[COMPARE_MAX_SUBJECTS];
-  lce_outputs out[COMPARE_MAX_SUBJECTS];
-  int ran[COMPARE_MAX_SUBJECTS]; /* outputs valid */
-  int device_skip;               /* something needed a device the machine lacks */
-  int oracle_error;
-  lce_status oracle_status;
-  pair_output pair[COMPARE_MAX_SUBJECTS][COMPARE_MAX_SUBJECTS][LCE_OUT_COUNT];
-} case_run;
-
 /* Runs subject k on in; fills run->res[k] (skip, error) and run->out[k]. */
 static void run_subject(const compare_args *a, int k, const lce_case *c, const lce_tensors *in, case_run *run) {
   lce_case_result *r = &run->res[k];
@@ -377,173 +327,6 @@ static void run_case(const compare_args *a, const lce_golden *goldens, const lce
   lce_tensors_free(&in);
 }
 
-/* ---- reporting ------------------------------------------------------------------------------- */
-
-static int case_failed(const compare_args *a, const case_run *run) {
-  if (run->oracle_error) return 1;
-  for (int k = 0; k < a->count; k++)
-    if (run->res[k].error || (run->ran[k] && !run->res[k].verdict.pass)) return 1;
-  for (int i = 0; i < a->count; i++)
-    for (int j = i + 1; j < a->count; j++)
-      for (int o = 0; o < LCE_OUT_COUNT; o++) {
-        const pair_output *po = &run->pair[i][j][o];
-        if (po->measured && (!po->triangle_ok || !po->predict_ok)) return 1;
-      }
-  return 0;
-}
-
-static void tally_case(const compare_args *a, const case_run *run, compare_tally *t) {
-  t->cases++;
-  t->device_skips += run->device_skip;
-  t->oracle_errors += run->oracle_error;
-  for (int k = 0; k < a->count; k++) {
-    const lce_case_result *r = &run->res[k];
-    if (r->error) t->subj_error[k]++;
-    else if (r->skipped || !run->ran[k]) t->subj_skip[k]++;
-    else if (r->verdict.pass) t->subj_pass[k]++;
-    else t->subj_fail[k]++;
-  }
-  for (int i = 0; i < a->count; i++)
-    for (int j = i + 1; j < a->count; j++) {
-      int any = 0;
-      for (int o = 0; o < LCE_OUT_COUNT; o++) {
-        const pair_output *po = &run->pair[i][j][o];
-        if (!po->measured) continue;
-        any = 1;
-        pair_tally *pt = &t->pair[i][j][o];
-        pt->measured++;
-        pt->triangle_fail += !po->triangle_ok;
-        pt->predict_checked += po->predict_checked;
-        pt->predict_fail += !po->predict_ok;
-        pt->worst_distance = fmax(pt->worst_distance, po->distance);
-        if (isfinite(po->bias)) pt->worst_abs_bias = fmax(pt->worst_abs_bias, fabs(po->bias));
-        double sum = run->res[i].verdict.out[o].metrics.v[LCE_METRIC_RELERR] +
-                     run->res[j].verdict.out[o].metrics.v[LCE_METRIC_RELERR];
-        if (sum > 0 && isfinite(sum)) pt->worst_triangle_use = fmax(pt->worst_triangle_use, po->distance / sum);
-      }
-      t->pairs_measured += any;
-    }
-  t->failed |= case_failed(a, run);
-}
-
-static const char *subject_status(const case_run *run, int k) {
-  return run->res[k].error ? "error" : (run->res[k].skipped || !run->ran[k]) ? "skip" : cli_case_status(&run->res[k]);
-}
-
-static void print_case_text(const compare_args *a, const case_run *run, size_t index, size_t total) {
-  printf("\n[%zu/%zu] %s  %s\n", index + 1, total, run->res[0].id, case_failed(a, run) ? "FAIL" : "ok");
-  if (run->oracle_error || (run->device_skip && run->oracle_status.msg[0]))
-    printf("  oracle (%s): %s\n", lce_oracle_tier_name(a->tier), run->oracle_status.msg);
-  for (int k = 0; k < a->count; k++) {
-    const lce_case_result *r = &run->res[k];
-    const char *detail = (r->error || !run->ran[k]) ? r->status.msg : r->verdict.summary;
-    printf("  %-36s %-5s %s\n", a->subj[k]->name, subject_status(run, k), detail[0] ? detail : "-");
-  }
-  printf("  %-12s %-44s %12s %12s  %s\n", "output", "subject / pair A - B", "relerr|dist", "bias", "check");
-  for (int o = 0; o < LCE_OUT_COUNT; o++) {
-    const char *oname = lce_output_name((lce_output_id)o);
-    for (int k = 0; k < a->count; k++) {
-      const lce_output_verdict *ov = &run->res[k].verdict.out[o];
-      if (!run->ran[k] || run->res[k].error || !ov->judged) continue;
-      char bias[16] = "-"; /* undefined over too few elements (lce_metrics.h) */
-      if (!ov->metrics.undefined[LCE_METRIC_BIAS]) snprintf(bias, sizeof bias, "%.4e", ov->metrics.v[LCE_METRIC_BIAS]);
-      printf("  %-12s %-44s %12.4e %12s  %s\n", oname, a->subj[k]->name, ov->metrics.v[LCE_METRIC_RELERR], bias,
-             ov->pass ? "golden ok" : "golden FAIL");
-    }
-    for (int i = 0; i < a->count; i++)
-      for (int j = i + 1; j < a->count; j++) {
-        const pair_output *po = &run->pair[i][j][o];
-        if (!po->measured) continue;
-        char label[96];
-        snprintf(label, sizeof label, "%s - %s", a->subj[i]->name, a->subj[j]->name);
-        printf("  %-12s %-44s %12.4e %12.4e  triangle %s%s%s\n", oname, label, po->distance, po->bias,
-               po->triangle_ok ? "ok" : "FAIL", po->predict_checked ? (po->predict_ok ? ", predict ok" : ", predict FAIL: ") : "",
-               po->predict_ok ? "" : po->predict_msg);
-      }
-  }
-}
-
-static void json_num(FILE *f, double x) {
-  if (isfinite(x)) fprintf(f, "%.9g", x);
-  else fputs("null", f);
-}
-
-static void print_case_json(const compare_args *a, const case_run *run, int first) {
-  printf("%s{\"id\":", first ? "" : ",");
-  cli_json_string(stdout, run->res[0].id);
-  printf(",\"status\":\"%s\"", case_failed(a, run) ? "fail" : "ok");
-  if (run->oracle_status.msg[0]) {
-    printf(",\"oracle_message\":");
-    cli_json_string(stdout, run->oracle_status.msg);
-  }
-  printf(",\"subjects\":[");
-  for (int k = 0; k < a->count; k++) {
-    printf("%s{\"name\":", k ? "," : "");
-    cli_json_string(stdout, a->subj[k]->name);
-    printf(",\"result\":");
-    cli_json_case(stdout, &run->res[k], 1);
-    printf("}");
-  }
-  printf("],\"pairs\":[");
-  int firstp = 1;
-  for (int i = 0; i < a->count; i++)
-    for (int j = i + 1; j < a->count; j++) {
-      printf("%s{\"a\":", firstp ? "" : ",");
-      firstp = 0;
-      cli_json_string(stdout, a->subj[i]->name);
-      printf(",\"b\":");
-      cli_json_string(stdout, a->subj[j]->name);
-      printf(",\"outputs\":{");
-      int firsto = 1;
-      for (int o = 0; o < LCE_OUT_COUNT; o++) {
-        const pair_output *po = &run->pair[i][j][o];
-        if (!po->measured) continue;
-        printf("%s\"%s\":{\"elements\":%lld,\"distance\":", firsto ? "" : ",", lce_output_name((lce_output_id)o),
-               (long long)po->elements);
-        firsto = 0;
-        json_num(stdout, po->distance);
-        printf(",\"bias\":");
-        json_num(stdout, po->bias);
-        printf(",\"triangle_ok\":%s,\"predict\":\"%s\"", po->triangle_ok ? "true" : "false",
-               !po->predict_checked ? "-" : po->predict_ok ? "ok" : "fail");
-        if (!po->predict_ok) {
-          printf(",\"predict_message\":");
-          cli_json_string(stdout, po->predict_msg);
-        }
-        printf("}");
-      }
-      printf("}}");
-    }
-  printf("]}");
-}
-
-static void print_final_table(const compare_args *a, const compare_tally *t) {
-  printf("\n%-36s %6s %6s %6s %6s\n", "subject (against its golden)", "pass", "fail", "skip", "error");
-  for (int k = 0; k < a->count; k++)
-    printf("%-36s %6zu %6zu %6zu %6zu\n", a->subj[k]->name, t->subj_pass[k], t->subj_fail[k], t->subj_skip[k],
-           t->subj_error[k]);
-  printf("\n%-44s %-12s %6s %12s %12s %9s %9s %9s\n", "pair A - B", "output", "cases", "max dist", "max |bias|",
-         "max use", "triangle", "predict");
-  for (int i = 0; i < a->count; i++)
-    for (int j = i + 1; j < a->count; j++) {
-      char label[96];
-      snprintf(label, sizeof label, "%s - %s", a->subj[i]->name, a->subj[j]->name);
-      for (int o = 0; o < LCE_OUT_COUNT; o++) {
-        const pair_tally *pt = &t->pair[i][j][o];
-        if (!pt->measured) continue;
-        char tri[16], pred[24] = "-";
-        snprintf(tri, sizeof tri, "%s", pt->triangle_fail ? "FAIL" : "ok");
-        if (pt->predict_checked || pt->predict_fail)
-          snprintf(pred, sizeof pred, "%d/%d %s", pt->predict_checked - pt->predict_fail, pt->predict_checked,
-                   pt->predict_fail ? "FAIL" : "ok");
-        printf("%-44s %-12s %6d %12.4e %12.4e %8.1f%% %9s %9s\n", label, lce_output_name((lce_output_id)o),
-               pt->measured, pt->worst_distance, pt->worst_abs_bias, 100 * pt->worst_triangle_use, tri, pred);
-      }
-    }
-  printf("(max use: distance as %% of relerr_A + relerr_B, the triangle bound; predict: checked outputs within "
-         "the factor / checked)\n");
-}
-
 /* ---- the verb -------------------------------------------------------------------------------- */
 
 static int exit_code(const compare_tally *t) {
@@ -578,7 +361,7 @@ int cli_compare(int argc, char **argv) {
         cli_json_string(stdout, a.subj[k]->name);
       }
       printf("],\"oracle\":\"%s\",\"predict_factor\":", lce_oracle_tier_name(a.tier));
-      json_num(stdout, a.predict_factor > 0 ? a.predict_factor : NAN);
+      cli_json_number(stdout, a.predict_factor > 0 ? a.predict_factor : NAN);
       printf(",\"%s\":", a.sel.case_id ? "case" : "matrix");
       cli_json_string(stdout, scope);
       printf(",\"cases\":[");
@@ -590,16 +373,16 @@ int cli_compare(int argc, char **argv) {
     }
     for (size_t i = 0; i < n; i++) {
       run_case(&a, goldens, &cases[i], run);
-      tally_case(&a, run, t);
-      if (a.json) print_case_json(&a, run, i == 0);
-      else if (!a.quiet || case_failed(&a, run)) print_case_text(&a, run, i, n);
+      compare_tally_case(&a, run, t);
+      if (a.json) compare_print_case_json(&a, run, i == 0);
+      else if (!a.quiet || compare_case_failed(&a, run)) compare_print_case_text(&a, run, i, n);
     }
     rc = exit_code(t);
     if (a.json) {
       printf("],\"summary\":{\"cases\":%zu,\"pairs_measured\":%zu,\"device_skips\":%zu,\"ok\":%s}}\n", t->cases,
              t->pairs_measured, t->device_skips, rc == CLI_PASS ? "true" : "false");
     } else {
-      print_final_table(&a, t);
+      compare_print_final_table(&a, t);
       printf("\n%s\n", rc == CLI_PASS ? "PASS"
                        : rc == COMPARE_SKIP ? "SKIPPED: nothing compared (a device is missing)"
                        : t->pairs_measured == 0 && !t->failed ? "FAIL: no pair was compared" : "FAIL");
