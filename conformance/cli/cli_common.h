@@ -19,7 +19,7 @@ typedef struct cli_args {
   int quiet;            /* --quiet: no per-case progress lines */
   const char *oracle;   /* --oracle mpfr|fp64-gpu (lce_oracle_tier_parse); NULL: mpfr */
   /* --shard I/N: only the matrix cases whose index i has i % N == I, so that N processes (one per
-   * core: the oracle and the host subjects are single-threaded) share a matrix. shard_count 0: none. */
+   * core: the MPFR oracle is single-threaded) share a matrix. shard_count 0: none. */
   unsigned long shard_index, shard_count;
 } cli_args;
 
