@@ -10,6 +10,8 @@
 #               fused-cuda and unfused-cuda
 #   medium      fused-cuda on the medium matrix judged by the fp64 GPU tier, its measurement, and
 #               fused-host vs fused-cuda side by side on two medium cases (lcecheck compare)
+#   medium-host fused-host and fused-host-sm90 on the medium matrix (fp64-gpu oracle) against their
+#               CPU goldens, JSON to the results (OpenMP: every core; minutes per subject)
 #   compare     fused-host-sm90 vs fused-cuda on the default matrix: the host twin under the sm90
 #               model must predict the GPU's gradient errors (relerr and bias of d_hidden, d_weight)
 #               within LCE_PREDICT_FACTOR on every tensor-core case (bf16, fp16, tf32)
@@ -94,6 +96,14 @@ if has_stage medium; then
   for id in "${ids[@]}"; do
     step "compare fused-host,fused-cuda ${id%%.fresh*}" pass 200 "$LCECHECK" compare \
       --subjects fused-host,fused-cuda --case "$id" --oracle fp64-gpu
+  done
+fi
+# The host twins at medium shapes, judged by the fp64 GPU tier against their CPU goldens (golden/):
+# do those bounds, measured on default + wide, hold there? fused-host's tiles use every core.
+if has_stage medium-host; then
+  for s in fused-host fused-host-sm90; do
+    step "check $s (medium, fp64-gpu oracle)" pass 300 "${TO[@]}" "$RES/medium-$s.json" "$LCECHECK" check \
+      --subject "$s" --matrix medium --oracle fp64-gpu --json
   done
 fi
 has_stage compare && step "compare fused-host-sm90,fused-cuda (predict x$PREDICT_FACTOR)" pass 200 \
