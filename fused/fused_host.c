@@ -312,14 +312,14 @@ static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, i
   for (int64_t j = 0; j < rows; j++) {
     float *dst = f->grad_w + (row0 + j) * h;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
-    /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
-     * dtype, grad_weight += grad_logits_chunk^T @ input_chunk per token chunk (rounded every time),
-     * only added to the fp32 gradient at the end (backward()). */
-    dst = f->gw_dtype + (row0 + j) * h;
+    dst = f->gw_dtype + (row0 + j) * h; /* the mutant's buffer in the weight's dtype (below) */
 #endif
     for (int64_t k = 0; k < h; k++) {
       const float g = lce_gemm_dot(f->arch, f->fmt, 0.0f, f->z + j, rows, f->hidden_dw + t0 * h + k, h, t1 - t0);
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
+      /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
+       * dtype, grad_weight += grad_logits_chunk^T @ input_chunk per token chunk (rounded every
+       * time), only added to the fp32 gradient at the end (backward()). */
       dst[k] = (float)lce_round_to(f->c->dtype, (double)(dst[k] + g));
 #elif defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN)
       /* The tied embedding's gradient buffer is written with = (a copy into main_grad) instead of

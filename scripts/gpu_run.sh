@@ -21,7 +21,8 @@
 #   regen       goldens of LCE_REGEN_SUBJECTS (default fused-cuda unfused-cuda: per-architecture,
 #               --arch sm_90; fused-host, fused-host-sm90: golden/) from this device's measurements
 #               over the default, wide and medium (fp64-gpu) matrices, written to the results;
-#               LCE_REGEN_INSTALL=1 also puts them into this machine's tree for later stages
+#               LCE_REGEN_INSTALL=1 also puts them into this machine's tree: the stages after
+#               regen (bench fuzz sanitizers) and a second gpu_run.sh in the same call judge with them
 #   bench       lcecheck bench
 #   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda; carry .gpufuzz)
 #   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda
@@ -89,8 +90,8 @@ fi
 if has_stage medium; then
   step "check fused-cuda (medium, fp64-gpu oracle)" pass 150 "$LCECHECK" check --subject fused-cuda \
     --matrix medium --oracle fp64-gpu --quiet
-  # fused-host at medium shapes runs on one CPU core (~1e9 multiply-adds/s): one case (two with the
-  # stage medium-large), not 16.
+  # fused-host beside fused-cuda at medium shapes: one case (two with the stage medium-large); the
+  # whole medium matrix of the host twins is the stage medium-host.
   ids=(fp16.untied.tp2.n512.h512.v16384.vp16384.vc4096.sum.ign10.fresh.normal.s9104)
   has_stage medium-large && ids+=(bf16.untied.tp1.n512.h1024.v32000.vp32000.vc4096.mean.ign10.fresh.normal.s9100)
   for id in "${ids[@]}"; do
@@ -151,8 +152,8 @@ if has_stage regen; then
     esac
   done
   if [ "${LCE_REGEN_INSTALL:-0}" = 1 ]; then
-    cp "$RES"/golden-sm_90/*.golden "$ROOT/golden/sm_90/" && cp "$RES"/golden/*.golden "$ROOT/golden/" &&
-      echo "regen: installed into $ROOT/golden (this machine's copy of the tree)"
+    step "install regenerated goldens into $ROOT/golden" pass 10 sh -c \
+      "cp '$RES'/golden-sm_90/*.golden '$ROOT/golden/sm_90/' && cp '$RES'/golden/*.golden '$ROOT/golden/'"
   fi
 fi
 has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench && '$LCECHECK' bench --json >'$RES/bench.json'"

@@ -17,7 +17,8 @@ reports per case and output as "cond"; ceilings in the policy may use the name c
   --matrix medium@fp64-gpu: the medium shapes judged by the fp64 GPU tier, lcecheck --oracle);
   --matrix case=ID[@ORACLE] adds one case
   --jobs N runs every matrix as N `lcecheck ... --shard i/N` processes at once and pools their cases in
-  the matrix order: the same golden, sooner (the MPFR oracle is single-threaded; each shard gets cores / N OpenMP threads)
+  the matrix order: the same golden, sooner (the MPFR oracle is single-threaded; each shard gets
+  cores / N OpenMP threads)
   scripts/lcecheck_golden.py regen --subject fused-cuda --arch sm_90 [...]   on that GPU: golden/sm_90/
   scripts/lcecheck_golden.py show [--arch sm_90] [--json]
 

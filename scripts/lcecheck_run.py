@@ -17,8 +17,10 @@ def log(msg):
 
 
 def run_command(argv, check=True, env=None):
-    """Runs argv, printing it first; returns (exit code, stdout, stderr)."""
-    log("+ " + shlex.join(argv))
+    """Runs argv, printing it first (with OMP_NUM_THREADS when env sets it, so that the line reruns
+    what ran); returns (exit code, stdout, stderr)."""
+    threads = (env or {}).get("OMP_NUM_THREADS")
+    log("+ " + (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(argv))
     try:
         p = subprocess.run(argv, capture_output=True, text=True, env=env)
     except OSError as e:
@@ -28,9 +30,17 @@ def run_command(argv, check=True, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
-def omp_threads(jobs):
-    """OpenMP threads per shard when jobs shards run at once: this machine's cores shared out."""
-    return max(1, (os.cpu_count() or 1) // jobs)
+def usable_cores():
+    """The cores this process may run on (its affinity mask, as nproc counts them), not the host's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def omp_threads(jobs, cores=None):
+    """OpenMP threads per shard when jobs shards run at once: the usable cores shared out, at least 1."""
+    return max(1, (cores if cores is not None else usable_cores()) // jobs)
 
 
 def run_sharded(argv, jobs):

@@ -3,9 +3,10 @@
  * output judged against the per-architecture golden. Nothing per element comes to the host except
  * the subjects' own outputs, which their run() interface returns there.
  *
- * Generating a case's tensors (lce_case_generate, ~60 ns per element on one core of the CI machine:
- * ~65 s per 1e9-element weight matrix; its row loops use OpenMP threads where the build has it) takes far longer than the GPU work of the case
- * (seconds), so cfg->jobs host threads generate the next cases while the GPU runs the current one;
+ * Generating a case's tensors (lce_case_generate, ~60 ns per element on one core of the CI
+ * machine: ~65 s per 1e9-element weight matrix; its row loops use OpenMP threads where the build
+ * has it) takes far longer than the GPU work of the case (seconds), so cfg->jobs host threads
+ * generate the next cases while the GPU runs the current one;
  * at most jobs cases wait generated, bounding host memory at (jobs + 1) cases (an untied
  * (4096, 4096, 262144) case holds 13 GB of tensors). The generator is counter-based: threads
  * produce the same bits as a serial run. */

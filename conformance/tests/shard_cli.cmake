@@ -1,7 +1,7 @@
 # shard_cli.cmake — `lcecheck measure --shard I/N` (cli_common.c): the shards 0/3, 1/3 and 2/3 of a
 # matrix hold exactly its cases, each in one shard only, shard I the cases I, I+3, ... in matrix order
 # (so that lcecheck_golden.py --jobs can interleave them back); a shard past the last case is empty
-# and exits 0; every malformed spec, and --shard with --case, in repro or in compare, is a usage error
+# and exits 0; every malformed spec, and --shard with --case, in repro, compare or list, is a usage error
 # (exit 2) naming the problem.
 #   cmake -DLCECHECK=path -DMATRIX=smoke -DCASE=ID -P shard_cli.cmake
 
@@ -71,7 +71,8 @@ foreach(bad "3/2@below N" "a/4@wants I/N" "1/0@at least 1" "-1/4@wants I/N" "1/4
 endforeach()
 foreach(verb_args "measure;--case;${CASE}@splits a matrix, not a single case"
                   "repro;${CASE}@splits a matrix, not a single case"
-                  "compare;--subjects;fused-host,fused-host;--matrix;${MATRIX}@is for check and measure only")
+                  "compare;--subjects;fused-host,fused-host;--matrix;${MATRIX}@is for check and measure only"
+                  "list@is for check and measure only")
   string(REPLACE "@" ";" verb_args "${verb_args}")
   list(POP_BACK verb_args why)
   execute_process(COMMAND ${LCECHECK} ${verb_args} --shard 0/1 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)

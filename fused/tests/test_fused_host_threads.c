@@ -3,7 +3,8 @@
  * fused_host.c runs its tile loops over tokens and vocab rows in parallel where the build has
  * OpenMP (reference/lce_parallel.h): every element is computed by one thread in a fixed order, so
  * the outputs must not depend on how many threads run. Each case below is large enough for every
- * tile loop to go parallel (LCE_PARALLEL_MIN_MACS), and is run with 1, 2, 3 and 4 threads by
+ * tile loop to go parallel on its full chunks (LCE_PARALLEL_MIN_MACS; a short last chunk may stay
+ * serial), and is run with 1, 2, 3 and 4 threads by
  * fused-host, fused-host-sm90 and, where built, the mutants whose tile code differs (the weight
  * gradient's variants); the outputs must be byte-identical to the 1-thread run. Without OpenMP
  * there is nothing to test: exit 77 (skipped). */

@@ -219,6 +219,13 @@ class RegenTest(unittest.TestCase):
         self.assertEqual({c["omp_num_threads"] for c in sharded}, {str(lcecheck_run.omp_threads(3))})
         self.assertIn("shard 2/3 finished: exit 0", p.stderr)
 
+    def test_omp_threads_share_the_cores(self):
+        self.assertEqual(lcecheck_run.omp_threads(4, cores=16), 4)
+        self.assertEqual(lcecheck_run.omp_threads(16, cores=16), 1)
+        self.assertEqual(lcecheck_run.omp_threads(3, cores=2), 1)  # never 0
+        self.assertEqual(lcecheck_run.omp_threads(1, cores=8), 8)
+        self.assertGreaterEqual(lcecheck_run.usable_cores(), 1)
+
     def test_pooled_shards_are_the_unsharded_measurement(self):
         whole = measurement(self.SHARD_CASES)
         parts = [dict(whole, shard=f"{i}/3", cases=self.SHARD_CASES[i::3]) for i in range(3)]
