@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: CMAKE_DEPS and the step helpers are used by the sourcing scripts
 # scripts/gpu_common.sh — sourced by gpu_run.sh and gpu_fuzz.sh (ROOT, DEADLINE_S and START set):
 #  - MPFR and GMP for a GPU machine that has neither, from the carried .deps/root (apt-get download +
 #    dpkg -x on the workstation; conformance/GPU_RUNS.md says how): CMAKE_DEPS (arguments for cmake),

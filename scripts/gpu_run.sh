@@ -116,7 +116,7 @@ fi
 if has_stage production; then
   for tp in ${LCE_PROD_TP:-1 8}; do
     step "production (judged, tp $tp)" pass 280 "${TO[@]}" "$RES/production-tp$tp.json" "$LCECHECK" production \
-      --tp $tp --shapes "${LCE_PROD_SHAPES:-all}" --json
+      --tp "$tp" --shapes "${LCE_PROD_SHAPES:-all}" --json
   done
 fi
 # regen_class <golden dir> <policy> <subject> <arch args...>: one regeneration from this device's
