@@ -39,7 +39,7 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from lcecheck_golden_files import *  # noqa: F401,F403  (formats; re-exported for the tests)
-from lcecheck_run import log, matrix_args, run_command, run_json, run_sharded, spec_jobs
+from lcecheck_run import log, matrix_args, run_command, run_json, run_sharded
 
 
 # ---- regeneration --------------------------------------------------------------------------------
@@ -313,7 +313,7 @@ def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_r
         for spec in matrices:
             # A failing case in any shard kills the mutant; every shard must exit 0 for it to survive.
             for name, rc, out, e in run_sharded([lcecheck, "check", "--subject", m["name"]] + matrix_args(spec)
-                                                + ["--golden", candidate_path, "--json"], spec_jobs(spec, jobs)):
+                                                + ["--golden", candidate_path, "--json"], jobs):
                 rcs.append(rc)
                 err += f"{name}: {e}" if name and e.strip() else e
                 try:
@@ -372,7 +372,7 @@ def cmd_regen(args):
     # collect_measurements refuses with the details. Several matrices: their cases are pooled.
     for spec in ([] if args.from_json else matrices):
         m = run_json([lcecheck, "measure", "--subject", args.subject] + matrix_args(spec) + ["--json"],
-                     ok_codes=(0, 1), jobs=spec_jobs(spec, args.jobs))
+                     ok_codes=(0, 1), jobs=args.jobs)
         if spec == matrices[0]:
             meas = m
         else:
@@ -490,7 +490,7 @@ def main(argv=None):
     r.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")
     r.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run each matrix (measure, and check for the mutants) as N lcecheck shards at once, "
-                        "one per core; the result is the same as with 1 (default 1)")
+                        "the cores shared out among them; the result is the same as with 1 (default 1)")
     r.add_argument("--write", action="store_true", help="replace golden/<class>.golden")
     r.add_argument("--allow-loosen", metavar="REASON", help="permit looser or dropped bounds; recorded")
     r.add_argument("--allow-no-mutants", metavar="REASON",

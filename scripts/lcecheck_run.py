@@ -44,12 +44,12 @@ def omp_threads(jobs, cores=None):
 
 
 def run_sharded(argv, jobs):
-    """Runs argv (an lcecheck check or measure of a matrix) as `jobs` processes at once, the i-th with
-    --shard i/jobs, and returns [(name, exit code, stdout, stderr)] in shard order; jobs 1 runs argv
-    unsharded. The MPFR oracle is single-threaded, so one process per core fills a machine; the
+    """Runs argv (an lcecheck check or measure) as `jobs` processes at once, the i-th with --shard
+    i/jobs, and returns [(name, exit code, stdout, stderr)] in shard order; jobs 1, or one --case
+    (nothing to split), runs argv unsharded. The MPFR oracle is single-threaded, so one process per core fills a machine; the
     host subjects and case generation run OpenMP threads, which get the cores left per shard
     (omp_threads) lest jobs x cores threads compete."""
-    if jobs <= 1:
+    if jobs <= 1 or "--case" in argv:
         return [("",) + run_command(argv, check=False)]
     env = dict(os.environ, OMP_NUM_THREADS=str(omp_threads(jobs)))
 
@@ -99,7 +99,3 @@ def matrix_args(spec):
     sel = ["--case", name[5:]] if name.startswith("case=") else ["--matrix", name]
     return sel + (["--oracle", oracle] if oracle else [])
 
-
-def spec_jobs(spec, jobs):
-    """How many shards measure a matrix spec: jobs, but one for a single case (case=ID)."""
-    return 1 if spec.startswith("case=") else jobs

@@ -75,6 +75,10 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
     fprintf(stderr, "lcecheck %s: --shard splits a matrix, not a single case\n", argv[1]);
     return CLI_USAGE;
   }
+  if (shard && strcmp(argv[1], "check") != 0 && strcmp(argv[1], "measure") != 0) {
+    fprintf(stderr, "lcecheck %s: --shard is for check and measure only\n", argv[1]);
+    return CLI_USAGE;
+  }
   return CLI_PASS;
 }
 

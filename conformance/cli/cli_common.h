@@ -24,7 +24,8 @@ typedef struct cli_args {
 } cli_args;
 
 /* Parses argv[first..] into a; prints the problem and returns CLI_USAGE on anything unknown.
- * positional_case: a bare argument is taken as the case id (repro). */
+ * positional_case: a bare argument is taken as the case id (repro). argv[1] is the verb: --shard is
+ * refused unless it is check or measure. */
 int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_args *a);
 
 /* Finds subject a->subject (default "fused-host"); prints the known names when unknown. */

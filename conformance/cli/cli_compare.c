@@ -103,7 +103,7 @@ static int parse_compare_args(int argc, char **argv, compare_args *a) {
     const char *arg = argv[i];
     if (strcmp(arg, "--json") == 0) { a->json = 1; continue; }
     if (strcmp(arg, "--quiet") == 0) { a->quiet = 1; continue; }
-    if (strcmp(arg, "--shard") == 0) { /* cli_parse_args knows it, and compare is not sharded */
+    if (strcmp(arg, "--shard") == 0) { /* check's and measure's option: say so, not "unknown" */
       fprintf(stderr, "lcecheck compare: --shard is for check and measure only\n");
       return CLI_USAGE;
     }

@@ -15,10 +15,6 @@ int cli_list(int argc, char **argv) {
   cli_args a;
   int rc = cli_parse_args(argc, argv, 2, 0, &a);
   if (rc != CLI_PASS) return rc;
-  if (a.shard_count > 0) {
-    fprintf(stderr, "lcecheck list: --shard is for check and measure only\n");
-    return CLI_USAGE;
-  }
   size_t ns = lce_subject_count(), nm = lce_matrix_count(), ncaps = sizeof CAPS / sizeof CAPS[0];
   if (a.json) {
     printf("{\"verb\":\"list\",\"mpfr_version\":\"%s\",\"subjects\":[", mpfr_get_version());
