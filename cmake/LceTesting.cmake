@@ -5,7 +5,7 @@ function(lce_add_test NAME)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
   add_executable(${NAME} ${T_SOURCES})
   target_link_libraries(${NAME} PRIVATE ${T_LIBS})
-  target_include_directories(${NAME} PRIVATE ${PROJECT_SOURCE_DIR}/reference/tests) # lce_expect.h
+  target_include_directories(${NAME} PRIVATE ${PROJECT_SOURCE_DIR}/reference/tests) # lce_expect.h (until every test uses lce_test.h)
   set_target_properties(${NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   add_test(NAME ${NAME} COMMAND ${NAME} ${T_ARGS})
   set_tests_properties(${NAME} PROPERTIES LABELS "${T_LABELS}" SKIP_RETURN_CODE 77)

@@ -127,7 +127,7 @@ int cli_bench(int argc, char **argv) {
   return BENCH_SKIP;
 #else
   char why[256];
-  if (lce_cuda_device_count(why, sizeof why) == 0) {
+  if (!lce_device_query(NULL, why, sizeof why)) {
     fprintf(stderr, "lcecheck bench: no CUDA device (%s): skipped\n", why);
     return BENCH_SKIP;
   }

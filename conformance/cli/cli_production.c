@@ -222,7 +222,7 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
   memset(&rep, 0, sizeof rep);
   rep.cfg = cfg;
   char why[512];
-  if (!lce_prod_device_query(&rep.dev, why, sizeof why)) {
+  if (!lce_device_query(&rep.dev, why, sizeof why)) {
     fprintf(stderr, "lcecheck production: no usable GPU (%s): skipped\n", why);
     return PRODUCTION_SKIP;
   }

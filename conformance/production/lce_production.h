@@ -22,6 +22,7 @@
 #ifndef LCE_PRODUCTION_H
 #define LCE_PRODUCTION_H
 
+#include "lce_device.h"
 #include "lce_golden.h"
 
 #define LCE_PROD_MAX_SHAPES 16
@@ -156,16 +157,10 @@ typedef struct lce_prod_case_result {
   lce_prod_subject_result subj[LCE_PROD_MAX_SUBJECTS];
 } lce_prod_case_result;
 
-typedef struct lce_prod_device_info {
-  char name[128];
-  char arch[16];         /* "sm_90": the per-architecture golden directory */
-  int driver, runtime;   /* CUDA driver and runtime versions (e.g. 13000) */
-  double total_bytes;
-} lce_prod_device_info;
 
 typedef struct lce_prod_report {
   const lce_prod_config *cfg;
-  lce_prod_device_info dev;
+  lce_device_info dev;
   const char *golden_class[LCE_PROD_MAX_SUBJECTS];
   char golden_path[LCE_PROD_MAX_SUBJECTS][512];
   int golden_found[LCE_PROD_MAX_SUBJECTS]; /* 0: no golden file for the class ("no bound") */

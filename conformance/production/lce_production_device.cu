@@ -11,49 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_cuda_status.cuh"
 extern "C" {
 #include "lce_production_gpu.h"
 }
+#define PROD_CUDA(st, call) LCE_CUDA_ON_ERROR(st, "production", call, return lce_rc_)
 
 #define MOMENT_BLOCK 256
 #define MOMENT_GRID 1024
-
-static lce_code cuda_ok(cudaError_t rc, const char *call, int line, lce_status *st) {
-  if (rc == cudaSuccess) return LCE_OK;
-  return lce_fail(st, rc == cudaErrorMemoryAllocation ? LCE_ENOMEM : LCE_EINTERNAL, __FILE__, line,
-                  "production: %s failed: %s (%s)", call, cudaGetErrorName(rc), cudaGetErrorString(rc));
-}
-#define PROD_CUDA(st, call) LCE_TRY(cuda_ok((call), #call, __LINE__, (st)))
-
-int lce_prod_device_query(lce_prod_device_info *dev, char *why, size_t size) {
-  memset(dev, 0, sizeof *dev);
-  int count = 0;
-  cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess || count == 0) {
-    if (why && size)
-      snprintf(why, size, "%s", rc != cudaSuccess ? cudaGetErrorString(rc) : "cudaGetDeviceCount reports 0 devices");
-    cudaGetLastError(); /* the failed query must not surface as a later call's error */
-    return 0;
-  }
-  cudaDeviceProp prop;
-  if ((rc = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) {
-    if (why && size) snprintf(why, size, "cudaGetDeviceProperties: %s", cudaGetErrorString(rc));
-    return 0;
-  }
-  snprintf(dev->name, sizeof dev->name, "%.127s", prop.name);
-  snprintf(dev->arch, sizeof dev->arch, "sm_%d%d", prop.major, prop.minor);
-  dev->total_bytes = (double)prop.totalGlobalMem;
-  cudaDriverGetVersion(&dev->driver);
-  cudaRuntimeGetVersion(&dev->runtime);
-  if (why && size) why[0] = '\0';
-  return 1;
-}
-
-lce_code lce_prod_device_free_bytes(size_t *free_bytes, lce_status *st) {
-  size_t total = 0;
-  PROD_CUDA(st, cudaMemGetInfo(free_bytes, &total));
-  return LCE_OK;
-}
 
 /* Per-block partial sums of value^4 and emag^2 over finite values, grid-stride; block b writes
  * partial[2b], partial[2b+1]. */

@@ -18,9 +18,6 @@ extern "C" {
 
 struct lce_subject; /* lce_subject.h (fused/): the run only passes them through */
 
-/* 1 when a CUDA device is usable and dev describes device 0; 0 with why otherwise. */
-int lce_prod_device_query(lce_prod_device_info *dev, char *why, size_t size);
-lce_code lce_prod_device_free_bytes(size_t *free_bytes, lce_status *st);
 /* Over the count device doubles of value (and emag, when not NULL) where value is finite:
  * *sum_r4 = sum value^4, *sum_emag2 = sum emag^2 (-1 when emag is NULL). Deterministic: fixed grid,
  * per-block partials summed on the host in block order. */

@@ -185,7 +185,7 @@ static void run_case(lce_prod_report *rep, size_t i, const lce_tensors *in, cons
   lce_status_clear(&st);
   lce_ref64_options opt = {0};
   size_t free_bytes = 0;
-  if (lce_prod_device_free_bytes(&free_bytes, &st) != LCE_OK) {
+  if (lce_device_free_bytes(&free_bytes, &st) != LCE_OK) {
     cr->error = 1;
     snprintf(cr->msg, sizeof cr->msg, "%s", st.msg);
     return;
@@ -238,7 +238,7 @@ static void progress(const lce_prod_report *rep, size_t i) {
 lce_code lce_prod_run(lce_prod_report *rep, const lce_subject *const *subjects, const lce_golden *const *goldens,
                       lce_status *st) {
   char why[256];
-  LCE_CHECK(st, lce_ref64_available(why, sizeof why), LCE_ENODEV, "no usable GPU for the fp64 reference: %s", why);
+  LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "the fp64 reference: %s", why);
   const double t0 = now_seconds();
   generator g;
   LCE_TRY(generator_start(&g, rep->cfg, rep->ncases, st));

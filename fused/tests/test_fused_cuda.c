@@ -35,7 +35,7 @@ static lce_case base_case(void) {
 /* -1 when a device exists; otherwise the exit code: 77 (skipped) after the checks pass, else 1. */
 static int test_no_device(void) {
   char why[256];
-  if (lce_cuda_device_count(why, sizeof why) > 0) return -1;
+  if (lce_device_query(NULL, why, sizeof why)) return -1;
   printf("no CUDA device (%s): checking that fused-cuda says so, then skipping\n", why);
   lce_case c = base_case();
   fused_test_set_case(&c);

@@ -49,6 +49,7 @@
 #ifndef LCE_REF64_H
 #define LCE_REF64_H
 
+#include "lce_device.h"
 #include "lce_oracle.h"
 
 #ifdef __cplusplus
@@ -78,9 +79,6 @@ typedef struct lce_ref64_device {
   double seconds;       /* wall time of lce_ref64_device_run */
   void *priv_;          /* owner of every device allocation (private) */
 } lce_ref64_device;
-
-/* 1 when a CUDA device is usable; otherwise 0 and why (may be NULL). */
-int lce_ref64_available(char *why, size_t size);
 
 /* Device bytes lce_ref64_device_run will allocate for case c (before running it). */
 size_t lce_ref64_device_bytes(const lce_case *c, const lce_ref64_options *opt);

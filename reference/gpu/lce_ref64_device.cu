@@ -16,17 +16,6 @@
 
 extern "C" {
 
-int lce_ref64_available(char *why, size_t size) {
-  int count = 0;
-  cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess || count == 0) {
-    if (why && size) snprintf(why, size, "%s", rc != cudaSuccess ? cudaGetErrorString(rc) : "no CUDA device");
-    cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
-    return 0;
-  }
-  return 1;
-}
-
 size_t lce_ref64_device_bytes(const lce_case *c, const lce_ref64_options *opt) {
   const int mags = !(opt && opt->skip_mags);
   const size_t d = sizeof(double), nh = (size_t)(c->n * c->h), vh = (size_t)(c->v * c->h),
@@ -338,7 +327,7 @@ lce_code lce_ref64_device_run(const lce_case *c, const lce_tensors *in, const lc
   LCE_TRY(lce_tensors_validate(c, in, st));
   LCE_CHECK(st, c->n <= INT32_MAX && c->h <= INT32_MAX && c->v <= INT32_MAX, LCE_EINVAL, "ref64: dimension beyond int");
   char why[160];
-  LCE_CHECK(st, lce_ref64_available(why, sizeof why), LCE_ENODEV, "ref64 (fp64-gpu oracle): no CUDA device: %s", why);
+  LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "ref64 (fp64-gpu oracle): %s", why);
   const double t0 = wall_seconds();
   ref->c = *c;
   ref->n_valid = lce_count_valid(c, in);

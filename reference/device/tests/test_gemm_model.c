@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fused_test_util.h"
+#include "lce_test.h"
 #include "lce_dtype.h"
 #include "lce_gemm_model.h"
 #include "lce_prng.h"
@@ -195,7 +195,7 @@ static float random_operand(lce_mma_format fmt, uint64_t seed, uint64_t i, int c
 
 static void test_against_reference(void) {
   const lce_gemm_arch *sm90 = arch("sm90");
-  const uint64_t seed = fused_test_seed();
+  const uint64_t seed = lce_test_seed();
   int mismatches = 0;
   for (uint64_t t = 0; t < 100000; t++) {
     const lce_mma_format fmt = (lce_mma_format)(t % 3);
@@ -282,8 +282,8 @@ static scaling measure(const lce_gemm_arch *m, int64_t k, int rows) {
   EXPECT(a && b, "out of memory");
   if (!a || !b) goto done;
   for (int64_t e = 0; e < rows * k; e++) {
-    a[e] = (float)lce_round_to(LCE_BF16, lce_rand_normal(fused_test_seed(), 2 * (uint64_t)k, (uint64_t)e));
-    b[e] = (float)lce_round_to(LCE_BF16, lce_rand_normal(fused_test_seed(), 2 * (uint64_t)k + 1, (uint64_t)e));
+    a[e] = (float)lce_round_to(LCE_BF16, lce_rand_normal(lce_test_seed(), 2 * (uint64_t)k, (uint64_t)e));
+    b[e] = (float)lce_round_to(LCE_BF16, lce_rand_normal(lce_test_seed(), 2 * (uint64_t)k + 1, (uint64_t)e));
   }
   double num[BATCHES] = {0}, den[BATCHES] = {0}, sq = 0.0;
   for (int i = 0; i < rows; i++) {
@@ -339,5 +339,5 @@ int main(void) {
   test_against_reference();
   test_dot_blocks();
   test_k_scaling();
-  return fused_test_finish("test_gemm_model");
+  return lce_test_finish("test_gemm_model");
 }

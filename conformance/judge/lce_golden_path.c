@@ -11,16 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "lce_device.h"
 #include "lce_runner.h"
-#ifdef LCE_WITH_CUDA
-#include "fused_cuda.h"
-#endif
 
 #ifndef LCE_SOURCE_DIR
 #error "LCE_SOURCE_DIR must be defined by the build (the repository root)"
 #endif
-/* The architecture fused/cuda.cmake compiles for (CMAKE_CUDA_ARCHITECTURES 90). */
-#define LCE_BUILD_GPU_ARCH "sm_90"
 
 static const char *golden_dir(void) {
   const char *dir = getenv("LCE_GOLDEN_DIR");
@@ -31,30 +27,18 @@ void lce_default_golden_path(const char *golden_class, char *buf, size_t size) {
   snprintf(buf, size, "%s/%s.golden", golden_dir(), golden_class);
 }
 
-void lce_gpu_arch(char *buf, size_t size) {
-  const char *env = getenv("LCE_GOLDEN_ARCH");
-  if (env && *env) {
-    snprintf(buf, size, "%s", env);
-    return;
-  }
-#ifdef LCE_WITH_CUDA
-  if (lce_cuda_device_arch(buf, size)) return;
-#endif
-  snprintf(buf, size, "%s", LCE_BUILD_GPU_ARCH);
-}
-
 void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size) {
   if (!(s->caps & LCE_CAP_NEEDS_GPU)) {
     lce_default_golden_path(s->golden_class, buf, size);
     return;
   }
   char arch[32];
-  lce_gpu_arch(arch, sizeof arch);
+  lce_device_arch(arch, sizeof arch);
   snprintf(buf, size, "%s/%s/%s.golden", golden_dir(), arch, s->golden_class);
 }
 
 void lce_production_golden_path(const lce_subject *s, char *buf, size_t size) {
   char arch[32];
-  lce_gpu_arch(arch, sizeof arch);
+  lce_device_arch(arch, sizeof arch);
   snprintf(buf, size, "%s/production/%s/%s.golden", golden_dir(), arch, s->golden_class);
 }

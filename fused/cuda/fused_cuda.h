@@ -7,6 +7,7 @@
 #ifndef FUSED_CUDA_H
 #define FUSED_CUDA_H
 
+#include "lce_device.h"
 #include "lce_subject.h"
 
 #ifdef __cplusplus
@@ -19,13 +20,6 @@ extern const lce_subject lce_fused_cuda_subject; /* "fused-cuda" */
 extern const lce_subject lce_mutant_cuda_bf16_dhidden_accum_subject;      /* "mutant-cuda/bf16-dhidden-accum" */
 extern const lce_subject lce_mutant_cuda_tied_weight_when_untied_subject; /* "mutant-cuda/tied-weight-when-untied" */
 #endif
-
-/* Number of CUDA devices the runtime sees; 0 when there is none or no usable driver (why, when
- * non-NULL, receives the runtime's message). */
-int lce_cuda_device_count(char *why, size_t size);
-/* "sm_90" for device 0 (its compute capability): the directory of its per-architecture goldens
- * (golden/<arch>/). Returns 0 and an empty string without a device. */
-int lce_cuda_device_arch(char *buf, size_t size);
 
 /* ---- bench (fused_cuda_bench.cu): fused-cuda beside the plain cuBLAS GEMMs ------------------- */
 typedef struct lce_cuda_bench_config {

@@ -175,7 +175,7 @@ extern "C" lce_code lce_cuda_bench_run(const lce_cuda_bench_config *cfg, lce_cud
   LCE_CHECK(st, cfg->reps >= 1 && cfg->reps <= MAX_REPS && cfg->warmup >= 0, LCE_EINVAL,
             "bench: repetitions must be in [1, %d], warm-up >= 0", (int)MAX_REPS);
   char why[256];
-  LCE_CHECK(st, lce_cuda_device_count(why, sizeof why) > 0, LCE_ENODEV, "bench: no CUDA device: %s", why);
+  LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "bench: %s", why);
   cudaDeviceProp prop;
   LCE_CUDA_CHECK(st, cudaGetDeviceProperties(&prop, 0));
   snprintf(res->device, sizeof res->device, "%.80s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor,

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lce_device.h"
 #include "lce_oracle.h"
 #ifdef LCE_WITH_REF64
 #include "lce_ref64.h"
@@ -46,7 +47,7 @@ static lce_code tier_available(lce_oracle_tier t, lce_status *st) {
   if (t != LCE_ORACLE_FP64_GPU) return LCE_OK;
 #ifdef LCE_WITH_REF64
   char why[160];
-  LCE_CHECK(st, lce_ref64_available(why, sizeof why), LCE_ENODEV, "oracle fp64-gpu: no CUDA device: %s", why);
+  LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "oracle fp64-gpu: %s", why);
   return LCE_OK;
 #else
   return lce_fail(st, LCE_ENODEV, __FILE__, __LINE__,

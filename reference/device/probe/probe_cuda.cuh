@@ -6,6 +6,9 @@
 #define PROBE_CUDA_CUH
 
 #include "lce_cuda_status.cuh"
+extern "C" {
+#include "lce_device.h"
+}
 
 #define PROBE_CUDA_CHECK(st, call) LCE_CUDA_ON_ERROR(st, "probe", call, { rc = lce_rc_; goto done; })
 #define PROBE_CUBLAS_CHECK(st, call) LCE_CUBLAS_ON_ERROR(st, "probe", call, { rc = lce_rc_; goto done; })

@@ -366,30 +366,3 @@ lce_code fc_launch_fill_labels(int64_t *labels, int64_t n, int64_t v, uint64_t s
   LCE_CUDA_LAUNCH_CHECK(st, "fc_fill_labels_kernel");
   return LCE_OK;
 }
-
-/* ---- the device query every fused-cuda entry point starts with ------------------------------- */
-
-int lce_cuda_device_count(char *why, size_t size) {
-  int count = 0;
-  cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) {
-    if (why && size) snprintf(why, size, "cudaGetDeviceCount: %s (%s)", cudaGetErrorName(rc), cudaGetErrorString(rc));
-    cudaGetLastError(); /* the query's error must not surface as the next launch's */
-    return 0;
-  }
-  if (count == 0 && why && size) snprintf(why, size, "cudaGetDeviceCount reports 0 devices");
-  else if (why && size) why[0] = '\0';
-  return count;
-}
-
-int lce_cuda_device_arch(char *buf, size_t size) {
-  char why[160];
-  cudaDeviceProp prop;
-  if (lce_cuda_device_count(why, sizeof why) == 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
-    cudaGetLastError();
-    if (size) buf[0] = '\0';
-    return 0;
-  }
-  snprintf(buf, size, "sm_%d%d", prop.major, prop.minor);
-  return 1;
-}

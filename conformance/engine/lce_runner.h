@@ -45,12 +45,10 @@ lce_code lce_run_case_tier(const lce_subject *s, const lce_case *c, const lce_go
 void lce_default_golden_path(const char *golden_class, char *buf, size_t size);
 /* The golden file that judges subject s by default: lce_default_golden_path of its class for CPU
  * subjects; <golden dir>/<arch>/<class>.golden for GPU subjects (LCE_CAP_NEEDS_GPU), arch from
- * lce_gpu_arch. */
+ * lce_device_arch. */
 void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size);
 /* The golden of subject s at production shapes (lcecheck production): <golden dir>/production/<arch>/
  * <class>.golden. */
 void lce_production_golden_path(const lce_subject *s, char *buf, size_t size);
-/* "sm_90": $LCE_GOLDEN_ARCH, else device 0's compute capability, else the build's target. */
-void lce_gpu_arch(char *buf, size_t size);
 
 #endif

@@ -25,14 +25,8 @@ extern "C" {
 }
 
 lce_code probe_require_device(lce_status *st) {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError(); /* the query's error must not surface as the next call's */
-    return lce_fail(st, LCE_ENODEV, __FILE__, __LINE__, "probe: no CUDA device: cudaGetDeviceCount: %s (%s)",
-                    cudaGetErrorName(e), cudaGetErrorString(e));
-  }
-  LCE_CHECK(st, count > 0, LCE_ENODEV, "probe: no CUDA device: cudaGetDeviceCount reports 0 devices");
+  char why[200];
+  LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "probe: %s", why);
   return LCE_OK;
 }
 

@@ -328,7 +328,7 @@ static lce_code fused_cuda_run(const lce_case *c, const lce_tensors *in, lce_out
   LCE_TRY(lce_tensors_validate(c, in, st));
   LCE_TRY(check_outputs(c, out, st));
   char why[256];
-  LCE_CHECK(st, lce_cuda_device_count(why, sizeof why) > 0, LCE_ENODEV, "fused-cuda: no CUDA device: %s", why);
+  LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "fused-cuda: %s", why);
   float *g = (float *)malloc((size_t)c->n * sizeof(float));
   LCE_ALLOC_CHECK(st, g);
   const float weight_sum = loss_gradient(c, in, g);

@@ -1,0 +1,49 @@
+# fused/cuda/cuda.cmake — the fused-cuda and unfused-cuda subjects and the GPU mutants; included by
+# fused/CMakeLists.txt where the CUDA language is enabled. Compiles on machines without a GPU (CI);
+# their tests (fused/tests, conformance/tests) exit 77 there.
+#
+#   lce_fused_cuda          production: fused_cuda.cu (subject "fused-cuda"), the epilogue kernels,
+#                           the bench; linked into lce_fused; its consumers compile with LCE_WITH_CUDA
+#                           (the registry lists fused-cuda, the CLI has `bench`); unfused_cuda.cu
+#                           (subject "unfused-cuda": the same driver, one GEMM per gradient)
+#   lce_mutant_cuda_<name>  fused_cuda.cu compiled again with -DLCE_MUTANT_CUDA_<SWITCH>=1: subject
+#                           "mutant-cuda/<name>", golden class "fused-cuda"
+#   lce_fused_cuda_mutants  the GPU mutants; linked into lce_fused_mutants only (LCE_BUILD_MUTANTS)
+# Every CUDA target here: lce_cuda_target's settings, the fused/ headers, the checked-call header.
+function(lce_fused_cuda_target tgt)
+  lce_cuda_target(${tgt})
+  target_include_directories(${tgt} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda ${CMAKE_CURRENT_SOURCE_DIR}/subject
+                                    PRIVATE ${PROJECT_SOURCE_DIR}/reference/device)
+  target_link_libraries(${tgt} PUBLIC lce_case lce_device)
+  set_property(GLOBAL APPEND PROPERTY LCE_FUSED_CUDA_TARGETS ${tgt})
+endfunction()
+
+add_library(lce_fused_cuda STATIC cuda/fused_cuda.cu cuda/fused_cuda_kernels.cu cuda/fused_cuda_bench.cu cuda/unfused_cuda.cu)
+lce_fused_cuda_target(lce_fused_cuda)
+# LCE_WITH_CUDA reaches every consumer (the registry in lce_fused, the CLI's bench verb, tests).
+target_compile_definitions(lce_fused_cuda INTERFACE LCE_WITH_CUDA)
+target_link_libraries(lce_fused PUBLIC lce_fused_cuda)
+
+# The GPU variants of the two seed-bug mutants (fused/mutants.txt describes the upstream bugs).
+set(LCE_CUDA_MUTANTS "bf16-dhidden-accum:BF16_DHIDDEN_ACCUM" "tied-weight-when-untied:TIED_WEIGHT_WHEN_UNTIED")
+if(LCE_BUILD_MUTANTS)
+  set(_objs "")
+  set(_names "")
+  foreach(_entry IN LISTS LCE_CUDA_MUTANTS)
+    string(REPLACE ":" ";" _pair "${_entry}")
+    list(GET _pair 0 _name)
+    list(GET _pair 1 _switch)
+    string(REPLACE "-" "_" _ident "${_name}")
+    add_library(lce_mutant_cuda_${_ident} OBJECT cuda/fused_cuda.cu)
+    lce_fused_cuda_target(lce_mutant_cuda_${_ident})
+    target_compile_definitions(lce_mutant_cuda_${_ident} PRIVATE LCE_WITH_MUTANTS LCE_MUTANT_CUDA_${_switch}=1)
+    list(APPEND _objs $<TARGET_OBJECTS:lce_mutant_cuda_${_ident}>)
+    list(APPEND _names mutant-cuda/${_name})
+  endforeach()
+  add_library(lce_fused_cuda_mutants STATIC ${_objs})
+  lce_fused_cuda_target(lce_fused_cuda_mutants)
+  target_link_libraries(lce_fused_cuda_mutants PUBLIC lce_fused_cuda)
+  target_link_libraries(lce_fused_mutants PUBLIC lce_fused_cuda_mutants)
+  set_property(GLOBAL PROPERTY LCE_CUDA_MUTANT_NAMES ${_names})
+endif()
+

@@ -1,0 +1,71 @@
+"""case_factory.py — small exported cases for the tests, made with the standard library alone (the
+real exporter is `lcecheck export`): random inputs exactly representable in the case's dtype, peaked
+rows, ignored labels, priors, and every option of case.json."""
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import lce_exchange as lx  # noqa: E402
+
+
+def case_fields(**kw):
+    f = {"id": "test", "n": 6, "h": 8, "v": 20, "vp": 24, "tp": 1, "vocab_chunk": 4, "token_chunk": 0,
+         "dtype": "bfloat16", "gemm": "ieee", "tied": False, "prior_grad": True, "reduction": "mean",
+         "ignore_index": -100, "label_smoothing": {"form": "none", "eps": 0.0}, "z_loss": 0.0,
+         "softcap": 0, "class_weights": False}
+    f.update(kw)
+    f["output_weight"] = "embedding" if f["tied"] else "weight"
+    f["output_weight_grad"] = "grad_embedding" if f["tied"] else "grad_weight"
+    return f
+
+
+def make_inputs(f, seed=1, scale=1.0, ignore_frac=0.25, poison=None):
+    """name -> (dtype, shape, values). poison: None, "hidden" (NaN and +Inf in two tokens) or
+    "weight" (an Inf in a real row of the output weight)."""
+    rnd = random.Random(seed)
+    n, h, v, vp, dt = f["n"], f["h"], f["v"], f["vp"], f["dtype"]
+
+    def q(x):
+        return lx.round_to_format(x, dt)
+
+    hidden = [q(rnd.gauss(0.0, scale)) for _ in range(n * h)]
+    emb = [q(rnd.gauss(0.0, 0.5)) for _ in range(vp * h)]
+    weight = [q(rnd.gauss(0.0, 0.5)) for _ in range(vp * h)]
+    labels = [rnd.randrange(v) for _ in range(n)]
+    for i in range(n):
+        if rnd.random() < ignore_frac:
+            labels[i] = f["ignore_index"]
+    if poison == "hidden" and n >= 3:
+        hidden[h * 1 + 0] = float("nan")
+        hidden[h * 2 + 1] = float("inf")
+    out_w = emb if f["tied"] else weight
+    if poison == "weight":
+        out_w[h * (v - 1)] = float("inf")
+    gout = [lx.to_float32(rnd.uniform(-2, 2)) for _ in range(n if f["reduction"] == "none" else 1)]
+    inputs = {
+        "hidden": (dt, [n, h], hidden),
+        "embedding": (dt, [vp, h], emb),
+        "labels": ("int64", [n], labels),
+        "grad_output": ("float32", [len(gout)], gout),
+        "grad_embedding_prior": ("float32", [vp, h],
+                                 [lx.to_float32(rnd.gauss(0, 1)) if f["prior_grad"] else 0.0 for _ in range(vp * h)]),
+    }
+    if not f["tied"]:
+        inputs["weight"] = (dt, [vp, h], weight)
+        inputs["grad_weight_prior"] = ("float32", [vp, h],
+                                       [lx.to_float32(rnd.gauss(0, 1)) if f["prior_grad"] else 0.0 for _ in range(vp * h)])
+    if f["class_weights"]:
+        inputs["class_weight"] = ("float32", [v], [lx.to_float32(rnd.uniform(0.5, 2.0)) for _ in range(v)])
+    return inputs
+
+
+def make_export(export_dir, cases):
+    """cases: [(fields, inputs)]; writes each into case<k>/ and the manifest."""
+    entries = []
+    for k, (fields, inputs) in enumerate(cases):
+        sub = f"case{k}"
+        lx.write_case(os.path.join(export_dir, sub), fields, inputs)
+        entries.append((fields["id"], sub))
+    lx.write_manifest(export_dir, entries)
+    return entries
