@@ -1,0 +1,16 @@
+/* lce_time.h — the one monotonic clock every timing in lcecheck reads. */
+#ifndef LCE_TIME_H
+#define LCE_TIME_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Seconds of CLOCK_MONOTONIC (only differences mean anything). */
+double lce_now_seconds(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
