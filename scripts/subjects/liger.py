@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""liger.py — external subject: Liger-Kernel's fused linear cross-entropy,
+liger_kernel.transformers.LigerFusedLinearCrossEntropyLoss(ce_weight=, ignore_index=,
+lse_square_scale= (z-loss lambda), label_smoothing= (PyTorch's e), reduction=, softcap=,
+accum_dtype=)(weight, hidden, labels) — read in liger-kernel 0.8.5. It chunks the tokens, runs the
+CE kernel on each chunk's materialized logits and accumulates the weight gradient across token
+chunks in accum_dtype (None: the parameter dtype, i.e. bf16 for bf16 weights).
+
+    python3 scripts/subjects/liger.py D [--setting default|fp32-accum]
+
+Settings: default = accum_dtype None; fp32-accum = accum_dtype=torch.float32."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lce_torch_common as common  # noqa: E402
+
+
+class Liger(common.Adapter):
+    name = "liger"
+    description = __doc__
+    settings = ("default", "fp32-accum")
+    supported = common.Supported(
+        smoothing=("pytorch", "megatron"), z_loss=True, softcap=True, class_weights=True,
+        notes={"dtype": "Liger's Triton CE kernel is not asked for other dtypes"})
+
+    def extra_skip(self, case, args):
+        if case.z_loss and case.class_weights:
+            # liger_kernel/ops/cross_entropy.py: "TODO: Implement weighted z_loss. Currently, z_loss
+            # is not scaled by weight" — its mean divides the z-loss by the token count, not by the
+            # sum of class weights: a different definition, not a numerical error.
+            return "z-loss with class weights: Liger does not weight the z-loss (documented TODO), lce_case.h does"
+        return None
+
+    def prepare(self, args):
+        import torch
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+        self.torch, self.loss_cls = torch, LigerFusedLinearCrossEntropyLoss
+
+    def version(self, args):
+        from importlib.metadata import version
+        return f"liger-kernel {version('liger-kernel')}"
+
+    def call(self, case, t, args, h, w, reduction):
+        fn = self.loss_cls(
+            ce_weight=t.class_weight, ignore_index=case.ignore_index, lse_square_scale=float(case.z_loss),
+            label_smoothing=common.smoothing_param(case, self.supported), reduction=reduction,
+            softcap=float(case.softcap) if case.softcap else None,
+            accum_dtype=self.torch.float32 if args.setting == "fp32-accum" else None)
+        return fn(w, h, t.labels)
+
+    def run(self, case, t, args):
+        torch = self.torch
+        h = t.hidden.detach().requires_grad_()
+        w = t.w.detach().requires_grad_()
+        loss = self.call(case, t, args, h, w, case.reduction)
+        d_hidden, d_weight = torch.autograd.grad(loss, (h, w), t.grad_output_for(loss))
+        return common.RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
+
+    def per_token(self, case, t, args):
+        return self.call(case, t, args, t.hidden, t.w, "none")
+
+
+if __name__ == "__main__":
+    sys.exit(common.main(Liger()))

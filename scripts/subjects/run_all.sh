@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# run_all.sh — on a GPU machine without network (the H200): installs the carried wheels, then runs
+# every external-subject adapter over a copy of one exported directory each, so that `lcecheck judge`
+# can judge each copy. Prints every command it runs. See scripts/subjects/EXCHANGE.md.
+set -u -o pipefail
+
+usage() {
+  cat <<'EOF'
+usage: bash scripts/subjects/run_all.sh [options] EXPORT_DIR
+
+Copies EXPORT_DIR (written by `lcecheck export`) to OUT/<subject>/ per subject and setting, and runs
+that subject's adapter on the copy. Then judge each: lcecheck judge OUT/<subject> (the lead's CLI).
+
+options:
+  --out DIR          where the per-subject copies go (default: EXPORT_DIR.results)
+  --subjects LIST    comma-separated, from: reference, reference-bug, torch-eager, torch-compile,
+                     liger, liger-fp32-accum, cce, cce-exact, megatron-vocab-parallel,
+                     megatron-fused-lce (default: all whose library is importable)
+  --megatron PATH    Megatron-LM tree for megatron-vocab-parallel (default .subjects/megatron)
+  --megatron-fused PATH  tree for megatron-fused-lce (default .subjects/megatron-fusions, else .subjects/megatron)
+  --unit-test small|all  also re-run PR 3345's test_correctness standalone (megatron_fused_lce.py unit-test)
+  --site DIR         where the wheels under .whl/ are installed (default /tmp/site); --no-install skips
+  -h, --help         this text
+
+Wheels: every .whl under .whl/ (any depth) is installed with pip --no-index --no-deps --target; the
+.pth files they bring (nvidia-cutlass-dsl puts its packages under python_packages/) are honoured by
+adding their paths to PYTHONPATH. Exit status: 0 when every runner exited 0, 1 otherwise, 2 on bad usage.
+EOF
+}
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out="" subjects="" site=/tmp/site install=1 unit_test=""
+megatron="$root/.subjects/megatron"
+megatron_fused="$root/.subjects/megatron-fusions"
+[ -d "$megatron_fused" ] || megatron_fused="$megatron"
+export_dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --subjects) subjects=$2; shift 2 ;;
+    --megatron) megatron=$2; shift 2 ;;
+    --megatron-fused) megatron_fused=$2; shift 2 ;;
+    --unit-test) unit_test=$2; shift 2 ;;
+    --site) site=$2; shift 2 ;;
+    --no-install) install=0; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "run_all.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) [ -z "$export_dir" ] || { echo "run_all.sh: one EXPORT_DIR only" >&2; exit 2; }; export_dir=$1; shift ;;
+  esac
+done
+if [ -z "$export_dir" ] && [ -z "$unit_test" ]; then usage >&2; exit 2; fi
+if [ -n "$export_dir" ] && [ ! -f "$export_dir/manifest.json" ]; then
+  echo "run_all.sh: $export_dir/manifest.json not found" >&2; exit 2
+fi
+if [ -n "$export_dir" ]; then out=${out:-${export_dir%/}.results}; else out=${out:-megatron-unit-test}; fi
+
+run() { echo "+ $*"; "$@"; }
+
+# Wheels: install, then honour their .pth files (PYTHONPATH directories are not site directories).
+if [ "$install" = 1 ] && [ -d "$root/.whl" ]; then
+  mapfile -t wheels < <(find "$root/.whl" -name '*.whl' | sort)
+  if [ "${#wheels[@]}" -gt 0 ]; then
+    run python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${wheels[@]}" || exit 1
+  fi
+fi
+if [ -d "$site" ]; then
+  extra="$site"
+  for pth in "$site"/*.pth; do
+    [ -f "$pth" ] || continue
+    while IFS= read -r line; do
+      case "$line" in ''|'#'*|import*) continue ;; esac
+      case "$line" in /*) extra="$extra:$line" ;; *) extra="$extra:$site/$line" ;; esac
+    done < "$pth"
+  done
+  export PYTHONPATH="$extra${PYTHONPATH:+:$PYTHONPATH}"
+  echo "+ export PYTHONPATH=$PYTHONPATH"
+fi
+
+importable() { python3 -c "import $1" >/dev/null 2>&1; }
+
+if [ -z "$subjects" ]; then
+  subjects="reference,reference-bug"
+  importable torch && subjects="$subjects,torch-eager,torch-compile"
+  importable liger_kernel && subjects="$subjects,liger,liger-fp32-accum"
+  importable cut_cross_entropy && subjects="$subjects,cce,cce-exact"
+  importable torch && [ -d "$megatron/megatron/core" ] && subjects="$subjects,megatron-vocab-parallel"
+  importable cutlass && [ -d "$megatron_fused/megatron/core/fusions" ] && subjects="$subjects,megatron-fused-lce"
+fi
+echo "run_all.sh: subjects $subjects"
+
+status=0
+if [ -n "$export_dir" ]; then
+  mkdir -p "$out"
+  IFS=, read -r -a list <<< "$subjects"
+  for s in "${list[@]}"; do
+    case "$s" in
+      reference) cmd=(python3 "$here/reference_runner.py") ;;
+      reference-bug) cmd=(python3 "$here/reference_runner.py" --bug bf16-dhidden-accum) ;;
+      torch-eager) cmd=(python3 "$here/torch_eager.py") ;;
+      torch-compile) cmd=(python3 "$here/torch_compile.py") ;;
+      liger) cmd=(python3 "$here/liger.py" --setting default) ;;
+      liger-fp32-accum) cmd=(python3 "$here/liger.py" --setting fp32-accum) ;;
+      cce) cmd=(python3 "$here/cce.py" --setting default) ;;
+      cce-exact) cmd=(python3 "$here/cce.py" --setting exact) ;;
+      megatron-vocab-parallel) cmd=(python3 "$here/megatron_vocab_parallel.py" --megatron "$megatron") ;;
+      megatron-fused-lce) cmd=(python3 "$here/megatron_fused_lce.py" run --megatron "$megatron_fused") ;;
+      *) echo "run_all.sh: unknown subject $s" >&2; exit 2 ;;
+    esac
+    dest="$out/$s"
+    run rm -rf "$dest"
+    run cp -r "$export_dir" "$dest"
+    start=$(date +%s)
+    if PYTHONUNBUFFERED=1 run "${cmd[@]}" "$dest"; then
+      echo "run_all.sh: $s done in $(( $(date +%s) - start )) s -> $dest"
+    else
+      echo "run_all.sh: $s FAILED (exit $?) -> $dest"; status=1
+    fi
+  done
+fi
+if [ -n "$unit_test" ]; then
+  PYTHONUNBUFFERED=1 run python3 "$here/megatron_fused_lce.py" unit-test --megatron "$megatron_fused" \
+    --problems "$unit_test" --json "$out.megatron-unit-test.json" || status=1
+fi
+exit $status

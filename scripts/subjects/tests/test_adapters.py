@@ -1,0 +1,111 @@
+"""The GPU adapters where no GPU (nor torch) is: every script answers --help, every adapter's
+declared option set skips what its library cannot express, with the reason in out/skip.txt, and an
+export whose cases are all skipped runs to exit 0 without importing torch. run_all.sh runs the
+reference runners over an export."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUBJECTS = os.path.dirname(HERE)
+sys.path.insert(0, SUBJECTS)
+sys.path.insert(0, HERE)
+import case_factory  # noqa: E402
+import lce_exchange as lx  # noqa: E402
+import lce_torch_common as common  # noqa: E402
+from cce import CutCrossEntropy  # noqa: E402
+from liger import Liger  # noqa: E402
+from megatron_fused_lce import MegatronFusedLCE  # noqa: E402
+from megatron_vocab_parallel import MegatronVocabParallel  # noqa: E402
+from torch_compile import TorchCompile  # noqa: E402
+from torch_eager import TorchEager  # noqa: E402
+
+SCRIPTS = ["reference_runner.py", "torch_eager.py", "torch_compile.py", "liger.py", "cce.py",
+           "megatron_vocab_parallel.py", "megatron_fused_lce.py"]
+
+
+def export(cases):
+    tmp = tempfile.TemporaryDirectory()
+    made = []
+    for k, kw in enumerate(cases):
+        f = case_factory.case_fields(id=f"c{k}", **kw)
+        made.append((f, case_factory.make_inputs(f, seed=k)))
+    case_factory.make_export(tmp.name, made)
+    return tmp
+
+
+class HelpTest(unittest.TestCase):
+    def test_every_script_has_help(self):
+        for script in SCRIPTS:
+            with self.subTest(script):
+                p = subprocess.run([sys.executable, os.path.join(SUBJECTS, script), "--help"],
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("usage:", p.stdout)
+        for sub in ("run", "unit-test"):
+            p = subprocess.run([sys.executable, os.path.join(SUBJECTS, "megatron_fused_lce.py"), sub, "--help"],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run(["bash", os.path.join(SUBJECTS, "run_all.sh"), "--help"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+
+class SkipRuleTest(unittest.TestCase):
+    def reasons(self, adapter, **kw):
+        with export([kw]) as d:
+            c = lx.Case(os.path.join(d, "case0"))
+            return common.skip_reason(c, adapter.supported, lambda x: adapter.extra_skip(x, None))
+
+    def test_declared_options(self):
+        everything = dict(softcap=5, z_loss=1e-3, class_weights=True, label_smoothing={"form": "pytorch", "eps": 0.1})
+        self.assertIsNone(self.reasons(TorchEager(), **everything))
+        self.assertIsNone(self.reasons(TorchCompile(), dtype="float32", gemm="tf32", **everything))
+        self.assertIn("weight the z-loss", self.reasons(Liger(), **everything))
+        self.assertIsNone(self.reasons(Liger(), softcap=5, z_loss=1e-3, label_smoothing={"form": "megatron", "eps": 0.1}))
+        self.assertIn("bf16/fp16", self.reasons(CutCrossEntropy(), dtype="float32"))
+        self.assertIsNone(self.reasons(CutCrossEntropy(), softcap=30, reduction="none"))
+        self.assertIn("label smoothing", self.reasons(CutCrossEntropy(), label_smoothing={"form": "pytorch", "eps": 0.1}))
+        self.assertIn("class-weight", self.reasons(CutCrossEntropy(), class_weights=True))
+        self.assertIn("z-loss", self.reasons(MegatronVocabParallel(), z_loss=1e-4))
+        self.assertIsNone(self.reasons(MegatronVocabParallel(), label_smoothing={"form": "pytorch", "eps": 0.1}))
+        self.assertIn("softcap", self.reasons(MegatronFusedLCE(), softcap=5))
+        self.assertIn("bf16/fp16", self.reasons(MegatronFusedLCE(), dtype="float32"))
+        self.assertIsNone(self.reasons(MegatronFusedLCE(), dtype="float16", reduction="sum", ignore_index=-7))
+        # Megatron form with tiny V pushes PyTorch's parameter above 1: visible skip, not an assert.
+        self.assertIn("outside", self.reasons(TorchEager(), v=2, vp=2, label_smoothing={"form": "megatron", "eps": 0.9}))
+
+    def test_smoothing_parameter_mapping(self):
+        with export([dict(v=10, vp=10, label_smoothing={"form": "pytorch", "eps": 0.2})]) as d:
+            c = lx.Case(os.path.join(d, "case0"))
+            self.assertAlmostEqual(common.smoothing_param(c, TorchEager.supported), 0.2)
+            alpha = common.smoothing_param(c, MegatronVocabParallel.supported)
+            self.assertAlmostEqual(alpha * 10 / 9, 0.2)  # Megatron's e = alpha V / (V - 1)
+
+    def test_all_skipped_export_runs_without_torch(self):
+        with export([dict(dtype="float32"), dict(class_weights=True)]) as d:
+            p = subprocess.run([sys.executable, os.path.join(SUBJECTS, "cce.py"), d], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("bf16/fp16", lx.read_skip(os.path.join(d, "case0")))
+            self.assertIn("class-weight", lx.read_skip(os.path.join(d, "case1")))
+            self.assertFalse(os.path.exists(os.path.join(d, "case0", "out", "meta.json")))
+
+
+class RunAllTest(unittest.TestCase):
+    def test_reference_subjects(self):
+        with export([dict(), dict(tied=True, reduction="none")]) as d:
+            out = d + ".results"
+            p = subprocess.run(["bash", os.path.join(SUBJECTS, "run_all.sh"), "--no-install", "--subjects",
+                                "reference,reference-bug", "--out", out, d], capture_output=True, text=True)
+            try:
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertIn("+ cp -r", p.stdout)
+                for s in ("reference", "reference-bug"):
+                    self.assertTrue(os.path.exists(os.path.join(out, s, "case1", "out", "d_hidden.npy")))
+            finally:
+                subprocess.run(["rm", "-rf", out])
+
+
+if __name__ == "__main__":
+    unittest.main()
