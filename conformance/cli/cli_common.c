@@ -1,12 +1,118 @@
-/* cli_common.c — argument parsing, lookups and result rendering shared by the verbs. */
+/* cli_common.c — the argument check and the one exit path of every verb, argument parsing, lookups
+ * and result rendering shared by the verbs. */
 #include "cli_common.h"
 #include "lce_matrix.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the verb being run: its name, --json, and whether its JSON object is out ---------------- */
+
+static struct {
+  const char *verb; /* NULL before cli_begin: messages say just "lcecheck" */
+  int json;
+  int json_out;     /* the verb's object (or cli_fail's) has been printed */
+} run;
+
+static const char *status_name(int code) {
+  return code == CLI_USAGE ? "usage" : code == CLI_SKIP ? "skipped" : "error";
+}
+
+static int vfail(int code, const char *fmt, va_list ap) {
+  char msg[2048];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  fprintf(stderr, "lcecheck%s%s: %s\n", run.verb ? " " : "", run.verb ? run.verb : "", msg);
+  if (run.json && !run.json_out) {
+    printf("{\"verb\":");
+    cli_json_string(stdout, run.verb ? run.verb : "");
+    printf(",\"status\":\"%s\",\"exit\":%d,\"message\":", status_name(code), code);
+    cli_json_string(stdout, msg);
+    printf("}\n");
+    run.json_out = 1;
+  }
+  return code;
+}
+
+int cli_fail(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int cli_json_mode(void) { return run.json; }
+
+void cli_json_begin(void) {
+  printf("{\"verb\":");
+  cli_json_string(stdout, run.verb ? run.verb : "");
+  run.json_out = 1;
+}
+
+int cli_finish(int rc) {
+  if (rc == CLI_USAGE && run.json && !run.json_out) cli_fail(rc, "bad usage (the message is on stderr)");
+  fflush(stdout);
+  return rc;
+}
+
+/* ---- the argument check ---------------------------------------------------------------------- */
+
+static const cli_option *find_option(const cli_verb *v, const char *name) {
+  for (const cli_option *o = v->options; o->name; o++)
+    if (strcmp(o->name, name) == 0) return o;
+  return NULL;
+}
+
+/* An option verb v does not take: say which verbs take it ("--shard is for check and measure only"),
+ * or that no verb does, and list v's own options. */
+static int refuse_option(const cli_verb *verbs, const cli_verb *v, const char *name) {
+  size_t count = 0, k = 0;
+  for (const cli_verb *w = verbs; w->name; w++) count += find_option(w, name) != NULL;
+  char takers[256] = "", own[512] = "";
+  for (const cli_verb *w = verbs; w->name; w++) {
+    if (!find_option(w, name)) continue;
+    const char *sep = k == 0 ? "" : k + 1 == count ? " and " : ", ";
+    snprintf(takers + strlen(takers), sizeof takers - strlen(takers), "%s%s", sep, w->name);
+    k++;
+  }
+  for (const cli_option *o = v->options; o->name; o++)
+    snprintf(own + strlen(own), sizeof own - strlen(own), " %s", o->name);
+  if (count)
+    return cli_fail(CLI_USAGE, "%s is for %s only (%s takes:%s)", name, takers, v->name, own);
+  return cli_fail(CLI_USAGE, "unknown option '%s' (%s takes:%s)", name, v->name, own);
+}
+
+void cli_start(const char *verb, int argc, char **argv) {
+  run.verb = verb;
+  for (int i = 2; i < argc; i++) run.json |= strcmp(argv[i], "--json") == 0;
+}
+
+int cli_begin(const cli_verb *verbs, const cli_verb *v, int argc, char **argv) {
+  cli_start(v->name, argc, argv);
+  const char *seen[64];
+  int nseen = 0, positionals = 0;
+  for (int i = 2; i < argc; i++) {
+    const char *arg = argv[i];
+    if (arg[0] != '-' || arg[1] == '\0') {
+      if (v->positional == NULL) return cli_fail(CLI_USAGE, "unexpected argument '%s' (%s takes options only)", arg, v->name);
+      if (positionals++) return cli_fail(CLI_USAGE, "unexpected argument '%s': one %s only", arg, v->positional);
+      continue;
+    }
+    const cli_option *o = find_option(v, arg);
+    if (o == NULL) return refuse_option(verbs, v, arg);
+    for (int k = 0; k < nseen; k++)
+      if (strcmp(seen[k], o->name) == 0) return cli_fail(CLI_USAGE, "%s given twice (each option at most once)", arg);
+    if (nseen < (int)(sizeof seen / sizeof seen[0])) seen[nseen++] = o->name;
+    if (o->value == NULL) continue;
+    if (i + 1 >= argc) return cli_fail(CLI_USAGE, "%s needs a value (%s %s)", arg, arg, o->value);
+    i++;
+  }
+  return CLI_PASS;
+}
 
 /* A decimal number of digits only (no sign, no blank: strtoul would take both) at *p; advances *p. */
 static int parse_decimal(const char **p, unsigned long *out) {
@@ -19,20 +125,13 @@ static int parse_decimal(const char **p, unsigned long *out) {
 }
 
 /* "--shard I/N" with integers 0 <= I < N. */
-static int parse_shard(const char *verb, const char *text, cli_args *a) {
+static int parse_shard(const char *text, cli_args *a) {
   const char *p = text;
-  if (!parse_decimal(&p, &a->shard_index) || *p++ != '/' || !parse_decimal(&p, &a->shard_count) || *p != '\0') {
-    fprintf(stderr, "lcecheck %s: --shard wants I/N, two unsigned integers (e.g. 0/4), not '%s'\n", verb, text);
-    return CLI_USAGE;
-  }
-  if (a->shard_count == 0) {
-    fprintf(stderr, "lcecheck %s: --shard %s: the shard count N must be at least 1\n", verb, text);
-    return CLI_USAGE;
-  }
-  if (a->shard_index >= a->shard_count) {
-    fprintf(stderr, "lcecheck %s: --shard %s: the shard index I must be below N (0 <= I < N)\n", verb, text);
-    return CLI_USAGE;
-  }
+  if (!parse_decimal(&p, &a->shard_index) || *p++ != '/' || !parse_decimal(&p, &a->shard_count) || *p != '\0')
+    return cli_fail(CLI_USAGE, "--shard wants I/N, two unsigned integers (e.g. 0/4), not '%s'", text);
+  if (a->shard_count == 0) return cli_fail(CLI_USAGE, "--shard %s: the shard count N must be at least 1", text);
+  if (a->shard_index >= a->shard_count)
+    return cli_fail(CLI_USAGE, "--shard %s: the shard index I must be below N (0 <= I < N)", text);
   return CLI_PASS;
 }
 
@@ -50,35 +149,16 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
     else if (strcmp(arg, "--golden") == 0) slot = &a->golden;
     else if (strcmp(arg, "--oracle") == 0) slot = &a->oracle;
     else if (strcmp(arg, "--shard") == 0) slot = &shard;
-    else if (positional_case && arg[0] != '-' && a->case_id == NULL) { a->case_id = arg; continue; }
-    else {
-      fprintf(stderr, "lcecheck %s: unknown argument '%s' (see lcecheck --help)\n", argv[1], arg);
-      return CLI_USAGE;
-    }
-    if (i + 1 >= argc) {
-      fprintf(stderr, "lcecheck %s: %s needs a value\n", argv[1], arg);
-      return CLI_USAGE;
-    }
-    *slot = argv[++i];
+    else if (positional_case && arg[0] != '-') { a->case_id = arg; continue; }
+    else return cli_fail(CLI_USAGE, "unexpected argument '%s'", arg); /* cli_begin lets none through */
+    *slot = argv[++i]; /* cli_begin has checked that the value exists */
   }
   lce_oracle_tier tier;
-  if (a->oracle && !lce_oracle_tier_parse(a->oracle, &tier)) {
-    fprintf(stderr, "lcecheck %s: unknown oracle '%s' (mpfr or fp64-gpu)\n", argv[1], a->oracle);
-    return CLI_USAGE;
-  }
-  if (a->matrix && a->case_id) {
-    fprintf(stderr, "lcecheck %s: give --matrix or --case, not both\n", argv[1]);
-    return CLI_USAGE;
-  }
-  if (shard && parse_shard(argv[1], shard, a) != CLI_PASS) return CLI_USAGE;
-  if (shard && a->case_id) {
-    fprintf(stderr, "lcecheck %s: --shard splits a matrix, not a single case\n", argv[1]);
-    return CLI_USAGE;
-  }
-  if (shard && strcmp(argv[1], "check") != 0 && strcmp(argv[1], "measure") != 0) {
-    fprintf(stderr, "lcecheck %s: --shard is for check and measure only\n", argv[1]);
-    return CLI_USAGE;
-  }
+  if (a->oracle && !lce_oracle_tier_parse(a->oracle, &tier))
+    return cli_fail(CLI_USAGE, "unknown oracle '%s' (mpfr or fp64-gpu)", a->oracle);
+  if (a->matrix && a->case_id) return cli_fail(CLI_USAGE, "give --matrix or --case, not both");
+  if (shard && parse_shard(shard, a) != CLI_PASS) return CLI_USAGE;
+  if (shard && a->case_id) return cli_fail(CLI_USAGE, "--shard splits a matrix, not a single case");
   return CLI_PASS;
 }
 
@@ -86,9 +166,10 @@ const lce_subject *cli_subject(const cli_args *a) {
   const char *name = a->subject ? a->subject : "fused-host";
   const lce_subject *s = lce_subject_find(name);
   if (s == NULL) {
-    fprintf(stderr, "lcecheck: unknown subject '%s'; known subjects:", name);
-    for (size_t i = 0; i < lce_subject_count(); i++) fprintf(stderr, " %s", lce_subject_at(i)->name);
-    fprintf(stderr, "\n");
+    char known[1536] = "";
+    for (size_t i = 0; i < lce_subject_count(); i++)
+      snprintf(known + strlen(known), sizeof known - strlen(known), " %s", lce_subject_at(i)->name);
+    cli_fail(CLI_USAGE, "unknown subject '%s'; known subjects:%s", name, known);
   }
   return s;
 }
@@ -98,10 +179,7 @@ int cli_load_golden(const cli_args *a, const lce_subject *s, lce_golden *g, char
   else lce_subject_golden_path(s, path_used, size);
   lce_status st;
   lce_status_clear(&st);
-  if (lce_golden_load(path_used, g, &st) != LCE_OK) {
-    fprintf(stderr, "lcecheck: cannot use golden file: %s\n", st.msg);
-    return CLI_USAGE;
-  }
+  if (lce_golden_load(path_used, g, &st) != LCE_OK) return cli_fail(CLI_USAGE, "cannot use golden file: %s", st.msg);
   return CLI_PASS;
 }
 
@@ -110,20 +188,17 @@ int cli_cases(const cli_args *a, lce_case **cases, size_t *count) {
   lce_status_clear(&st);
   if (a->case_id) {
     *cases = malloc(sizeof **cases);
-    if (*cases == NULL) return CLI_USAGE;
+    if (*cases == NULL) return cli_fail(CLI_FAIL, "out of memory");
     if (lce_case_parse(a->case_id, *cases, &st) != LCE_OK) {
-      fprintf(stderr, "lcecheck: bad case id: %s\n", st.msg);
       free(*cases);
       *cases = NULL;
-      return CLI_USAGE;
+      return cli_fail(CLI_USAGE, "bad case id: %s", st.msg);
     }
     *count = 1;
     return CLI_PASS;
   }
-  if (lce_matrix_cases(a->matrix ? a->matrix : "default", cases, count, &st) != LCE_OK) {
-    fprintf(stderr, "lcecheck: %s\n", st.msg);
-    return CLI_USAGE;
-  }
+  if (lce_matrix_cases(a->matrix ? a->matrix : "default", cases, count, &st) != LCE_OK)
+    return cli_fail(CLI_USAGE, "%s", st.msg);
   if (a->shard_count == 0) return CLI_PASS;
   size_t kept = 0;
   for (size_t i = 0; i < *count; i++)

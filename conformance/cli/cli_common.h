@@ -7,8 +7,55 @@
 
 #include "lce_runner.h"
 
-/* Exit codes of every verb. */
-enum { CLI_PASS = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+/* Exit statuses of every verb, the same in the README. */
+enum {
+  CLI_PASS = 0,  /* every case passed (or the verb did what it was asked) */
+  CLI_FAIL = 1,  /* a case failed or errored */
+  CLI_USAGE = 2, /* bad usage or input: an unknown or repeated option, subject, malformed id or golden */
+  CLI_SKIP = 77, /* skipped: no GPU (or a build without CUDA); ctest's SKIP_RETURN_CODE */
+};
+
+/* ---- verbs and their options ----------------------------------------------------------------- */
+
+/* One option of a verb: its name, the name of its value (NULL for a flag) and one line of help. */
+typedef struct cli_option {
+  const char *name, *value, *help;
+} cli_option;
+
+/* A verb: what `lcecheck --help` lists, what `lcecheck <verb> --help` prints and the only options
+ * the argument check lets through (each at most once). The table is lcecheck_main.c's. */
+typedef struct cli_verb {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;          /* one line for `lcecheck --help` */
+  const char *positional;       /* the name of a positional argument (repro's "ID"), or NULL: none */
+  const char *details;          /* a paragraph for `lcecheck <verb> --help`: defaults, exclusions */
+  const cli_option *options;    /* terminated by an entry whose name is NULL */
+} cli_verb;
+
+/* Records the verb's name and whether argv[2..] holds --json, for cli_fail (cli_begin does this
+ * first; main alone calls it, for a verb that does not exist). */
+void cli_start(const char *verb, int argc, char **argv);
+/* Starts verb v of the table verbs (terminated by a NULL name) on argv[2..]: records the verb and
+ * --json for cli_fail, then checks the arguments: every option is one of v's, given once, with its
+ * value; a positional argument only where v has one, once. CLI_PASS, or CLI_USAGE after cli_fail. */
+int cli_begin(const cli_verb *verbs, const cli_verb *v, int argc, char **argv);
+
+/* Every error, skip and usage exit of a verb goes through here: prints "lcecheck <verb>: <message>"
+ * on stderr and, under --json, unless the verb's object is already out, one object on stdout:
+ *   {"verb":"check","status":"usage"|"skipped"|"error","exit":N,"message":"..."}
+ * (status from code: CLI_USAGE, CLI_SKIP, anything else). Returns code, so that a verb writes
+ * `return cli_fail(CLI_SKIP, "no CUDA device (%s)", why);`. */
+int cli_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Whether --json was given to the verb cli_begin started. */
+int cli_json_mode(void);
+/* Opens the verb's one JSON object on stdout, `{"verb":"<verb>"`, for the verb to continue with
+ * `,"key":value` and close with `}\n`; afterwards cli_fail prints its message on stderr only. */
+void cli_json_begin(void);
+/* Called by main with the verb's exit status: a usage error (CLI_USAGE) under --json that printed no
+ * object (a verb's own parser) gets cli_fail's object, with the message pointing at stderr. Returns rc. */
+int cli_finish(int rc);
 
 typedef struct cli_args {
   const char *subject;  /* --subject S */
@@ -23,20 +70,21 @@ typedef struct cli_args {
   unsigned long shard_index, shard_count;
 } cli_args;
 
-/* Parses argv[first..] into a; prints the problem and returns CLI_USAGE on anything unknown.
- * positional_case: a bare argument is taken as the case id (repro). argv[1] is the verb: --shard is
- * refused unless it is check or measure. */
+/* Parses argv[first..] into a (cli_begin has checked them against the verb's options); CLI_USAGE,
+ * after cli_fail, on a bad value or a bad combination. positional_case: a bare argument is the case
+ * id (repro). */
 int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_args *a);
 
-/* Finds subject a->subject (default "fused-host"); prints the known names when unknown. */
+/* Finds subject a->subject (default "fused-host"); when unknown, cli_fail(CLI_USAGE) with the known
+ * names and NULL. */
 const lce_subject *cli_subject(const cli_args *a);
 
 /* Loads a->golden or the default golden of the subject's class into g; path_used receives the path.
- * Prints the parse error (file:line) and returns CLI_USAGE on failure. */
+ * On failure cli_fail(CLI_USAGE) with the parse error (file:line). */
 int cli_load_golden(const cli_args *a, const lce_subject *s, lce_golden *g, char *path_used, size_t size);
 
 /* Cases selected by --case or --matrix (default "default"), only shard --shard's among them; free()
- * *cases. CLI_USAGE on error. */
+ * *cases. cli_fail(CLI_USAGE) on a bad id or matrix. */
 int cli_cases(const cli_args *a, lce_case **cases, size_t *count);
 
 void cli_json_string(FILE *f, const char *s);
@@ -50,9 +98,9 @@ const char *cli_case_status(const lce_case_result *r);
 int cli_list(int argc, char **argv);
 int cli_check(int argc, char **argv, int measure_only);
 int cli_repro(int argc, char **argv);
-int cli_bench(int argc, char **argv); /* cli_bench.c: exits 77 where no GPU exists */
-int cli_probe(int argc, char **argv);      /* cli_probe.c: tensor-core MMA probe (77 without GPU, except --replay) */
+int cli_bench(int argc, char **argv);      /* cli_bench.c: CLI_SKIP where no GPU exists */
+int cli_probe(int argc, char **argv);      /* cli_probe.c: tensor-core MMA probe (CLI_SKIP without GPU, except --replay) */
 int cli_compare(int argc, char **argv);    /* cli_compare.c: several subjects on the same case, one oracle */
-int cli_production(int argc, char **argv); /* cli_production.c: production shapes vs the fp64 GPU tier (77 without GPU) */
+int cli_production(int argc, char **argv); /* cli_production.c: production shapes vs the fp64 GPU tier (CLI_SKIP without GPU) */
 
 #endif

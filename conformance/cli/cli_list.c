@@ -17,7 +17,8 @@ int cli_list(int argc, char **argv) {
   if (rc != CLI_PASS) return rc;
   size_t ns = lce_subject_count(), nm = lce_matrix_count(), ncaps = sizeof CAPS / sizeof CAPS[0];
   if (a.json) {
-    printf("{\"verb\":\"list\",\"mpfr_version\":\"%s\",\"subjects\":[", mpfr_get_version());
+    cli_json_begin();
+    printf(",\"mpfr_version\":\"%s\",\"subjects\":[", mpfr_get_version());
     for (size_t i = 0; i < ns; i++) {
       const lce_subject *s = lce_subject_at(i);
       printf("%s{\"name\":", i ? "," : "");

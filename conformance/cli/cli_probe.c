@@ -18,7 +18,7 @@
  *    below 1 at large K says so; --curve-mn varies the shape).
  * Seed: --seed, else $LCE_SEED, else PROBE_DEFAULT_SEED. Exit status: 0 every vector bit-exact
  * (and the curve's operands re-drawn identically on the host), 1 a mismatch or a failed run, 2 bad
- * usage or an invalid dump, 77 without a GPU (or in a build without CUDA), except --replay. */
+ * usage or an invalid dump, 77 (CLI_SKIP) without a GPU (or in a build without CUDA), except --replay. */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,7 +30,6 @@
 #include "probe_curve.h"
 #include "probe_dump.h"
 
-#define PROBE_SKIP 77
 #define PROBE_DEFAULT_SEED 0x9e0be5eedull
 #define PROBE_MAX_CURVE 16
 
@@ -100,15 +99,16 @@ static int probe_parse(int argc, char **argv, probe_args *a) {
   memcpy(a->curve_k, default_k, sizeof default_k);
   const char *env = getenv("LCE_SEED");
   a->seed = env ? strtoull(env, NULL, 0) : PROBE_DEFAULT_SEED;
+  /* cli_begin has checked the option names, their values' presence and that none repeats. */
   for (int i = 2; i < argc; i++) {
-    const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    const char *opt = argv[i], *val = argv[i + 1];
     long x;
     if (strcmp(opt, "--json") == 0) { a->json = 1; continue; }
-    if (strcmp(opt, "--curve") == 0) { a->mma = 0, a->curve = 1; continue; }
-    if (strcmp(opt, "--no-curve") == 0) { a->curve = 0, a->mma = 1; continue; }
-    if (val == NULL) {
-      fprintf(stderr, "lcecheck probe: %s needs a value (or is unknown; see lcecheck --help)\n", opt);
-      return CLI_USAGE;
+    if (strcmp(opt, "--curve") == 0 || strcmp(opt, "--no-curve") == 0) {
+      if (!a->mma || !a->curve) return cli_fail(CLI_USAGE, "give --curve or --no-curve, not both");
+      const int curve_only = strcmp(opt, "--curve") == 0;
+      a->mma = !curve_only, a->curve = curve_only;
+      continue;
     }
     i++;
     if (strcmp(opt, "--formats") == 0 && parse_formats(val, a)) continue;
@@ -121,25 +121,23 @@ static int probe_parse(int argc, char **argv, probe_args *a) {
     if (strcmp(opt, "--curve-mn") == 0 && parse_long(val, 16, 16384, &x)) { a->curve_mn = x; continue; }
     if (strcmp(opt, "--curve-sample") == 0 && parse_long(val, 16, 1 << 16, &x)) { a->curve_sample = x; continue; }
     if (strcmp(opt, "--show") == 0 && parse_long(val, 0, 1000, &x)) { a->show = (int)x; continue; }
-    fprintf(stderr,
-            "lcecheck probe: bad option or value: %s %s (formats: bf16,fp16,tf32; tiles 1..2^20; curve-k 1..2^22; "
-            "curve-mn 16..16384; curve-sample 16..65536; show 0..1000)\n",
-            opt, val);
-    return CLI_USAGE;
+    return cli_fail(CLI_USAGE,
+                    "bad value: %s %s (formats: bf16,fp16,tf32; tiles 1..2^20; curve-k 1..2^22; curve-mn 16..16384; "
+                    "curve-sample 16..65536; show 0..1000)",
+                    opt, val);
   }
-  if (a->replay && (a->dump || !a->mma)) {
-    fprintf(stderr, "lcecheck probe: --replay re-checks a dump: no --dump or --curve with it\n");
-    return CLI_USAGE;
-  }
+  if (a->replay && (a->dump || !a->mma))
+    return cli_fail(CLI_USAGE, "--replay re-checks a dump: no --dump or --curve with it");
   return CLI_PASS;
 }
 
 static const lce_gemm_arch *find_arch(const char *name) {
   const lce_gemm_arch *arch = lce_gemm_arch_find(name);
   if (arch == NULL) {
-    fprintf(stderr, "lcecheck probe: unknown model '%s'; known models:", name);
-    for (size_t i = 0; i < lce_gemm_arch_count(); i++) fprintf(stderr, " %s", lce_gemm_arch_at(i)->name);
-    fprintf(stderr, "\n");
+    char known[512] = "";
+    for (size_t i = 0; i < lce_gemm_arch_count(); i++)
+      snprintf(known + strlen(known), sizeof known - strlen(known), " %s", lce_gemm_arch_at(i)->name);
+    cli_fail(CLI_USAGE, "unknown model '%s'; known models:%s", name, known);
   }
   return arch;
 }
@@ -209,7 +207,8 @@ static void print_text(const probe_report *r, const char *replayed) {
 }
 
 static void print_json(const probe_report *r, const char *replayed) {
-  printf("{\"verb\":\"probe\",\"device\":");
+  cli_json_begin();
+  printf(",\"device\":");
   cli_json_string(stdout, r->device);
   printf(",\"model\":");
   cli_json_string(stdout, r->arch->name);
@@ -264,10 +263,7 @@ static int probe_replay(const probe_args *a, probe_report *r) {
   probe_dump d;
   lce_status st;
   lce_status_clear(&st);
-  if (probe_dump_read(a->replay, &d, &st) != LCE_OK) {
-    fprintf(stderr, "lcecheck probe: cannot replay: %s\n", st.msg);
-    return CLI_USAGE;
-  }
+  if (probe_dump_read(a->replay, &d, &st) != LCE_OK) return cli_fail(CLI_USAGE, "cannot replay: %s", st.msg);
   r->arch = find_arch(a->arch ? a->arch : d.model);
   if (r->arch == NULL) {
     probe_dump_free(&d);
@@ -288,10 +284,9 @@ static int probe_replay(const probe_args *a, probe_report *r) {
 
 #ifdef LCE_PROBE_WITH_CUDA
 static int fail_run(const char *what, const lce_status *st) {
-  fprintf(stderr, "lcecheck probe: %s: %s (%s:%d)%s\n", what, st->msg, st->file ? st->file : "?", st->line,
-          st->code == LCE_ENODEV ? ": skipped (exit 77); --replay FILE needs no GPU" : "");
-  if (st->code == LCE_ENODEV) return PROBE_SKIP;
-  return st->code == LCE_EIO || st->code == LCE_EINVAL ? CLI_USAGE : CLI_FAIL;
+  const int code = st->code == LCE_ENODEV ? CLI_SKIP : st->code == LCE_EIO || st->code == LCE_EINVAL ? CLI_USAGE : CLI_FAIL;
+  return cli_fail(code, "%s: %s (%s:%d)%s", what, st->msg, st->file ? st->file : "?", st->line,
+                  code == CLI_SKIP ? ": skipped (exit 77); --replay FILE needs no GPU" : "");
 }
 
 static int probe_mma_part(const probe_args *a, probe_report *r, lce_status *st) {
@@ -358,18 +353,14 @@ int cli_probe(int argc, char **argv) {
   probe_report r;
   memset(&r, 0, sizeof r);
   r.first = calloc((size_t)a.show + 1, sizeof *r.first);
-  if (r.first == NULL) {
-    fprintf(stderr, "lcecheck probe: out of memory\n");
-    return CLI_FAIL;
-  }
+  if (r.first == NULL) return cli_fail(CLI_FAIL, "out of memory");
   if (a.replay) rc = probe_replay(&a, &r);
   else {
 #ifdef LCE_PROBE_WITH_CUDA
     rc = probe_run(&a, &r);
 #else
-    fprintf(stderr, "lcecheck probe: this build has no CUDA (configured without a CUDA compiler): skipped; "
-                    "--replay FILE works without one\n");
-    rc = PROBE_SKIP;
+    rc = cli_fail(CLI_SKIP, "this build has no CUDA (configured without a CUDA compiler): skipped; "
+                            "--replay FILE works without one");
 #endif
   }
   free(r.first);

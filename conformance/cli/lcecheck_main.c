@@ -1,59 +1,189 @@
 /* lcecheck — command-line front end of the conformance suite.
- *   lcecheck list                              subjects (with mutants) and matrices
- *   lcecheck check   --subject S [--matrix M [--shard I/N] | --case ID] [--golden P]   judge against goldens
- *   lcecheck measure --subject S [--matrix M [--shard I/N] | --case ID]   metrics only (regeneration)
- *   lcecheck repro   [--subject S] ID [--golden P]                      one case in full detail
- *   lcecheck bench                                                       fused-cuda timings (GPU)
- *   lcecheck compare --subjects A,B[,...] [--case ID | --matrix M]       subjects side by side, one oracle
- *   lcecheck production [--shapes S] [--subjects A,B] [--tp 1,8]          production shapes, fp64 GPU reference
- *   lcecheck probe [--arch NAME] [--dump F | --replay F] [--curve]       tensor-core MMAs vs the model (GPU)
- * Every verb takes --json. Exit status: 0 pass, 1 a case failed or errored, 2 bad usage or input. */
+ *
+ * VERBS below is the one list of the verbs and of every option each accepts: `lcecheck --help`,
+ * `lcecheck <verb> --help` and the argument check (cli_begin: an option the verb does not list, or
+ * one given twice, is a usage error) all read it, so an option exists only where it is documented.
+ * A new verb is one options array, one entry and its run function.
+ *
+ * Every verb takes --json (one object on stdout, also on errors and skips: cli_fail). Exit status,
+ * the same in every verb: 0 pass, 1 a case failed or errored, 2 bad usage or input, 77 skipped for
+ * want of a GPU. */
+#include <mpfr.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli_common.h"
 
+#ifndef LCE_VERSION
+#define LCE_VERSION "unknown" /* the build passes the CMake project version */
+#endif
+
+/* Options several verbs share, with the same meaning everywhere. */
+#define OPT_JSON {"--json", NULL, "one JSON object on stdout (also on errors and skips)"}
+#define OPT_QUIET {"--quiet", NULL, "no per-case progress lines on stderr"}
+#define OPT_SUBJECT {"--subject", "S", "the subject under test (lcecheck list names them); default fused-host"}
+#define OPT_MATRIX {"--matrix", "NAME", "the cases of a matrix (lcecheck list); default `default`"}
+#define OPT_CASE {"--case", "ID", "one case by its id instead of a matrix"}
+#define OPT_SHARD                                                                                     \
+  {"--shard", "I/N", "with a matrix: only the cases whose index is I modulo N (0 <= I < N), so that N " \
+                     "processes share it"}
+#define OPT_GOLDEN                                                                                      \
+  {"--golden", "PATH", "the golden file (default golden/<class>.golden, $LCE_GOLDEN_DIR/<class>.golden, " \
+                       "golden/<arch>/ for GPU subjects)"}
+#define OPT_ORACLE                                                                              \
+  {"--oracle", "O", "the reference: mpfr (tier 0, the default: MPFR on the CPU) or fp64-gpu (tier 2, " \
+                    "fp64 on the GPU, certified against mpfr)"}
+
+static const cli_option LIST_OPTIONS[] = {OPT_JSON, {NULL, NULL, NULL}};
+
+static const cli_option CHECK_OPTIONS[] = {
+    OPT_SUBJECT, OPT_MATRIX, OPT_CASE, OPT_SHARD, OPT_GOLDEN, OPT_ORACLE, OPT_QUIET, OPT_JSON, {NULL, NULL, NULL}};
+
+static const cli_option MEASURE_OPTIONS[] = {
+    OPT_SUBJECT, OPT_MATRIX, OPT_CASE, OPT_SHARD, OPT_ORACLE, OPT_QUIET, OPT_JSON, {NULL, NULL, NULL}};
+
+static const cli_option REPRO_OPTIONS[] = {OPT_SUBJECT, OPT_GOLDEN, OPT_ORACLE, OPT_JSON, {NULL, NULL, NULL}};
+
+static const cli_option COMPARE_OPTIONS[] = {
+    {"--subjects", "A,B[,...]", "the subjects, at least two, run on the same inputs (required)"},
+    OPT_MATRIX,
+    OPT_CASE,
+    OPT_ORACLE,
+    {"--predict-factor", "F", "require the first subject's relerr and bias within a factor F (>= 1) of the second's"},
+    {"--predict-outputs", "O,...", "restrict the --predict-factor check to these outputs (default all)"},
+    {"--predict-precisions", "P,...", "restrict the --predict-factor check to these dtypes (default all)"},
+    OPT_QUIET,
+    OPT_JSON,
+    {NULL, NULL, NULL}};
+
+static const cli_option PRODUCTION_OPTIONS[] = {
+    {"--shapes", "SET", "small, all (the default) or NxHxV[,NxHxV...]"},
+    {"--subjects", "A,...", "default fused-cuda, mutant-cuda/bf16-dhidden-accum, unfused-cuda"},
+    {"--tp", "T,...", "tensor-parallel shard counts (default 1,8)"},
+    {"--embeddings", "E", "tied, untied or tied,untied (the default)"},
+    {"--vocab-chunk", "C", "vocab chunk of the subjects (default 4096)"},
+    {"--seed", "S", "seed of the generated inputs (default 1)"},
+    {"--jobs", "J", "host threads generating the next cases' inputs, 1..16 (default 3)"},
+    {"--golden-dir", "DIR", "holds <arch>/<class>.golden (default golden/production)"},
+    {"--measure-only", NULL, "metrics without bounds (exit 0 unless a class check fails)"},
+    OPT_QUIET,
+    OPT_JSON,
+    {NULL, NULL, NULL}};
+
+static const cli_option PROBE_OPTIONS[] = {
+    {"--formats", "F,...", "bf16, fp16, tf32 (default all three)"},
+    {"--tiles", "N", "mma.sync tiles per format, 1..2^20 (default 800: 102400 vectors)"},
+    {"--seed", "S", "seed of the test vectors (default $LCE_SEED, else a fixed one)"},
+    {"--arch", "NAME", "the tensor-core model to compare with (default sm90, or the dump's with --replay)"},
+    {"--dump", "FILE", "write the vectors and the device's results for --replay"},
+    {"--replay", "FILE", "re-check a dump against the model on the CPU (no GPU needed; no --dump, --curve)"},
+    {"--curve", NULL, "only the cuBLAS error-vs-K curve"},
+    {"--no-curve", NULL, "only the mma.sync comparison"},
+    {"--curve-k", "K,...", "the curve's GEMM inner sizes, 1..2^22 (default 256 ... 262144)"},
+    {"--curve-mn", "N", "the curve's M = N, 16..16384 (default 2048)"},
+    {"--curve-sample", "S", "elements predicted by the model per K, 16..65536 (default 512)"},
+    {"--show", "N", "mismatches printed as one-line repros, 0..1000 (default 8)"},
+    OPT_JSON,
+    {NULL, NULL, NULL}};
+
+static const cli_option BENCH_OPTIONS[] = {
+    {"--shape", "NxHxV[,...]", "the shapes (default 8192x4096x128256,4096x4096x262144; at most 8)"},
+    {"--reps", "N", "timed repetitions, median reported, 10..200 (default 20)"},
+    {"--warmup", "N", "untimed repetitions first, 1..100 (default 3)"},
+    {"--vocab-chunk", "C", "fused-cuda's vocab chunk (default 8192)"},
+    OPT_JSON,
+    {NULL, NULL, NULL}};
+
+static int run_check(int argc, char **argv) { return cli_check(argc, argv, 0); }
+static int run_measure(int argc, char **argv) { return cli_check(argc, argv, 1); }
+
+static const cli_verb VERBS[] = {
+    {"list", cli_list, "subjects (with the mutants), matrices, oracles, MPFR version", NULL, NULL, LIST_OPTIONS},
+    {"check", run_check, "run a matrix or one case and judge every case against the goldens", NULL,
+     "Give --matrix or --case, not both; --shard only with a matrix. Progress on stderr, one line per case; "
+     "the report (or the JSON object) on stdout.",
+     CHECK_OPTIONS},
+    {"measure", run_measure, "the same run with class checks and metrics but no bounds (golden regeneration)",
+     NULL, "Give --matrix or --case, not both; --shard only with a matrix.", MEASURE_OPTIONS},
+    {"repro", cli_repro, "one case in full detail: the case, the oracle's certification, every metric and budget",
+     "ID", "ID is a case id as check prints it (format: reference/case/lce_case.h).", REPRO_OPTIONS},
+    {"compare", cli_compare, "several subjects on the same inputs and one oracle: goldens, pairwise distances",
+     NULL, "Give --matrix or --case, not both (default: the default matrix).", COMPARE_OPTIONS},
+    {"production", cli_production, "GPU: fused-cuda, its mutant and the baseline at production shapes vs fp64",
+     NULL, "Needs a GPU (exit 77 without one). Goldens: golden/production/<arch>/.", PRODUCTION_OPTIONS},
+    {"probe", cli_probe, "GPU: single mma.sync results bit for bit vs the tensor-core model; cuBLAS error vs K",
+     NULL, "Needs a GPU (exit 77 without one), except --replay. Give --curve or --no-curve, not both.",
+     PROBE_OPTIONS},
+    {"bench", cli_bench, "GPU: fused-cuda's forward, backward and extra memory beside plain cuBLAS GEMMs", NULL,
+     "Needs a GPU (exit 77 without one).", BENCH_OPTIONS},
+    {NULL, NULL, NULL, NULL, NULL, NULL}};
+
+static const char EXIT_STATUSES[] =
+    "exit status: 0 pass, 1 a case failed or errored, 2 bad usage or input, 77 skipped (no GPU)\n";
+
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: lcecheck <verb> [options]\n"
-          "  list                                      subjects, mutants and matrices\n"
-          "  check   --subject S [--matrix M [--shard I/N] | --case ID] [--golden PATH] [--quiet]\n"
-          "                                            run a conformance matrix, judge against goldens;\n"
-          "                                            exit 0 only if every case passes\n"
-          "  measure --subject S [--matrix M [--shard I/N] | --case ID] [--quiet]\n"
-          "                                            error metrics without bounds (feeds golden regeneration)\n"
-          "                                            --shard I/N (check, measure): only the cases whose\n"
-          "                                            index in the matrix is I modulo N (0 <= I < N),\n"
-          "                                            so that N processes share one matrix\n"
-          "  repro   [--subject S] ID [--golden PATH]  one case in full detail\n"
-          "  bench   [--reps N] [--warmup N] [--vocab-chunk C] [--shape NxHxV]\n"
-          "                                            fused-cuda vs its plain cuBLAS GEMMs on the GPU\n"
-          "  compare --subjects A,B[,C...] [--case ID | --matrix M] [--oracle mpfr|fp64-gpu] [--predict-factor F]\n"
-          "                                            the subjects on the same cases and oracle: goldens, pairwise\n"
-          "                                            distances; with F, A's relerr and bias predict B's\n"
-          "  production [--shapes small|all|NxHxV,...] [--subjects A,B,...] [--tp 1,8] [--measure-only]\n"
-          "                                            GPU subjects at production shapes vs the fp64 GPU reference\n"
-          "  probe   [--arch NAME] [--formats bf16,fp16,tf32] [--tiles N] [--dump FILE] [--curve | --no-curve]\n"
-          "          [--curve-k K,...] [--curve-mn N] [--curve-sample S] | --replay FILE [--arch NAME]\n"
-          "                                            single mma.sync results bit for bit vs the model, cuBLAS\n"
-          "                                            error-vs-K curve; --replay re-checks a dump without a GPU\n"
-          "every verb accepts --json; default subject fused-host, default matrix default\n");
+  fprintf(f, "usage: lcecheck <verb> [options]    lcecheck <verb> --help    lcecheck --version\n\nverbs:\n");
+  for (const cli_verb *v = VERBS; v->name; v++) fprintf(f, "  %-11s %s\n", v->name, v->summary);
+  fprintf(f, "\nevery verb takes --json (one object on stdout); `lcecheck help <verb>` lists a verb's options\n%s",
+          EXIT_STATUSES);
 }
 
-int main(int argc, char **argv) {
-  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? CLI_USAGE : CLI_PASS;
+static void verb_help(const cli_verb *v) {
+  printf("usage: lcecheck %s", v->name);
+  for (const cli_option *o = v->options; o->name; o++) printf(o->value ? " [%s %s]" : " [%s]", o->name, o->value);
+  if (v->positional) printf(" %s", v->positional);
+  printf("\n\n%s.\n", v->summary);
+  if (v->details) printf("%s\n", v->details);
+  printf("\noptions:\n");
+  for (const cli_option *o = v->options; o->name; o++) {
+    char head[64];
+    snprintf(head, sizeof head, o->value ? "%s %s" : "%s", o->name, o->value);
+    printf("  %-26s %s\n", head, o->help);
   }
-  if (strcmp(argv[1], "list") == 0) return cli_list(argc, argv);
-  if (strcmp(argv[1], "check") == 0) return cli_check(argc, argv, 0);
-  if (strcmp(argv[1], "measure") == 0) return cli_check(argc, argv, 1);
-  if (strcmp(argv[1], "repro") == 0) return cli_repro(argc, argv);
-  if (strcmp(argv[1], "bench") == 0) return cli_bench(argc, argv);
-  if (strcmp(argv[1], "compare") == 0) return cli_compare(argc, argv);
-  if (strcmp(argv[1], "production") == 0) return cli_production(argc, argv);
-  if (strcmp(argv[1], "probe") == 0) return cli_probe(argc, argv);
-  fprintf(stderr, "lcecheck: unknown verb '%s'\n", argv[1]);
-  usage(stderr);
-  return CLI_USAGE;
+  printf("\n%s", EXIT_STATUSES);
+}
+
+static const cli_verb *find_verb(const char *name) {
+  for (const cli_verb *v = VERBS; v->name; v++)
+    if (strcmp(v->name, name) == 0) return v;
+  return NULL;
+}
+
+static int is_help(const char *arg) { return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0; }
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_USAGE;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("lcecheck %s (MPFR %s, GMP %s)\n", LCE_VERSION, mpfr_get_version(), gmp_version);
+    return CLI_PASS;
+  }
+  if (is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
+    if (argc == 2) {
+      usage(stdout);
+      return CLI_PASS;
+    }
+    const cli_verb *v = find_verb(argv[2]);
+    if (v == NULL || argc > 3) {
+      fprintf(stderr, "lcecheck help: %s '%s'\n", v ? "one verb only, not" : "unknown verb", argv[v ? 3 : 2]);
+      return CLI_USAGE;
+    }
+    verb_help(v);
+    return CLI_PASS;
+  }
+  const cli_verb *v = find_verb(argv[1]);
+  if (v == NULL) {
+    cli_start(argv[1], argc, argv);
+    return cli_finish(cli_fail(CLI_USAGE, "unknown verb (lcecheck --help lists them)"));
+  }
+  for (int i = 2; i < argc; i++)
+    if (is_help(argv[i])) {
+      verb_help(v);
+      return CLI_PASS;
+    }
+  int rc = cli_begin(VERBS, v, argc, argv);
+  if (rc == CLI_PASS) rc = v->run(argc, argv);
+  return cli_finish(rc);
 }
