@@ -176,6 +176,16 @@ void lce_shard_range(const lce_case *c, int r, int64_t *lo, int64_t *hi) {
   *hi = *lo + per;
 }
 
+const void *lce_output_weight(const lce_case *c, const lce_tensors *in) { return c->tied ? in->embedding : in->weight; }
+
+const float *lce_output_weight_prior(const lce_case *c, const lce_tensors *in) {
+  return c->tied ? in->grad_embedding_prior : in->grad_weight_prior;
+}
+
+float *lce_output_weight_grad(const lce_case *c, const lce_outputs *out) {
+  return c->tied ? out->grad_embedding : out->grad_weight;
+}
+
 /* ---- generation ---------------------------------------------------------------------------- */
 
 /* The pair of real rows that "ties" rows share the maximum of: row b is a copy of row a. */
@@ -332,7 +342,7 @@ lce_code lce_case_generate(const lce_case *c, lce_tensors *out, lce_status *st) 
   }
   fill_weight(c, out->embedding, STREAM_E);
   if (!c->tied) fill_weight(c, out->weight, STREAM_W);
-  fill_hidden(c, c->tied ? out->embedding : out->weight, out->labels, out->hidden);
+  fill_hidden(c, lce_output_weight(c, out), out->labels, out->hidden);
   int64_t ng = c->reduction == LCE_RED_NONE ? c->n : 1;
   for (int64_t i = 0; i < ng; i++) /* positive, not 1: a kernel that ignores grad_output fails */
     out->grad_output[i] = (float)(0.25 + 1.5 * lce_rand_uniform(c->seed, STREAM_GOUT, (uint64_t)i));

@@ -178,6 +178,14 @@ int64_t lce_count_valid(const lce_case *c, const lce_tensors *in);
 /* Rows of the padded vocab owned by shard r: [*lo, *hi); real rows are those below v. */
 void lce_shard_range(const lce_case *c, int r, int64_t *lo, int64_t *hi);
 
+/* The output weight W is the embedding table when tied and the separate weight when untied; its
+ * gradient accumulates into grad_embedding (from grad_embedding_prior) when tied and into
+ * grad_weight (from grad_weight_prior) when untied. These three say it once; each fused subject
+ * still makes its own selection (that is where the untied-embedding bug lives). */
+const void *lce_output_weight(const lce_case *c, const lce_tensors *in);
+const float *lce_output_weight_prior(const lce_case *c, const lce_tensors *in);
+float *lce_output_weight_grad(const lce_case *c, const lce_outputs *out);
+
 lce_code lce_outputs_alloc(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
 /* 1 when every guard element still holds the sentinel; otherwise 0 and names the buffer. */
 int lce_outputs_guards_intact(const lce_case *c, const lce_outputs *out, char *which, size_t size);

@@ -58,17 +58,13 @@ double lce_round_to(lce_dtype t, double x) {
 
 uint16_t lce_bf16_from_double(double x) {
   float f = (float)lce_round_to(LCE_BF16, x); /* exact: every bf16 value is a float */
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
+  const uint32_t u = lce_f32_bits(f);
   if (isnan(f)) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN, sign kept */
   return (uint16_t)(u >> 16);
 }
 
 double lce_bf16_to_double(uint16_t bits) {
-  uint32_t u = (uint32_t)bits << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
+  return lce_f32_from_bits((uint32_t)bits << 16);
 }
 
 uint16_t lce_fp16_from_double(double x) {

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef enum lce_dtype { LCE_BF16 = 0, LCE_FP16 = 1, LCE_FP32 = 2, LCE_DTYPE_COUNT = 3 } lce_dtype;
 
@@ -21,6 +22,19 @@ int lce_dtype_emin(lce_dtype t);                 /* exponent of the smallest nor
 int lce_dtype_emax(lce_dtype t);                 /* exponent of the largest finite: 127, 15, 127 */
 double lce_dtype_max(lce_dtype t);               /* largest finite value */
 double lce_dtype_unit_roundoff(lce_dtype t);     /* u = 2^-precision */
+
+/* The bit pattern of an fp32 value, and the fp32 value of a bit pattern (no conversion). Inline:
+ * the GEMM models call them per product. */
+static inline uint32_t lce_f32_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+static inline float lce_f32_from_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
 
 /* Bit-level conversions (round-to-nearest-even from double). */
 uint16_t lce_bf16_from_double(double x);

@@ -48,7 +48,7 @@ double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o
     case LCE_OUT_D_HIDDEN: return lce_load(c->dtype, out->d_hidden, (size_t)i);
     /* The output weight's gradient lives in the buffer of the parameter that IS the output
      * weight: the embedding's when tied. */
-    case LCE_OUT_D_WEIGHT: return c->tied ? out->grad_embedding[i] : out->grad_weight[i];
+    case LCE_OUT_D_WEIGHT: return lce_output_weight_grad(c, out)[i];
     default: return out->grad_embedding[i];
   }
 }
