@@ -12,8 +12,8 @@ static const double U32 = 0x1p-24; /* unit roundoff of fp32 */
 /* Rows >= v of the output weight's gradient are padding: they must hold their prior bit for bit. */
 static void check_padding_untouched(const fused_run *r) {
   const lce_case *c = &r->c;
-  const float *buf = c->tied ? r->out.grad_embedding : r->out.grad_weight;
-  const float *prior = c->tied ? r->in.grad_embedding_prior : r->in.grad_weight_prior;
+  const float *buf = lce_output_weight_grad(c, &r->out);
+  const float *prior = lce_output_weight_prior(c, &r->in);
   size_t off = (size_t)(c->v * c->h), count = (size_t)((c->vp - c->v) * c->h);
   EXPECT(memcmp(buf + off, prior + off, count * sizeof(float)) == 0, "padded gradient rows were written");
 }

@@ -2,42 +2,9 @@
 #include "fused_test_util.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int fused_test_failures = 0;
-static const lce_case *current_case = NULL;
-
-void fused_test_set_case(const lce_case *c) { current_case = c; }
-
-void fused_test_fail(const char *file, int line, const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "FAIL %s:%d: ", file, line);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  if (current_case) {
-    char id[192];
-    fprintf(stderr, "  case %s (seed %llu; rerun: LCE_TEST_SEED=%llu <this test>)\n",
-            lce_case_format(current_case, id, sizeof id), (unsigned long long)current_case->seed,
-            (unsigned long long)fused_test_seed());
-  }
-  fused_test_failures++;
-}
-
-uint64_t fused_test_seed(void) {
-  const char *s = getenv("LCE_TEST_SEED");
-  return s && *s ? strtoull(s, NULL, 10) : 1;
-}
-
-int fused_test_finish(const char *test_name) {
-  printf("%s: %s (%d failure%s, seed %llu)\n", test_name, fused_test_failures ? "FAILED" : "passed",
-         fused_test_failures, fused_test_failures == 1 ? "" : "s", (unsigned long long)fused_test_seed());
-  return fused_test_failures ? 1 : 0;
-}
 
 int fused_run_on(const lce_subject *s, const lce_case *c, const lce_tensors *in, lce_outputs *out) {
   lce_status st = {0};
@@ -56,7 +23,7 @@ int fused_run_on(const lce_subject *s, const lce_case *c, const lce_tensors *in,
 int fused_run_case(const lce_subject *s, const lce_case *c, fused_run *r) {
   memset(r, 0, sizeof *r);
   r->c = *c;
-  fused_test_set_case(&r->c);
+  lce_test_set_case(&r->c);
   lce_status st = {0};
   if (lce_case_generate(&r->c, &r->in, &st) != LCE_OK) {
     EXPECT(0, "lce_case_generate: %s", st.msg);
@@ -68,7 +35,7 @@ int fused_run_case(const lce_subject *s, const lce_case *c, fused_run *r) {
 void fused_run_free(fused_run *r) {
   lce_outputs_free(&r->out);
   lce_tensors_free(&r->in);
-  fused_test_set_case(NULL);
+  lce_test_set_case(NULL);
 }
 
 int fused_outputs_identical(const lce_case *c, const lce_outputs *a, const lce_outputs *b) {
@@ -115,7 +82,7 @@ static double token_g(const lce_case *c, const lce_tensors *in, int64_t i, doubl
 
 int unfused_reference(const lce_case *c, const lce_tensors *in, unfused_ref *r) {
   const int64_t n = c->n, h = c->h, v = c->v;
-  const void *w = c->tied ? in->embedding : in->weight;
+  const void *w = lce_output_weight(c, in);
   memset(r, 0, sizeof *r);
   r->loss_token = calloc((size_t)n, sizeof(double));
   r->lse = calloc((size_t)n, sizeof(double));
@@ -225,8 +192,8 @@ double d_hidden_err(const lce_case *c, const lce_outputs *out, const unfused_ref
 }
 
 double *outputs_d_weight_increment(const lce_case *c, const lce_tensors *in, const lce_outputs *out) {
-  const float *buf = c->tied ? out->grad_embedding : out->grad_weight;
-  const float *prior = c->tied ? in->grad_embedding_prior : in->grad_weight_prior;
+  const float *buf = lce_output_weight_grad(c, out);
+  const float *prior = lce_output_weight_prior(c, in);
   double *x = malloc((size_t)(c->vp * c->h) * sizeof *x);
   EXPECT(x != NULL, "out of memory");
   for (int64_t e = 0; x && e < c->vp * c->h; e++) x[e] = (double)buf[e] - (double)prior[e];

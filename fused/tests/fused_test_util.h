@@ -1,6 +1,6 @@
-/* fused_test_util.h — what the fused/ unit tests share: a failure counter that prints the case id,
- * seed and repro line; one-call subject runs; and a straightforward double-precision unfused
- * computation (materialized logits) that the fused subjects are compared against.
+/* fused_test_util.h — what the fused/ unit tests share besides lce_test.h (EXPECT, the seed):
+ * one-call subject runs, and a straightforward double-precision unfused computation (materialized
+ * logits) that the fused subjects are compared against.
  *
  * The unfused double computation is not the oracle (reference/ owns that): it is the independent,
  * obviously-correct check that the fused algorithm's chunking, online softmax, shard merge and
@@ -13,20 +13,7 @@
 #include <stdint.h>
 
 #include "lce_subject.h"
-
-/* ---- failures ------------------------------------------------------------------------------ */
-extern int fused_test_failures;
-/* The case that failure messages name (NULL: none). */
-void fused_test_set_case(const lce_case *c);
-void fused_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#define EXPECT(cond, ...)                                           \
-  do {                                                              \
-    if (!(cond)) fused_test_fail(__FILE__, __LINE__, __VA_ARGS__);  \
-  } while (0)
-/* Seed of the generated cases: $LCE_TEST_SEED, else 1. */
-uint64_t fused_test_seed(void);
-/* Prints the summary line and returns the process exit code. */
-int fused_test_finish(const char *test_name);
+#include "lce_test.h"
 
 /* ---- runs ---------------------------------------------------------------------------------- */
 /* A generated case with its outputs, run through one subject. */

@@ -26,7 +26,7 @@ static lce_case base_case(void) {
   lce_case c = lce_case_default();
   c.dtype = LCE_BF16, c.tied = 0, c.tp = 2, c.n = 24, c.h = 64, c.v = 300, c.vp = 384, c.vocab_chunk = 37;
   c.reduction = LCE_RED_MEAN, c.ignore_pct = 25, c.prior_grad = 1, c.dist = LCE_DIST_MIXED;
-  c.seed = fused_test_seed();
+  c.seed = lce_test_seed();
   return c;
 }
 
@@ -38,13 +38,13 @@ static int test_no_device(void) {
   if (lce_device_query(NULL, why, sizeof why)) return -1;
   printf("no CUDA device (%s): checking that fused-cuda says so, then skipping\n", why);
   lce_case c = base_case();
-  fused_test_set_case(&c);
+  lce_test_set_case(&c);
   lce_tensors in;
   lce_outputs out;
   lce_status st = {0};
   if (lce_case_generate(&c, &in, &st) != LCE_OK || lce_outputs_alloc(&c, &in, &out, &st) != LCE_OK) {
     EXPECT(0, "setup: %s", st.msg);
-    return fused_test_finish("test_fused_cuda");
+    return lce_test_finish("test_fused_cuda");
   }
   lce_code rc = lce_fused_cuda_subject.run(&c, &in, &out, &st);
   EXPECT(rc == LCE_ENODEV, "run returned %s, want ENODEV", lce_code_name(rc));
@@ -54,8 +54,8 @@ static int test_no_device(void) {
   printf("  %s: %s\n", lce_code_name(rc), st.msg);
   lce_outputs_free(&out);
   lce_tensors_free(&in);
-  fused_test_set_case(NULL);
-  return fused_test_failures ? fused_test_finish("test_fused_cuda") : 77;
+  lce_test_set_case(NULL);
+  return lce_test_failures ? lce_test_finish("test_fused_cuda") : 77;
 }
 
 /* ---- fused-cuda against fused-host: classes, untouched buffers, determinism ---------------- */
@@ -95,13 +95,13 @@ static void compare_with_host(const lce_case *c) {
       EXPECT(memcmp(g1.grad_embedding, h.in.grad_embedding_prior, (size_t)vh * 4) == 0,
              "untied: grad_embedding was written");
     }
-    const float *buf = c->tied ? g1.grad_embedding : g1.grad_weight;
-    const float *prior = c->tied ? h.in.grad_embedding_prior : h.in.grad_weight_prior;
+    const float *buf = lce_output_weight_grad(c, &g1);
+    const float *prior = lce_output_weight_prior(c, &h.in);
     const size_t off = (size_t)(c->v * c->h), pad = (size_t)((c->vp - c->v) * c->h);
     EXPECT(memcmp(buf + off, prior + off, pad * 4) == 0, "padded gradient rows were written");
     EXPECT(memcmp(g1.d_hidden, g2.d_hidden, (size_t)nh * lce_dtype_size(c->dtype)) == 0 &&
                memcmp(g1.loss_token, g2.loss_token, (size_t)c->n * 4) == 0 &&
-               memcmp(buf, c->tied ? g2.grad_embedding : g2.grad_weight, (size_t)vh * 4) == 0,
+               memcmp(buf, lce_output_weight_grad(c, &g2), (size_t)vh * 4) == 0,
            "two runs on the same inputs differ");
   }
   lce_outputs_free(&g1), lce_outputs_free(&g2);
@@ -169,7 +169,7 @@ static void test_mutant_bf16_dhidden_accum(void) {
   const lce_subject *mut = &lce_mutant_cuda_bf16_dhidden_accum_subject;
   lce_case c = lce_case_default();
   c.dtype = LCE_BF16, c.tied = 0, c.tp = 1, c.n = 32, c.h = 64, c.v = 1024, c.vp = 1024, c.vocab_chunk = c.v;
-  c.reduction = LCE_RED_MEAN, c.dist = LCE_DIST_NORMAL, c.seed = fused_test_seed();
+  c.reduction = LCE_RED_MEAN, c.dist = LCE_DIST_NORMAL, c.seed = lce_test_seed();
   fused_run r = {0};
   unfused_ref ref = {0};
   if (!fused_run_case(&lce_fused_cuda_subject, &c, &r) || !unfused_reference(&r.c, &r.in, &ref)) {
@@ -182,7 +182,7 @@ static void test_mutant_bf16_dhidden_accum(void) {
   for (int k = 0; k < 3; k++) {
     lce_case ck = c;
     ck.vocab_chunk = c.v / chunks[k];
-    fused_test_set_case(&ck);
+    lce_test_set_case(&ck);
     lce_outputs og = {0}, om = {0};
     if (fused_run_on(&lce_fused_cuda_subject, &ck, &r.in, &og) && fused_run_on(mut, &ck, &r.in, &om)) {
       double eg = d_hidden_err(&ck, &og, &ref), em = d_hidden_err(&ck, &om, &ref);
@@ -215,5 +215,5 @@ int main(void) {
   test_mutant_bf16_dhidden_accum();
   test_mutant_tied_weight_when_untied();
 #endif
-  return fused_test_finish("test_fused_cuda");
+  return lce_test_finish("test_fused_cuda");
 }

@@ -23,7 +23,7 @@ static lce_case base_case(lce_dtype dtype, int tied, int tp, lce_reduction red) 
   lce_case c = lce_case_default();
   c.dtype = dtype, c.tied = tied, c.tp = tp, c.reduction = red;
   c.n = 16, c.h = 32, c.v = 300, c.vp = 384, c.vocab_chunk = 8;
-  c.ignore_pct = 25, c.prior_grad = 1, c.seed = fused_test_seed();
+  c.ignore_pct = 25, c.prior_grad = 1, c.seed = lce_test_seed();
   return c;
 }
 
@@ -64,7 +64,7 @@ static void test_chunking_invariance(void) {
   for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++) {
     lce_case cv = c; /* the same tensors, cut into other shards and chunks */
     cv.tp = variants[k].tp, cv.vocab_chunk = variants[k].vc;
-    fused_test_set_case(&cv);
+    lce_test_set_case(&cv);
     lce_outputs o = {0};
     if (fused_run_on(s, &cv, &base.in, &o)) {
       double d_tok = float_rel_diff(base.out.loss_token, o.loss_token, c.n);
@@ -83,7 +83,7 @@ static void test_chunking_invariance(void) {
     }
     lce_outputs_free(&o);
   }
-  fused_test_set_case(&base.c);
+  lce_test_set_case(&base.c);
   fused_run_free(&base);
 }
 
@@ -97,7 +97,7 @@ static void direct_single_chunk(const lce_case *c, const lce_tensors *in, float 
                                 float *lse, void *d_hidden, float *grad_w, float *z, float *x, float *w) {
   const int64_t n = c->n, h = c->h, v = c->v;
   for (int64_t e = 0; e < n * h; e++) x[e] = (float)lce_load(c->dtype, in->hidden, (size_t)e);
-  for (int64_t e = 0; e < v * h; e++) w[e] = (float)lce_load(c->dtype, c->tied ? in->embedding : in->weight, (size_t)e);
+  for (int64_t e = 0; e < v * h; e++) w[e] = (float)lce_load(c->dtype, lce_output_weight(c, in), (size_t)e);
   int64_t n_valid = lce_count_valid(c, in);
   float total = 0.0f;
   for (int64_t i = 0; i < n; i++) {
@@ -151,8 +151,8 @@ static void check_bit_exact(const lce_case *c) {
   float loss, *tok = calloc((size_t)n, 4), *lse = calloc((size_t)n, 4), *gw = malloc((size_t)vh * 4);
   float *z = calloc((size_t)(n * c->v), 4), *x = calloc((size_t)nh, 4), *w = calloc((size_t)vh, 4);
   void *dh = calloc(dh_bytes, 1);
-  const float *prior = c->tied ? r.in.grad_embedding_prior : r.in.grad_weight_prior;
-  const float *got_gw = c->tied ? r.out.grad_embedding : r.out.grad_weight;
+  const float *prior = lce_output_weight_prior(c, &r.in);
+  const float *got_gw = lce_output_weight_grad(c, &r.out);
   if (tok && lse && dh && gw && z && x && w) {
     memcpy(gw, prior, (size_t)vh * 4);
     direct_single_chunk(c, &r.in, &loss, tok, lse, dh, gw, z, x, w);
@@ -250,8 +250,8 @@ static void test_all_ignored(void) {
         EXPECT(bad_tok == 0, "all ignored: %lld non-zero loss_token", (long long)bad_tok);
         EXPECT(bad_lse == 0, "all ignored: %lld lse values not computed", (long long)bad_lse);
         EXPECT(bad_dh == 0, "all ignored: %lld non-zero d_hidden elements", (long long)bad_dh);
-        const float *gw = c.tied ? r.out.grad_embedding : r.out.grad_weight;
-        const float *prior = c.tied ? r.in.grad_embedding_prior : r.in.grad_weight_prior;
+        const float *gw = lce_output_weight_grad(&c, &r.out);
+        const float *prior = lce_output_weight_prior(&c, &r.in);
         EXPECT(count_changed(gw, prior, c.vp * c.h) == 0, "all ignored: the weight gradient changed");
       }
       fused_run_free(&r);
@@ -264,5 +264,5 @@ int main(void) {
   test_bit_exact();
   test_gradient_routing();
   test_all_ignored();
-  return fused_test_finish("test_fused_host");
+  return lce_test_finish("test_fused_host");
 }

@@ -19,14 +19,14 @@ static void test_fp32_is_ieee(void) {
     lce_status st = {0};
     EXPECT(lce_case_parse(ids[i], &c, &st) == LCE_OK, "%s: %s", ids[i], st.msg);
     fused_run host = {0}, sm90 = {0};
-    fused_test_set_case(&c);
+    lce_test_set_case(&c);
     if (fused_run_case(fused_test_subject("fused-host"), &c, &host) &&
         fused_run_case(fused_test_subject("fused-host-sm90"), &c, &sm90))
       EXPECT(fused_outputs_identical(&c, &host.out, &sm90.out) == (c.dtype == LCE_FP32),
              "%s: fused-host-sm90 %s fused-host", ids[i], c.dtype == LCE_FP32 ? "differs from" : "equals");
     fused_run_free(&host), fused_run_free(&sm90);
   }
-  fused_test_set_case(NULL);
+  lce_test_set_case(NULL);
 }
 
 /* Exact lse and E_p[z] per token from double logits (bf16 products are exact in double; sums of
@@ -61,7 +61,7 @@ static void test_logit_bias(void) {
   lce_case c;
   lce_status st = {0};
   EXPECT(lce_case_parse(id, &c, &st) == LCE_OK, "%s: %s", id, st.msg);
-  fused_test_set_case(&c);
+  lce_test_set_case(&c);
   fused_run host = {0}, sm90 = {0};
   double *lse = malloc(sizeof(double) * (size_t)c.n), *ez = malloc(sizeof(double) * (size_t)c.n);
   if (lse && ez && fused_run_case(fused_test_subject("fused-host"), &c, &host) &&
@@ -74,11 +74,11 @@ static void test_logit_bias(void) {
   }
   fused_run_free(&host), fused_run_free(&sm90);
   free(lse), free(ez);
-  fused_test_set_case(NULL);
+  lce_test_set_case(NULL);
 }
 
 int main(void) {
   test_fp32_is_ieee();
   test_logit_bias();
-  return fused_test_finish("test_fused_host_sm90");
+  return lce_test_finish("test_fused_host_sm90");
 }

@@ -32,7 +32,7 @@ static void check_case(const char *subject, const char *id) {
   lce_status st = {0};
   EXPECT(lce_case_parse(id, &c, &st) == LCE_OK, "%s: %s", id, st.msg);
   fused_run one = {0};
-  fused_test_set_case(&c);
+  lce_test_set_case(&c);
   omp_set_num_threads(1);
   if (fused_run_case(fused_test_subject(subject), &c, &one)) {
     for (int threads = 2; threads <= 4; threads++) {
@@ -50,7 +50,7 @@ static void check_case(const char *subject, const char *id) {
 int main(void) {
   for (size_t s = 0; s < sizeof SUBJECTS / sizeof SUBJECTS[0]; s++)
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) check_case(SUBJECTS[s], CASES[i]);
-  return fused_test_finish("test_fused_host_threads");
+  return lce_test_finish("test_fused_host_threads");
 }
 #else
 int main(void) {

@@ -78,7 +78,7 @@ static void expect_rejected(const lce_case *bad, const lce_tensors *in, lce_outp
 static lce_case good_case(void) {
   lce_case c = lce_case_default();
   c.n = 16, c.h = 32, c.v = 300, c.vp = 384, c.tp = 2, c.vocab_chunk = 8, c.reduction = LCE_RED_NONE;
-  c.tied = 0, c.ignore_pct = 25, c.prior_grad = 1, c.class_weights = 1, c.seed = fused_test_seed();
+  c.tied = 0, c.ignore_pct = 25, c.prior_grad = 1, c.class_weights = 1, c.seed = lce_test_seed();
   return c;
 }
 
@@ -169,5 +169,5 @@ int main(void) {
   }
   fused_run_free(&r);
   test_bad_scalar_and_outputs();
-  return fused_test_finish("test_fused_invalid");
+  return lce_test_finish("test_fused_invalid");
 }

@@ -28,7 +28,7 @@ static void test_bf16_dhidden_accum(void) {
   if (!host || !mut) return;
   lce_case c = lce_case_default();
   c.dtype = LCE_BF16, c.tied = 0, c.tp = 1, c.n = 32, c.h = 64, c.v = 1024, c.vp = 1024;
-  c.vocab_chunk = c.v, c.reduction = LCE_RED_MEAN, c.dist = LCE_DIST_NORMAL, c.seed = fused_test_seed();
+  c.vocab_chunk = c.v, c.reduction = LCE_RED_MEAN, c.dist = LCE_DIST_NORMAL, c.seed = lce_test_seed();
   fused_run r = {0};
   unfused_ref ref = {0};
   if (!fused_run_case(host, &c, &r) || !unfused_reference(&r.c, &r.in, &ref)) {
@@ -45,7 +45,7 @@ static void test_bf16_dhidden_accum(void) {
   for (int k = 0; k < 4; k++) {
     lce_case ck = c; /* the same tensors, cut into more chunks */
     ck.vocab_chunk = c.v / chunks[k];
-    fused_test_set_case(&ck);
+    lce_test_set_case(&ck);
     lce_outputs oh = {0}, om = {0};
     e_host[k] = e_mut[k] = -1.0;
     if (fused_run_on(host, &ck, &r.in, &oh) && fused_run_on(mut, &ck, &r.in, &om)) {
@@ -60,7 +60,7 @@ static void test_bf16_dhidden_accum(void) {
     }
     lce_outputs_free(&oh), lce_outputs_free(&om);
   }
-  fused_test_set_case(&r.c);
+  lce_test_set_case(&r.c);
   for (int k = 1; k < 4; k++)
     EXPECT(e_mut[k] > e_mut[k - 1], "mutant error does not grow from %lld to %lld chunks (%.3e -> %.3e)",
            (long long)chunks[k - 1], (long long)chunks[k], e_mut[k - 1], e_mut[k]);
@@ -72,7 +72,7 @@ static void test_bf16_dhidden_accum(void) {
   /* Vocab-parallel: one chunk per shard, so only the shard buffers and the reduction round. */
   lce_case ct = c;
   ct.tp = 4, ct.vocab_chunk = c.vp / 4;
-  fused_test_set_case(&ct);
+  lce_test_set_case(&ct);
   lce_outputs oh = {0}, om = {0};
   if (fused_run_on(host, &ct, &r.in, &oh) && fused_run_on(mut, &ct, &r.in, &om)) {
     double eh = d_hidden_err(&ct, &oh, &ref), em = d_hidden_err(&ct, &om, &ref);
@@ -99,7 +99,7 @@ static void test_tied_weight_when_untied(void) {
   if (!host || !mut) return;
   lce_case c = lce_case_default();
   c.n = 16, c.h = 32, c.v = 300, c.vp = 384, c.tp = 2, c.vocab_chunk = 32, c.prior_grad = 1;
-  c.ignore_pct = 25, c.seed = fused_test_seed();
+  c.ignore_pct = 25, c.seed = lce_test_seed();
   for (int tied = 0; tied <= 1; tied++) {
     c.tied = tied;
     fused_run rh = {0}, rm = {0};
@@ -239,5 +239,5 @@ int main(void) {
   test_mutant_table();
   test_bf16_dhidden_accum();
   test_tied_weight_when_untied();
-  return fused_test_finish("test_fused_mutants");
+  return lce_test_finish("test_fused_mutants");
 }

@@ -47,7 +47,7 @@ static lce_case option_case(const option_set *o, lce_dtype dtype, int variant) {
   lce_case c = lce_case_default();
   c.n = 16, c.h = 32, c.v = 300, c.vp = 384, c.vocab_chunk = 8 + 13 * (variant % 3);
   c.dtype = dtype, c.reduction = (lce_reduction)(variant % 3), c.tied = variant % 2, c.tp = 1 << (variant % 3);
-  c.ignore_pct = 25, c.prior_grad = 0, c.seed = fused_test_seed() + (uint64_t)variant;
+  c.ignore_pct = 25, c.prior_grad = 0, c.seed = lce_test_seed() + (uint64_t)variant;
   c.dist = variant % 4 == 3 ? LCE_DIST_HARD : LCE_DIST_MIXED;
   c.smoothing = o->smoothing, c.smoothing_permille = o->permille, c.z_loss_e5 = o->z_loss_e5;
   c.softcap = o->softcap, c.class_weights = o->class_weights, c.token_chunk = o->token_chunk;
@@ -81,7 +81,7 @@ static void test_tp_invariance(void) {
     for (int cw = 0; cw <= 1; cw++) {
       lce_case c = lce_case_default();
       c.n = 16, c.h = 32, c.v = 300, c.vp = 384, c.vocab_chunk = 16, c.dtype = LCE_FP32, c.tp = 1;
-      c.reduction = LCE_RED_MEAN, c.ignore_pct = 10, c.seed = fused_test_seed();
+      c.reduction = LCE_RED_MEAN, c.ignore_pct = 10, c.seed = lce_test_seed();
       c.smoothing = modes[m], c.smoothing_permille = modes[m] == LCE_SMOOTH_NONE ? 0 : 200, c.class_weights = cw;
       fused_run base = {0}, plain = {0};
       lce_case cp = c;
@@ -98,7 +98,7 @@ static void test_tp_invariance(void) {
       for (int t = 0; t < 3; t++) {
         lce_case ct = c;
         ct.tp = tps[t], ct.vp = tps[t] == 3 ? 384 : c.vp, ct.vocab_chunk = 7 + t;
-        fused_test_set_case(&ct);
+        lce_test_set_case(&ct);
         lce_outputs o = {0};
         if (fused_run_on(s, &ct, &base.in, &o)) {
           double d_loss = fabs((double)o.loss[0] - base.out.loss[0]) / fabs((double)base.out.loss[0]);
@@ -110,7 +110,7 @@ static void test_tp_invariance(void) {
         }
         lce_outputs_free(&o);
       }
-      fused_test_set_case(NULL);
+      lce_test_set_case(NULL);
       fused_run_free(&base), fused_run_free(&plain);
     }
   }
@@ -133,7 +133,7 @@ static void test_token_chunks(void) {
   for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
     lce_case ct = c;
     ct.token_chunk = chunks[k];
-    fused_test_set_case(&ct);
+    lce_test_set_case(&ct);
     lce_outputs o = {0};
     if (fused_run_on(s, &ct, &base.in, &o)) {
       EXPECT(memcmp(o.loss, base.out.loss, 4) == 0 && memcmp(o.loss_token, base.out.loss_token, (size_t)c.n * 4) == 0 &&
@@ -168,7 +168,7 @@ static void check_poison(lce_case c, int valid_token) {
   fused_run r = {0};
   lce_status st = {0};
   r.c = c;
-  fused_test_set_case(&r.c);
+  lce_test_set_case(&r.c);
   if (!s || lce_case_generate(&r.c, &r.in, &st) != LCE_OK) {
     EXPECT(0, "generate: %s", st.msg);
     fused_run_free(&r);
@@ -179,8 +179,8 @@ static void check_poison(lce_case c, int valid_token) {
   for (int64_t i = 2; i < c.n; i++) r.in.labels[i] = (i * 37) % c.v; /* the rest valid, on every shard */
   if (fused_run_on(s, &r.c, &r.in, &r.out)) {
     const int64_t h = c.h, real = c.v * h, vh = c.vp * h;
-    const float *gw = c.tied ? r.out.grad_embedding : r.out.grad_weight;
-    const float *prior = c.tied ? r.in.grad_embedding_prior : r.in.grad_weight_prior;
+    const float *gw = lce_output_weight_grad(&c, &r.out);
+    const float *prior = lce_output_weight_prior(&c, &r.in);
     EXPECT(isnan(r.out.lse[valid_token]) && isnan(r.out.loss_token[valid_token]) && isnan(r.out.loss[0]),
            "valid poisoned token %d: lse %g loss_token %g loss %g, want NaN", valid_token,
            (double)r.out.lse[valid_token], (double)r.out.loss_token[valid_token], (double)r.out.loss[0]);
@@ -210,12 +210,12 @@ static void check_poison_ignored(lce_case c) {
   fused_run r = {0};
   lce_status st = {0};
   r.c = c;
-  fused_test_set_case(&r.c);
+  lce_test_set_case(&r.c);
   if (s && lce_case_generate(&r.c, &r.in, &st) == LCE_OK) {
     r.in.labels[0] = r.in.labels[1] = c.ignore_index;
     if (fused_run_on(s, &r.c, &r.in, &r.out)) {
       int64_t bad = !isfinite(r.out.loss[0]);
-      const float *gw = c.tied ? r.out.grad_embedding : r.out.grad_weight;
+      const float *gw = lce_output_weight_grad(&c, &r.out);
       for (int64_t e = 0; e < c.vp * c.h; e++) bad += !isfinite(gw[e]);
       for (int64_t e = 0; e < c.n * c.h; e++) bad += !isfinite(lce_load(c.dtype, r.out.d_hidden, (size_t)e));
       for (int64_t i = 0; i < c.n; i++) bad += !isfinite(r.out.loss_token[i]);
@@ -252,8 +252,8 @@ static void test_all_ignored_options(void) {
       EXPECT(r.out.loss[0] == 0.0f, "all ignored (%s): loss %g, want 0", lce_reduction_name(c.reduction),
              (double)r.out.loss[0]);
       int64_t bad = 0;
-      const float *gw = c.tied ? r.out.grad_embedding : r.out.grad_weight;
-      const float *prior = c.tied ? r.in.grad_embedding_prior : r.in.grad_weight_prior;
+      const float *gw = lce_output_weight_grad(&c, &r.out);
+      const float *prior = lce_output_weight_prior(&c, &r.in);
       for (int64_t i = 0; i < c.n; i++) bad += r.out.loss_token[i] != 0.0f;
       for (int64_t e = 0; e < c.n * c.h; e++) bad += lce_load(c.dtype, r.out.d_hidden, (size_t)e) != 0.0;
       for (int64_t e = 0; e < c.vp * c.h; e++) bad += memcmp(&gw[e], &prior[e], 4) != 0;
@@ -269,5 +269,5 @@ int main(void) {
   test_token_chunks();
   test_non_finite();
   test_all_ignored_options();
-  return fused_test_finish("test_fused_options");
+  return lce_test_finish("test_fused_options");
 }

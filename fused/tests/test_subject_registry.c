@@ -107,5 +107,5 @@ static void test_supports(void) {
 int main(void) {
   test_lookup();
   test_supports();
-  return fused_test_finish("test_subject_registry");
+  return lce_test_finish("test_subject_registry");
 }

@@ -10,10 +10,10 @@
 #include "lce_fuzz_case.h"
 #include "lce_prng.h"
 
-#include "lce_expect.h"
+#include "lce_test.h"
 
 static void random_bytes(uint64_t stream, uint8_t *buf, size_t len) {
-  for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)lce_rand_u64(7, stream, i);
+  for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)lce_rand_u64(lce_test_seed(), stream, i);
 }
 
 static void test_empty_input_gives_minima(void) {
@@ -89,7 +89,7 @@ static void test_random_inputs_map_to_valid_cases(void) {
   memset(&cov, 0, sizeof cov);
   for (uint64_t k = 0; k < 20000; k++) {
     uint8_t buf[48];
-    size_t len = (size_t)lce_rand_below(7, 1000, k, sizeof buf + 1);
+    size_t len = (size_t)lce_rand_below(lce_test_seed(), 1000, k, sizeof buf + 1);
     random_bytes(k, buf, len);
     lce_case a, b;
     lce_status st;
@@ -141,7 +141,7 @@ static void test_front_truncation_keeps_surviving_fields(void) {
     size_t front_full, front_cut;
     lce_fuzz_params_decode(buf, sizeof buf, &full, &front_full);
     EXPECT(front_full == sizeof buf - tail, "front %zu", front_full);
-    size_t keep = (size_t)lce_rand_below(7, 2000, k, tail + 1);
+    size_t keep = (size_t)lce_rand_below(lce_test_seed(), 2000, k, tail + 1);
     lce_fuzz_params_decode(buf + sizeof buf - keep, keep, &cut, &front_cut);
     size_t used = 0;
     for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) {
@@ -157,7 +157,7 @@ static void test_front_truncation_keeps_surviving_fields(void) {
 static void test_front_bytes_change_only_the_seed(void) {
   uint8_t a[64], b[64];
   lce_fuzz_params p;
-  for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) p.field[f] = (uint32_t)lce_rand_u64(7, 3000, (uint64_t)f);
+  for (int f = 0; f < LCE_FUZZ_FIELD_COUNT; f++) p.field[f] = (uint32_t)lce_rand_u64(lce_test_seed(), 3000, (uint64_t)f);
   const uint8_t front[] = "front";
   size_t la = lce_fuzz_params_encode(&p, NULL, 0, a, sizeof a);
   size_t lb = lce_fuzz_params_encode(&p, front, 5, b, sizeof b);
@@ -197,10 +197,5 @@ int main(void) {
   test_core_only_input_has_options_off();
   test_front_bytes_change_only_the_seed();
   test_encode_inverts_decode();
-  if (failures) {
-    fprintf(stderr, "test_fuzz_case: %d failure(s)\n", failures);
-    return 1;
-  }
-  printf("test_fuzz_case: all properties hold\n");
-  return 0;
+  return lce_test_finish("test_fuzz_case");
 }

@@ -7,9 +7,6 @@
 #include "lce_mpfr_dtype.h"
 #include "lce_prng.h"
 
-long g_fail;
-uint64_t g_seed = 1;
-
 const char *id_of(const lce_case *c) {
   static char buf[200];
   return lce_case_format(c, buf, sizeof buf);
@@ -23,7 +20,7 @@ int same(double a, double b) {
 lce_case make_case(lce_dtype t, int64_t n, int64_t h, int64_t v, lce_dist d, lce_reduction r, int tied) {
   lce_case c = lce_case_default();
   c.dtype = t, c.n = n, c.h = h, c.v = v, c.vp = v, c.dist = d, c.reduction = r, c.tied = tied;
-  c.seed = g_seed;
+  c.seed = lce_test_seed();
   return c;
 }
 
@@ -51,8 +48,6 @@ int within(double value, double err, mpfr_srcptr x, double slack) {
   mpfr_clear(d);
   return ok;
 }
-
-const void *weight_of_case(const lce_case *c, const lce_tensors *t) { return c->tied ? t->embedding : t->weight; }
 
 void expect_output_identical(const lce_oracle_result *a, const lce_oracle_result *b, lce_output_id o,
                                     int exact_err, const char *what) {
@@ -105,7 +100,7 @@ void check_gradients_fd(const lce_case *c, const lce_tensors *t, const lce_oracl
   lce_mp_array hm, wm;
   lce_status st = {0};
   if (lce_mp_array_init(&hm, c->n * c->h, 256, &st) || lce_mp_array_init(&wm, c->v * c->h, 256, &st)) exit(2);
-  const void *w = weight_of_case(c, t);
+  const void *w = lce_output_weight(c, t);
   for (int64_t j = 0; j < c->n * c->h; j++) mpfr_set_d(hm.x[j], input_value(c, t->hidden, j), MPFR_RNDN);
   for (int64_t j = 0; j < c->v * c->h; j++) mpfr_set_d(wm.x[j], input_value(c, w, j), MPFR_RNDN);
   if (naive != NULL) {
@@ -117,14 +112,14 @@ void check_gradients_fd(const lce_case *c, const lce_tensors *t, const lce_oracl
            "%s objective off the direct sum of g * loss by %g", id_of(c), mpfr_get_d(j0, MPFR_RNDN));
     mpfr_clear(j0);
   }
-  const float *prior = c->tied ? t->grad_embedding_prior : t->grad_weight_prior;
+  const float *prior = lce_output_weight_prior(c, t);
   for (int s = 0; s < samples; s++) {
-    int64_t e = (int64_t)lce_rand_below(g_seed, stream, (uint64_t)s, (uint64_t)(c->n * c->h));
+    int64_t e = (int64_t)lce_rand_below(lce_test_seed(), stream, (uint64_t)s, (uint64_t)(c->n * c->h));
     double fd = central_difference(c, t, &hm, &wm, hm.x[e]);
     double v = r->out[LCE_OUT_D_HIDDEN].value[e], err = r->out[LCE_OUT_D_HIDDEN].err[e];
     EXPECT(fabs(fd - v) <= err + 1e-18 * (r->out[LCE_OUT_D_HIDDEN].mag[e] + 1e-30),
            "%s d_hidden[%lld] %.17g vs fd %.17g", id_of(c), (long long)e, v, fd);
-    e = (int64_t)lce_rand_below(g_seed, stream + 1000, (uint64_t)s, (uint64_t)(c->v * c->h));
+    e = (int64_t)lce_rand_below(lce_test_seed(), stream + 1000, (uint64_t)s, (uint64_t)(c->v * c->h));
     fd = central_difference(c, t, &hm, &wm, wm.x[e]);
     v = r->out[LCE_OUT_D_WEIGHT].value[e] - prior[e]; /* exact for a fresh (zero) prior */
     EXPECT(fabs(fd - v) <= r->out[LCE_OUT_D_WEIGHT].err[e] + 1e-18 * (r->out[LCE_OUT_D_WEIGHT].mag[e] + 1e-30),

@@ -1,5 +1,5 @@
 /* oracle_check.h — what the oracle's test files (test_oracle.c, test_oracle_options.c; one binary,
- * test_oracle) share: the seeded EXPECT, case and run helpers, output comparison, the
+ * test_oracle) share besides lce_test.h (EXPECT, the seed): case and run helpers, output comparison, the
  * finite-difference gradient check and the self-proof. Failures print the case id and a repro line. */
 #ifndef ORACLE_CHECK_H
 #define ORACLE_CHECK_H
@@ -8,20 +8,7 @@
 #include <stdio.h>
 
 #include "lce_oracle_internal.h"
-
-extern long g_fail;
-extern uint64_t g_seed;
-
-#define EXPECT(cond, ...)                                                                          \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      if (g_fail++ < 25) {                                                                         \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                       \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, " (seed %" PRIu64 ", repro: LCE_SEED=%" PRIu64 " test_oracle)\n", g_seed, g_seed); \
-      }                                                                                            \
-    }                                                                                              \
-  } while (0)
+#include "lce_test.h"
 
 const char *id_of(const lce_case *c);
 /* Bit-identical doubles (NaN equals NaN; -0 differs from +0). */
@@ -31,8 +18,6 @@ void gen(const lce_case *c, lce_tensors *t);                                 /* 
 void run(const lce_case *c, const lce_tensors *t, lce_oracle_result *r);    /* exits on error */
 /* |value - x| <= err + slack, with x given in MPFR. */
 int within(double value, double err, mpfr_srcptr x, double slack);
-/* The output weight W of the case (embedding when tied). */
-const void *weight_of_case(const lce_case *c, const lce_tensors *t);
 
 /* Values and format values bit-identical; error bounds identical when exact_err, else within
  * 1e-12 relative (their sums of magnitudes are evaluated in double, in row order). */

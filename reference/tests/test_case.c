@@ -9,7 +9,7 @@
 
 #include "lce_case.h"
 
-#include "lce_expect.h"
+#include "lce_test.h"
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
@@ -103,7 +103,7 @@ static void test_generation(void) {
 
 /* Logits of one token in double (exact enough to check distribution shapes). */
 static void logits(const lce_case *c, const lce_tensors *t, int64_t i, double *z) {
-  const void *w = c->tied ? t->embedding : t->weight;
+  const void *w = lce_output_weight(c, t);
   for (int64_t v = 0; v < c->v; v++) {
     double s = 0;
     for (int64_t k = 0; k < c->h; k++)
@@ -170,10 +170,5 @@ int main(void) {
   test_generation();
   test_distributions();
   test_outputs();
-  if (failures) {
-    printf("FAILED: %d check(s)\n", failures);
-    return 1;
-  }
-  printf("all case checks passed\n");
-  return 0;
+  return lce_test_finish("test_case");
 }

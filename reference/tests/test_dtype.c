@@ -13,7 +13,7 @@
 #include "lce_dtype.h"
 #include "lce_prng.h"
 
-#include "lce_expect.h"
+#include "lce_test.h"
 
 typedef uint16_t (*from_fn)(double);
 typedef double (*to_fn)(uint16_t);
@@ -58,8 +58,7 @@ static uint16_t fp16_reference(double x) {
 }
 
 static uint16_t bf16_reference_from_float(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
+  const uint32_t u = lce_f32_bits(f);
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
@@ -67,12 +66,12 @@ static void check_independent_references(void) {
   int n = 0;
   for (uint64_t i = 0; i < 2000000; i++) {
     /* Random doubles across the whole fp16 range and beyond, with random low bits. */
-    double m = lce_rand_uniform(7, 1, i) * 2.0 - 1.0;
-    int e = (int)lce_rand_below(7, 2, i, 60) - 40;
+    double m = lce_rand_uniform(lce_test_seed(), 1, i) * 2.0 - 1.0;
+    int e = (int)lce_rand_below(lce_test_seed(), 2, i, 60) - 40;
     double x = ldexp(m, e);
     EXPECT(lce_fp16_from_double(x) == fp16_reference(x), "fp16(%a) = 0x%04x, _Float16 gives 0x%04x", x,
            lce_fp16_from_double(x), fp16_reference(x));
-    float f = (float)ldexp(m, (int)lce_rand_below(7, 3, i, 260) - 130);
+    float f = (float)ldexp(m, (int)lce_rand_below(lce_test_seed(), 3, i, 260) - 130);
     if (isfinite(f))
       EXPECT(lce_bf16_from_double(f) == bf16_reference_from_float(f), "bf16(%a) = 0x%04x, bit trick gives 0x%04x",
              (double)f, lce_bf16_from_double(f), bf16_reference_from_float(f));
@@ -129,10 +128,5 @@ int main(void) {
   check_format_exhaustive("fp16", LCE_FP16, lce_fp16_from_double, lce_fp16_to_double);
   check_independent_references();
   check_edges();
-  if (failures) {
-    printf("FAILED: %d check(s)\n", failures);
-    return 1;
-  }
-  printf("all dtype checks passed\n");
-  return 0;
+  return lce_test_finish("test_dtype");
 }

@@ -8,9 +8,8 @@
  * seeded random sample of patterns with the same checks, the boundaries, and agreement with both
  * lce_round_to() and the C double→float conversion on random doubles.
  *
- * Seed: LCE_SEED environment variable, default 1. */
+ * Seed: $LCE_TEST_SEED, default 1. */
 #include <float.h>
-#include <inttypes.h>
 #include <math.h>
 #include <mpfr.h>
 #include <stdio.h>
@@ -20,9 +19,7 @@
 #include "lce_dtype.h"
 #include "lce_mpfr_dtype.h"
 #include "lce_prng.h"
-
-static long g_failures;
-static uint64_t g_seed = 1;
+#include "lce_test.h"
 
 /* Bit-identical comparison of doubles (sign of zero included; any NaN equals any NaN). */
 static int same(double a, double b) {
@@ -30,20 +27,17 @@ static int same(double a, double b) {
   return a == b && signbit(a) == signbit(b);
 }
 
-static void expect(int ok, const char *what, lce_dtype t, double got, double want) {
-  if (ok) return;
-  if (g_failures++ < 20)
-    fprintf(stderr, "FAIL %s [%s]: got %a want %a (seed %" PRIu64 ", repro: LCE_SEED=%" PRIu64
-            " test_mpfr_dtype)\n", what, lce_dtype_name(t), got, want, g_seed, g_seed);
-}
+/* EXPECT for one rounded value: names the check and the format, prints both values in hex. */
+#define EXPECT_VALUE(ok, what, t, got, want) \
+  EXPECT(ok, "%s [%s]: got %a want %a", what, lce_dtype_name(t), (double)(got), (double)(want))
 
 /* Rounds the MPFR value m, and its negation, and checks both against want / -want. */
 static void expect_round(lce_dtype t, mpfr_t m, double want, const char *what) {
   double got = lce_mpfr_round_to(t, m);
-  expect(same(got, want), what, t, got, want);
+  EXPECT_VALUE(same(got, want), what, t, got, want);
   mpfr_neg(m, m, MPFR_RNDN);
   got = lce_mpfr_round_to(t, m);
-  expect(same(got, -want), what, t, got, -want);
+  EXPECT_VALUE(same(got, -want), what, t, got, -want);
   mpfr_neg(m, m, MPFR_RNDN);
 }
 
@@ -55,8 +49,8 @@ static void expect_double_agrees(lce_dtype t, double d, double want, const char 
     mpfr_set_d(m, d, MPFR_RNDN);
     double a = lce_mpfr_round_to(t, m), b = lce_round_to(t, d);
     mpfr_clear(m);
-    expect(same(a, want), what, t, a, want);
-    expect(same(b, want), "lce_round_to agrees", t, b, want);
+    EXPECT_VALUE(same(a, want), what, t, a, want);
+    EXPECT_VALUE(same(b, want), "lce_round_to agrees", t, b, want);
   }
 }
 
@@ -137,13 +131,13 @@ static void check_extremes(lce_dtype t, double max, double ulp_top, double min_s
 
   mpfr_set_nan(m);
   double r = lce_mpfr_round_to(t, m);
-  expect(isnan(r), "NaN stays NaN", t, r, NAN);
+  EXPECT_VALUE(isnan(r), "NaN stays NaN", t, r, NAN);
   mpfr_set_inf(m, -1);
   r = lce_mpfr_round_to(t, m);
-  expect(same(r, -INFINITY), "-Inf stays -Inf", t, r, -INFINITY);
+  EXPECT_VALUE(same(r, -INFINITY), "-Inf stays -Inf", t, r, -INFINITY);
   mpfr_set_zero(m, -1);
   r = lce_mpfr_round_to(t, m);
-  expect(same(r, -0.0), "-0 stays -0", t, r, -0.0);
+  EXPECT_VALUE(same(r, -0.0), "-0 stays -0", t, r, -0.0);
   mpfr_clear(m);
   mpfr_clear(off);
 }
@@ -152,19 +146,19 @@ static void check_extremes(lce_dtype t, double max, double ulp_top, double min_s
 static void check_16bit(lce_dtype t) {
   uint16_t max_pat = t == LCE_BF16 ? 0x7F7F : 0x7BFF; /* largest finite positive */
   double (*decode)(uint16_t) = t == LCE_BF16 ? lce_bf16_to_double : lce_fp16_to_double;
-  long before = g_failures;
+  const int before = lce_test_failures;
   for (uint32_t p = 0; p <= max_pat; p++) {
     double a = decode((uint16_t)p);
     check_value(t, a);
     if (p < max_pat) {
       double b = decode((uint16_t)(p + 1));
-      expect(b > a, "patterns increase", t, b, a);
+      EXPECT_VALUE(b > a, "patterns increase", t, b, a);
       check_pair(t, a, b, (p & 1) == 0);
     }
   }
   double max = decode(max_pat);
   check_extremes(t, max, max - decode((uint16_t)(max_pat - 1)), decode(1));
-  expect(same(max, lce_dtype_max(t)), "largest finite matches lce_dtype_max", t, max, lce_dtype_max(t));
+  EXPECT_VALUE(same(max, lce_dtype_max(t)), "largest finite matches lce_dtype_max", t, max, lce_dtype_max(t));
   /* Every NaN and infinity pattern keeps its class through an MPFR round trip. */
   for (uint32_t p = max_pat + 1u; p <= 0xFFFFu; p++) {
     double x = decode((uint16_t)p);
@@ -174,39 +168,34 @@ static void check_16bit(lce_dtype t) {
     mpfr_set_d(m, x, MPFR_RNDN);
     double r = lce_mpfr_round_to(t, m);
     mpfr_clear(m);
-    expect(same(r, x), "non-finite pattern keeps its class", t, r, x);
+    EXPECT_VALUE(same(r, x), "non-finite pattern keeps its class", t, r, x);
   }
   printf("%s: %u patterns, %u neighbour pairs: %s\n", lce_dtype_name(t), 0x10000u, (unsigned)max_pat,
-         g_failures == before ? "ok" : "FAILED");
-}
-
-static float float_from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
+         lce_test_failures == before ? "ok" : "FAILED");
 }
 
 static void check_fp32(long samples) {
   const lce_dtype t = LCE_FP32;
-  long before = g_failures;
+  const uint64_t seed = lce_test_seed();
+  const int before = lce_test_failures;
   const uint32_t boundary[] = {0x00000000u, 0x00000001u, 0x007FFFFEu, 0x007FFFFFu, 0x00800000u,
                                0x3F7FFFFFu, 0x3F800000u, 0x7F7FFFFEu};
   for (size_t i = 0; i < sizeof boundary / sizeof boundary[0]; i++) {
     uint32_t p = boundary[i];
-    double a = float_from_bits(p), b = float_from_bits(p + 1);
+    double a = lce_f32_from_bits(p), b = lce_f32_from_bits(p + 1);
     check_value(t, a);
     check_pair(t, a, b, (p & 1) == 0);
   }
   check_value(t, FLT_MAX);
-  check_extremes(t, FLT_MAX, FLT_MAX - nextafterf(FLT_MAX, 0.0f), float_from_bits(1));
+  check_extremes(t, FLT_MAX, FLT_MAX - nextafterf(FLT_MAX, 0.0f), lce_f32_from_bits(1));
   for (long i = 0; i < samples; i++) {
-    uint32_t p = (uint32_t)lce_rand_u64(g_seed, 101, (uint64_t)i) & 0x7FFFFFFFu;
+    uint32_t p = (uint32_t)lce_rand_u64(seed, 101, (uint64_t)i) & 0x7FFFFFFFu;
     if (p >= 0x7F7FFFFFu) continue; /* needs a finite upper neighbour */
-    double a = float_from_bits(p), b = float_from_bits(p + 1);
+    double a = lce_f32_from_bits(p), b = lce_f32_from_bits(p + 1);
     check_value(t, a);
     check_pair(t, a, b, (p & 1) == 0);
     /* A random double near the fp32 range: three roundings must agree. */
-    uint64_t bits = lce_rand_u64(g_seed, 102, (uint64_t)i);
+    uint64_t bits = lce_rand_u64(seed, 102, (uint64_t)i);
     double d = ldexp((double)(bits >> 11) * 0x1p-53 + 0.5, (int)(bits % 300) - 160);
     float cast = (float)d;
     mpfr_t m;
@@ -214,23 +203,16 @@ static void check_fp32(long samples) {
     mpfr_set_d(m, d, MPFR_RNDN);
     double r = lce_mpfr_round_to(t, m);
     mpfr_clear(m);
-    expect(same(r, cast), "random double vs C float conversion", t, r, cast);
-    expect(same(lce_round_to(t, d), cast), "random double: lce_round_to vs C float conversion", t,
+    EXPECT_VALUE(same(r, cast), "random double vs C float conversion", t, r, cast);
+    EXPECT_VALUE(same(lce_round_to(t, d), cast), "random double: lce_round_to vs C float conversion", t,
            lce_round_to(t, d), cast);
   }
-  printf("fp32: %ld sampled patterns + boundaries: %s\n", samples, g_failures == before ? "ok" : "FAILED");
+  printf("fp32: %ld sampled patterns + boundaries: %s\n", samples, lce_test_failures == before ? "ok" : "FAILED");
 }
 
 int main(void) {
-  const char *s = getenv("LCE_SEED");
-  if (s != NULL && *s) g_seed = strtoull(s, NULL, 0);
   check_16bit(LCE_BF16);
   check_16bit(LCE_FP16);
   check_fp32(200000);
-  if (g_failures) {
-    fprintf(stderr, "test_mpfr_dtype: %ld failures (seed %" PRIu64 ")\n", g_failures, g_seed);
-    return 1;
-  }
-  printf("test_mpfr_dtype: all passed (seed %" PRIu64 ")\n", g_seed);
-  return 0;
+  return lce_test_finish("test_mpfr_dtype");
 }

@@ -14,7 +14,7 @@
  *   validation      invalid case, label, grad_output or class weight: LCE_EINVAL, nothing computed
  * and, in test_oracle_options.c, every loss option (softcap, label smoothing, z-loss, class weights,
  * tf32) and non-finite inputs. Helpers shared by both files: oracle_check.c.
- * Seed: LCE_SEED environment variable (default 1); failures print the case id. */
+ * Seed: $LCE_TEST_SEED (default 1); failures print the case id. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +38,7 @@ static void check_equal_logits(const lce_case *c, const lce_tensors *t, mpfr_src
   mpfr_inits2(400, logv, x, s, (mpfr_ptr)0);
   mpfr_set_si(logv, c->v, MPFR_RNDN);
   mpfr_log(logv, logv, MPFR_RNDN);
-  const void *w = c->tied ? t->embedding : t->weight;
+  const void *w = lce_output_weight(c, t);
   for (int64_t n = 0; n < c->n; n++) {
     mpfr_add(x, logv, z_row, MPFR_RNDN);
     EXPECT(within(r.out[LCE_OUT_LSE].value[n], r.out[LCE_OUT_LSE].err[n], x, 0.0), "%s lse[%lld] %.17g != log V + z",
@@ -106,9 +106,9 @@ static void test_integer_inputs(void) {
   lce_tensors t;
   gen(&c, &t);
   for (int64_t i = 0; i < c.n * c.h; i++)
-    lce_store(c.dtype, t.hidden, (size_t)i, (double)((int)lce_rand_below(g_seed, 7, (uint64_t)i, 7) - 3));
+    lce_store(c.dtype, t.hidden, (size_t)i, (double)((int)lce_rand_below(lce_test_seed(), 7, (uint64_t)i, 7) - 3));
   for (int64_t i = 0; i < c.vp * c.h; i++)
-    lce_store(c.dtype, t.weight, (size_t)i, (double)((int)lce_rand_below(g_seed, 8, (uint64_t)i, 5) - 2));
+    lce_store(c.dtype, t.weight, (size_t)i, (double)((int)lce_rand_below(lce_test_seed(), 8, (uint64_t)i, 5) - 2));
   lce_oracle_result r;
   run(&c, &t, &r);
 
@@ -342,9 +342,9 @@ static void test_mul_exact(void) {
   lce_status st = {0};
   if (lce_mp_array_init(&arr, 1, lce_mul_exact_prec(160), &st)) exit(2);
   for (uint64_t i = 0; i < 2000; i++) {
-    mpfr_set_d(a, lce_rand_normal(g_seed, 40, i), MPFR_RNDN);
-    mpfr_mul_d(a, a, lce_rand_normal(g_seed, 41, i) * 1e-7 + 1.0 / 3.0, MPFR_RNDN); /* 160 significant bits */
-    mpfr_set_d(b, i % 50 == 0 ? 0.0 : lce_rand_normal(g_seed, 42, i) * ldexp(1.0, (int)(i % 40) - 20), MPFR_RNDN);
+    mpfr_set_d(a, lce_rand_normal(lce_test_seed(), 40, i), MPFR_RNDN);
+    mpfr_mul_d(a, a, lce_rand_normal(lce_test_seed(), 41, i) * 1e-7 + 1.0 / 3.0, MPFR_RNDN); /* 160 significant bits */
+    mpfr_set_d(b, i % 50 == 0 ? 0.0 : lce_rand_normal(lce_test_seed(), 42, i) * ldexp(1.0, (int)(i % 40) - 20), MPFR_RNDN);
     lce_mul_exact_1(arr.x[0], a, b);
     mpfr_mul(ref, a, b, MPFR_RNDN);
     EXPECT(mpfr_equal_p(arr.x[0], ref) || (mpfr_zero_p(ref) && mpfr_zero_p(arr.x[0])), "mul_exact_1 #%" PRIu64, i);
@@ -364,8 +364,6 @@ static void test_self_proof(void) {
 }
 
 int main(void) {
-  const char *s = getenv("LCE_SEED");
-  if (s != NULL && *s) g_seed = strtoull(s, NULL, 0);
   struct { const char *name; void (*fn)(void); } tests[] = {
       {"equal_logits", test_equal_logits}, {"integer_inputs", test_integer_inputs},
       {"finite_differences", test_finite_differences}, {"tp_and_chunk", test_tp_and_chunk},
@@ -375,14 +373,9 @@ int main(void) {
       {"option_closed_forms", test_option_closed_forms}, {"option_invariance", test_option_invariance},
       {"tf32", test_tf32}, {"poison", test_poison}, {"option_self_proof", test_option_self_proof}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-    long before = g_fail;
+    const int before = lce_test_failures;
     tests[i].fn();
-    printf("%-20s %s\n", tests[i].name, g_fail == before ? "ok" : "FAILED");
+    printf("%-20s %s\n", tests[i].name, lce_test_failures == before ? "ok" : "FAILED");
   }
-  if (g_fail) {
-    fprintf(stderr, "test_oracle: %ld failures (seed %" PRIu64 ")\n", g_fail, g_seed);
-    return 1;
-  }
-  printf("test_oracle: all passed (seed %" PRIu64 ")\n", g_seed);
-  return 0;
+  return lce_test_finish("test_oracle");
 }

@@ -70,7 +70,7 @@ typedef struct naive {
 
 static void naive_eval(const lce_case *c, const lce_tensors *t, naive *r) {
   const double e = lce_case_smoothing(c), lambda = lce_case_z_loss(c);
-  const void *w = weight_of_case(c, t);
+  const void *w = lce_output_weight(c, t);
   mpfr_t *z = malloc((size_t)c->v * sizeof *z), s, x, g;
   r->lse = malloc((size_t)c->n * sizeof *r->lse);
   r->loss_tok = malloc((size_t)c->n * sizeof *r->loss_tok);
@@ -214,7 +214,7 @@ static void check_zero_hidden(const lce_case *c, int expect_log_v) {
   lce_oracle_result r;
   run(c, &t, &r);
   const double e = lce_case_smoothing(c), lambda = lce_case_z_loss(c);
-  const void *w = weight_of_case(c, &t);
+  const void *w = lce_output_weight(c, &t);
   mpfr_t logv, sw, swv, k, x, dh, g, valid_w, cy;
   mpfr_inits2(400, logv, sw, swv, k, x, dh, g, valid_w, cy, (mpfr_ptr)0);
   mpfr_set_si(logv, c->v, MPFR_RNDN);
@@ -353,7 +353,7 @@ void test_tf32(void) {
     gen(&c, &t);
     gen(&c, &u);
     int64_t ch = round_tf32_in_place(u.hidden, c.n * c.h);
-    int64_t cw = round_tf32_in_place(c.tied ? u.embedding : u.weight, c.vp * c.h);
+    int64_t cw = round_tf32_in_place((float *)lce_output_weight(&c, &u), c.vp * c.h);
     EXPECT(ch > c.n * c.h / 2 && cw > c.vp * c.h / 2, "tf32: rounding changed only %lld hidden, %lld W values",
            (long long)ch, (long long)cw);
     lce_case ieee = c;
@@ -395,7 +395,7 @@ static void expect_poisoned_tokens(const lce_case *c, const lce_tensors *t, cons
     expect_class(r, LCE_OUT_LOSS_TOKEN, n, valid ? NAN : 0.0, what);
     for (int64_t k = 0; k < c->h; k++) expect_class(r, LCE_OUT_D_HIDDEN, n * c->h + k, valid ? NAN : 0.0, what);
   }
-  const float *prior = c->tied ? t->grad_embedding_prior : t->grad_weight_prior;
+  const float *prior = lce_output_weight_prior(c, t);
   if (any_valid) {
     expect_class(r, LCE_OUT_LOSS, 0, NAN, what);
     for (int64_t i = 0; i < c->v * c->h; i++) expect_class(r, LCE_OUT_D_WEIGHT, i, NAN, what);

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lce_expect.h"
 #include "lce_oracle.h"
 #include "lce_ref64.h"
+#include "lce_test.h"
 
 static const char *const CASES[] = {
     "bf16.untied.tp1.n64.h256.v4096.vp4096.vc512.mean.ign10.prior.mixed.s1",
@@ -165,7 +165,6 @@ int main(void) {
   const double frac = d0 > 0 ? (double)d64 / (double)d0 : 0.0;
   printf("tier 2 decisive on %lld elements, tier 0 on %lld: %.4f\n", (long long)d64, (long long)d0, frac);
   EXPECT(frac >= 0.5, "tier 2 decisive on only %.2f%% of what tier 0 decides", 100.0 * frac);
-  if (failures) fprintf(stderr, "test_ref64_certify: %d failure(s)\n", failures);
-  else printf("test_ref64_certify: tier 2 certified on %zu cases\n", NCASES);
-  return failures ? 1 : 0;
+  if (!lce_test_failures) printf("tier 2 certified on %zu cases\n", NCASES);
+  return lce_test_finish("test_ref64_certify");
 }

@@ -22,13 +22,7 @@
 #include "probe_curve.h"
 #include "probe_dump.h"
 
-#include "lce_expect.h"
-
-static uint32_t bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
+#include "lce_test.h"
 
 /* d = the model's result for every vector, as if the GPU were the model. */
 static void fill_with_model(const lce_gemm_arch *arch, probe_tileset *ts) {
@@ -185,8 +179,8 @@ static void test_dump_roundtrip(void) {
 
   /* One flipped bit of one fp16 result in the cancel class's first tile (index 3): one mismatch. */
   float *victim = &back.set[LCE_MMA_FP16].d[3 * PROBE_TILE_OUT + 2 * PROBE_N + 5];
-  uint32_t u = bits(*victim) ^ 1u;
-  memcpy(victim, &u, sizeof u);
+  const uint32_t u = lce_f32_bits(*victim) ^ 1u;
+  *victim = lce_f32_from_bits(u);
   const char *flipped = tmp_path("flipped.bin");
   EXPECT(probe_dump_write(flipped, &back, &st) == LCE_OK, "write: %s", st.msg);
   probe_dump_free(&back);
@@ -295,7 +289,5 @@ int main(void) {
   test_generator();
   test_dump_roundtrip();
   test_curve_evaluate();
-  if (failures) fprintf(stderr, "test_probe_dump: %d failures\n", failures);
-  else printf("test_probe_dump: ok\n");
-  return failures ? 1 : 0;
+  return lce_test_finish("test_probe_dump");
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_test.h"
 #include "probe_check.h"
 #include "probe_dump.h"
 
@@ -19,22 +20,20 @@ static int is_dump(const char *name) {
 
 static int cmp_names(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
-/* 0 when every vector of the dump matches its model. */
-static int replay_one(const char *path) {
+/* EXPECTs that the dump reads and every vector of it matches its model. */
+static void replay_one(const char *path) {
   probe_dump d;
   lce_status st;
   lce_status_clear(&st);
-  if (probe_dump_read(path, &d, &st) != LCE_OK) {
-    fprintf(stderr, "test_probe_replay_data: %s\n", st.msg);
-    return 1;
-  }
+  const lce_code rc = probe_dump_read(path, &d, &st);
+  EXPECT(rc == LCE_OK, "%s", st.msg);
+  if (rc != LCE_OK) return;
   const lce_gemm_arch *arch = lce_gemm_arch_find(d.model);
+  EXPECT(arch != NULL, "%s names model '%s', which lce_gemm_model.c does not have", path, d.model);
   if (arch == NULL) {
-    fprintf(stderr, "test_probe_replay_data: %s names model '%s', which lce_gemm_model.c does not have\n", path, d.model);
     probe_dump_free(&d);
-    return 1;
+    return;
   }
-  int bad = 0;
   for (int s = 0; s < d.sections; s++) {
     probe_counts counts;
     probe_mismatch first[3];
@@ -50,10 +49,10 @@ static int replay_one(const char *path) {
       probe_mismatch_line(&first[m], line, sizeof line);
       printf("    %s\n", line);
     }
-    bad |= mism != 0 || counts.exact_wrong != 0;
+    EXPECT(mism == 0 && counts.exact_wrong == 0, "%s section %d: %lld mismatches, %lld exact results wrong", path, s,
+           (long long)mism, (long long)counts.exact_wrong);
   }
   probe_dump_free(&d);
-  return bad;
 }
 
 int main(int argc, char **argv) {
@@ -83,13 +82,12 @@ int main(int argc, char **argv) {
   }
   closedir(dir);
   qsort(names, count, sizeof *names, cmp_names);
-  int failed = 0;
   for (size_t i = 0; i < count; i++) {
-    failed += replay_one(names[i]);
+    replay_one(names[i]);
     free(names[i]);
   }
   free(names);
-  printf("test_probe_replay_data: %zu committed dump(s) under %s%s, %d failed\n", count, argv[1],
-         count ? "" : " (none committed yet: the first comes from the H200 run)", failed);
-  return failed ? 1 : 0;
+  printf("%zu committed dump(s) under %s%s\n", count, argv[1],
+         count ? "" : " (none committed yet: the first comes from the H200 run)");
+  return lce_test_finish("test_probe_replay_data");
 }

@@ -27,8 +27,11 @@ void lce_test_fail(const char *file, int line, const char *fmt, ...) {
   fputc('\n', stderr);
   if (current_case) {
     char id[192];
-    fprintf(stderr, "  case %s (rerun: LCE_TEST_SEED=%llu <this test>)\n",
-            lce_case_format(current_case, id, sizeof id), (unsigned long long)lce_test_seed());
+    fprintf(stderr, "  case %s (case seed %llu; rerun: LCE_TEST_SEED=%llu <this test>)\n",
+            lce_case_format(current_case, id, sizeof id), (unsigned long long)current_case->seed,
+            (unsigned long long)lce_test_seed());
+  } else {
+    fprintf(stderr, "  (rerun: LCE_TEST_SEED=%llu <this test>)\n", (unsigned long long)lce_test_seed());
   }
 }
 
