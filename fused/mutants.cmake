@@ -52,7 +52,7 @@ foreach(_line IN LISTS _lines)
   add_library(lce_mutant_${_ident} OBJECT host/fused_host.c)
   target_compile_definitions(lce_mutant_${_ident} PRIVATE LCE_MUTANT_${_switch}=1 LCE_FUSED_HOST_RUN=${_run})
   target_include_directories(lce_mutant_${_ident} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/subject ${CMAKE_CURRENT_SOURCE_DIR}/host)
-  target_link_libraries(lce_mutant_${_ident} PRIVATE lce_case lce_gemm_model)
+  target_link_libraries(lce_mutant_${_ident} PRIVATE lce_case lce_gemm_model lce_fused_plan)
   list(APPEND _objects $<TARGET_OBJECTS:lce_mutant_${_ident}>)
   set_property(GLOBAL APPEND PROPERTY LCE_FUSED_COMPILED_TARGETS lce_mutant_${_ident})
 
@@ -63,7 +63,7 @@ foreach(_line IN LISTS _lines)
     "static const lce_subject lce_mutant_${_ident} = {\n"
     "    \"mutant/${_name}\", \"fused-host\",\n"
     "    \"${_desc}\",\n"
-    "    LCE_CAP_ALL_SEMANTICS | LCE_CAP_MUTANT, ${_run}};\n")
+    "    LCE_CAP_ALL_SEMANTICS | LCE_CAP_MUTANT, ${_run}, lce_inner_chunked};\n")
   string(APPEND _entries " &lce_mutant_${_ident},")
 endforeach()
 if(NOT _names)
@@ -83,5 +83,5 @@ target_compile_definitions(lce_fused_mutants PRIVATE LCE_WITH_MUTANTS)
 target_include_directories(lce_fused_mutants
   PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/subject ${CMAKE_CURRENT_SOURCE_DIR}/host
   PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
-target_link_libraries(lce_fused_mutants PUBLIC lce_case lce_gemm_model lce_device)
+target_link_libraries(lce_fused_mutants PUBLIC lce_case lce_gemm_model lce_device lce_fused_plan)
 set_property(GLOBAL APPEND PROPERTY LCE_FUSED_COMPILED_TARGETS lce_fused_mutants)

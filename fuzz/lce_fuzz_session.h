@@ -1,8 +1,8 @@
 /* lce_fuzz_session.h — what every subject-vs-oracle fuzz harness does with one input, and the
  * process-wide state it needs (subject, golden, findings directory, counters).
  *
- * One input: bytes → case (lce_fuzz_case.h) → lce_run_case against the golden of the subject's
- * class → determinism (the subject run twice on fresh buffers gives bit-identical outputs).
+ * One input: bytes → case (lce_fuzz_case.h) → the engine (lce_engine.h) against the golden of the
+ * subject's class, the subject run twice on fresh buffers (bit-identical outputs: determinism).
  * A violation is a failed verdict (class or bound), an unexpected error, or nondeterminism; it is
  * written to stderr and to <findings>/<case id>.finding (with the input beside it as .input).
  * Skipped cases (capability) and verdicts that pass with inconclusive oracle elements are not
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lce_runner.h"
+#include "lce_engine.h"
 
 #define LCE_FUZZ_DEFAULT_SUBJECT "fused-host"
 #define LCE_FUZZ_DEFAULT_FINDINGS "fuzz-findings"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_fuzz.sh — issue 4's fuzz bullet on the H200, in one command (through the device tool,
+# scripts/gpu_fuzz.sh — the fuzz campaigns on the H200, in one command (through the device tool,
 # carrying .deps and .gpufuzz):
 #   1. replay: the normal build's fuzz_replay_fused_host (configured and built here like gpu_run.sh)
 #      over the committed corpus with LCE_FUZZ_SUBJECT=fused-cuda: no violation, cases judged (exit

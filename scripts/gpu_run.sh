@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_run.sh — the GPU verification of issues 4 and 5 on an H200 (through the device tool,
+# scripts/gpu_run.sh — the GPU verification on an H200 (through the device tool,
 # carrying .deps; `fuzz` also needs .gpufuzz), in stages chosen by LCE_GPU_STAGES:
 #   build       configure + build everything (Release, sm_90; MPFR/GMP from .deps)
 #   gputests    ctest -L gpu -LE slow but the matrix checks, which are stages check and medium
@@ -124,7 +124,7 @@ regen_class() {
   local dir=$1 policy=$2 subject=$3 extra=() jobs=$JOBS
   shift 3
   # The host subjects run their tiles on OpenMP threads (cores / jobs each): at medium shapes one
-  # case takes minutes on one core (GPU_RUNS run F), so they get a quarter of the shards.
+  # case takes minutes on one core (conformance/GPU_RUNS.md), so they get a quarter of the shards.
   case $subject in fused-host*) jobs=$(((JOBS + 3) / 4)) ;; esac
   case $subject in
     unfused-cuda) extra=(--allow-no-mutants "a baseline (the unfused LM head), not an implementation under test") ;;

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "lce_engine.h"
 
-#define CHECK_NO_DEVICE 77
 
 typedef struct tally {
   size_t pass, fail, skip, error;
@@ -49,6 +49,24 @@ static void tally_add(tally *t, const lce_case_result *r) {
         t->worst_pct_metric[o][d] = (lce_metric)m;
       }
     }
+  }
+}
+
+/* The engine's sink for check and measure: one progress line per case, the tally, the results. */
+typedef struct check_sink {
+  const cli_args *a;
+  lce_case_result *results;
+  tally t;
+} check_sink;
+
+static void check_case_done(void *ctx, const lce_engine_case *ec) {
+  check_sink *cs = (check_sink *)ctx;
+  const lce_case_result *r = &ec->res[0];
+  cs->results[ec->index] = *r;
+  tally_add(&cs->t, r);
+  if (!cs->a->quiet) {
+    const char *detail = r->error || r->skipped ? r->status.msg : r->verdict.summary;
+    fprintf(stderr, "[%4zu/%zu] %-5s %s  %s\n", ec->index + 1, ec->ncases, lce_case_result_status(r), r->id, detail);
   }
 }
 
@@ -91,8 +109,7 @@ int cli_check(int argc, char **argv, int measure_only) {
     fprintf(stderr, "lcecheck measure: --golden makes no sense here (measure uses no bounds)\n");
     return CLI_USAGE;
   }
-  lce_oracle_tier tier = LCE_ORACLE_MPFR;
-  if (a.oracle) lce_oracle_tier_parse(a.oracle, &tier); /* validated by cli_parse_args */
+  const lce_reference_tier *tier = cli_tier(&a);
   const lce_subject *s = cli_subject(&a);
   if (s == NULL) return CLI_USAGE;
   lce_golden g;
@@ -111,19 +128,23 @@ int cli_check(int argc, char **argv, int measure_only) {
   if (!a.json)
     printf("lcecheck %s: subject %s (golden class %s), %s %s%s, %zu case%s, oracle %s%s%s\n", verb, s->name,
            s->golden_class, a.case_id ? "case" : "matrix", scope, shard, n, n == 1 ? "" : "s",
-           lce_oracle_tier_name(tier), measure_only ? "" : ", golden ", golden_path);
-  lce_case_result *results = calloc(n ? n : 1, sizeof *results);
-  tally t;
-  memset(&t, 0, sizeof t);
-  for (size_t i = 0; i < n && results; i++) {
-    lce_case_result *r = &results[i];
-    lce_run_case_tier(s, &cases[i], measure_only ? NULL : &g, tier, r, NULL);
-    tally_add(&t, r);
-    if (!a.quiet) {
-      const char *detail = r->error || r->skipped ? r->status.msg : r->verdict.summary;
-      fprintf(stderr, "[%4zu/%zu] %-5s %s  %s\n", i + 1, n, cli_case_status(r), r->id, detail);
-    }
+           tier->name, measure_only ? "" : ", golden ", golden_path);
+  check_sink cs;
+  memset(&cs, 0, sizeof cs);
+  cs.a = &a;
+  cs.results = calloc(n ? n : 1, sizeof *cs.results);
+  lce_case_result *results = cs.results;
+  const lce_golden *gp = measure_only ? NULL : &g;
+  const lce_engine_config cfg = {.cases = cases, .ncases = n, .subjects = &s, .goldens = &gp, .nsubjects = 1,
+                                 .tier = tier};
+  lce_status est;
+  lce_status_clear(&est);
+  if (results && lce_engine_run(&cfg, check_case_done, &cs, &est) != LCE_OK) {
+    fprintf(stderr, "lcecheck %s: %s\n", verb, est.msg);
+    free(results);
+    results = NULL;
   }
+  const tally t = cs.t;
   int ran = (int)(t.pass + t.fail);
   /* No case ran: a failure (nothing was shown), except in a shard that holds no case of its matrix
    * (more shards than cases), which the other shards cover. */
@@ -140,7 +161,7 @@ int cli_check(int argc, char **argv, int measure_only) {
     if (a.shard_count) printf(",\"shard\":\"%lu/%lu\"", a.shard_index, a.shard_count);
     printf(",\"golden\":");
     cli_json_string(stdout, golden_path);
-    printf(",\"oracle\":\"%s\",\"cases\":[", lce_oracle_tier_name(tier));
+    printf(",\"oracle\":\"%s\",\"cases\":[", tier->name);
     for (size_t i = 0; i < n && results; i++) {
       if (i) putchar(',');
       cli_json_case(stdout, &results[i], !measure_only);
@@ -169,5 +190,5 @@ int cli_check(int argc, char **argv, int measure_only) {
   free(results);
   free(cases);
   lce_golden_free(&g);
-  return no_device ? CHECK_NO_DEVICE : code;
+  return no_device ? CLI_SKIP : code;
 }

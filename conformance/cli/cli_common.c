@@ -153,8 +153,7 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
     else return cli_fail(CLI_USAGE, "unexpected argument '%s'", arg); /* cli_begin lets none through */
     *slot = argv[++i]; /* cli_begin has checked that the value exists */
   }
-  lce_oracle_tier tier;
-  if (a->oracle && !lce_oracle_tier_parse(a->oracle, &tier))
+  if (a->oracle && lce_reference_tier_find(a->oracle) == NULL)
     return cli_fail(CLI_USAGE, "unknown oracle '%s' (mpfr or fp64-gpu)", a->oracle);
   if (a->matrix && a->case_id) return cli_fail(CLI_USAGE, "give --matrix or --case, not both");
   if (shard && parse_shard(shard, a) != CLI_PASS) return CLI_USAGE;
@@ -224,10 +223,9 @@ void cli_json_number(FILE *f, double x) {
   else fputs("null", f);
 }
 
-const char *cli_case_status(const lce_case_result *r) {
-  if (r->error) return "error";
-  if (r->skipped) return "skip";
-  return r->verdict.pass ? "pass" : "fail";
+const lce_reference_tier *cli_tier(const cli_args *a) {
+  const lce_reference_tier *t = a->oracle ? lce_reference_tier_find(a->oracle) : NULL;
+  return t ? t : lce_reference_tier_default(); /* cli_parse_args has refused unknown names */
 }
 
 static void json_metric_map(FILE *f, const char *key, const double *v) {
@@ -244,7 +242,7 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
   cli_json_string(f, r->id);
   /* "dtype" is the golden precision key: the input dtype, or tf32 for fp32 inputs with tf32 GEMMs. */
   fprintf(f, ",\"dtype\":\"%s\",\"status\":\"%s\"", lce_precision_name(lce_case_precision(&r->c)),
-          cli_case_status(r));
+          lce_case_result_status(r));
   if (r->error || r->skipped) {
     fputs(",\"message\":", f);
     cli_json_string(f, r->status.msg);

@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "lce_runner.h"
+#include "lce_engine.h"
 
 /* Exit statuses of every verb, the same in the README. */
 enum {
@@ -64,7 +64,7 @@ typedef struct cli_args {
   const char *golden;   /* --golden PATH */
   int json;             /* --json */
   int quiet;            /* --quiet: no per-case progress lines */
-  const char *oracle;   /* --oracle mpfr|fp64-gpu (lce_oracle_tier_parse); NULL: mpfr */
+  const char *oracle;   /* --oracle mpfr|fp64-gpu (lce_reference_tier_find); NULL: mpfr */
   /* --shard I/N: only the matrix cases whose index i has i % N == I, so that N processes (one per
    * core: the MPFR oracle is single-threaded) share a matrix. shard_count 0: none. */
   unsigned long shard_index, shard_count;
@@ -92,8 +92,8 @@ void cli_json_string(FILE *f, const char *s);
 void cli_json_number(FILE *f, double x);
 /* One case result as a JSON object (with bounds and budgets when with_bounds). */
 void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds);
-/* "pass" | "fail" | "skip" | "error" */
-const char *cli_case_status(const lce_case_result *r);
+/* The reference tier --oracle names (default: tier 0). */
+const lce_reference_tier *cli_tier(const cli_args *a);
 
 int cli_list(int argc, char **argv);
 int cli_check(int argc, char **argv, int measure_only);

@@ -36,20 +36,13 @@
  * Exit status: 0 when every subject that ran passed its golden and every check held and at least
  * one pair was measured; 1 otherwise; 2 bad usage; 77 when nothing could be compared because a
  * device (GPU subject or fp64-gpu oracle) was missing. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli_compare.h"
 #include "lce_metrics.h"
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- arguments ------------------------------------------------------------------------------- */
 
@@ -96,7 +89,7 @@ static int parse_scope(const char *opt, const char *list, unsigned *mask) {
 
 static int parse_compare_args(int argc, char **argv, compare_args *a) {
   memset(a, 0, sizeof *a);
-  a->tier = LCE_ORACLE_MPFR;
+  a->tier = lce_reference_tier_default();
   a->predict_outputs = ~0u, a->predict_precisions = ~0u;
   const char *subjects = NULL;
   for (int i = 2; i < argc; i++) {
@@ -123,7 +116,7 @@ static int parse_compare_args(int argc, char **argv, compare_args *a) {
     else if (strcmp(arg, "--case") == 0) a->sel.case_id = val;
     else if (strcmp(arg, "--matrix") == 0) a->sel.matrix = val;
     else if (strcmp(arg, "--oracle") == 0) {
-      if (!lce_oracle_tier_parse(val, &a->tier)) {
+      if ((a->tier = lce_reference_tier_find(val)) == NULL) {
         fprintf(stderr, "lcecheck compare: unknown oracle '%s' (mpfr or fp64-gpu)\n", val);
         return CLI_USAGE;
       }
@@ -227,94 +220,34 @@ static void check_prediction(const lce_case *c, lce_output_id o, const lce_metri
 
 /* ---- one case -------------------------------------------------------------------------------- */
 
-/* Runs subject k on in; fills run->res[k] (skip, error) and run->out[k]. */
-static void run_subject(const compare_args *a, int k, const lce_case *c, const lce_tensors *in, case_run *run) {
-  lce_case_result *r = &run->res[k];
-  char why[128];
-  if (!lce_subject_supports(a->subj[k], c, why, sizeof why)) {
-    r->skipped = 1;
-    snprintf(r->status.msg, sizeof r->status.msg, "%s", why);
-    return;
-  }
-  lce_status st;
-  lce_status_clear(&st);
-  lce_code rc = lce_outputs_alloc(c, in, &run->out[k], &st);
-  if (rc == LCE_OK) {
-    double t0 = now_seconds();
-    rc = a->subj[k]->run(c, in, &run->out[k], &st);
-    r->subject_seconds = now_seconds() - t0;
-  }
-  if (rc == LCE_OK) {
-    run->ran[k] = 1;
-    return;
-  }
-  r->status = st;
-  if (rc == LCE_ENODEV) r->skipped = 1, run->device_skip = 1;
-  else r->error = 1;
-}
+/* The engine's sink: every subject's result on the case, then each pair's distances on the outputs
+ * the engine kept, against the reference it judged them with. */
+typedef struct compare_sink {
+  const compare_args *a;
+  case_run *run;
+  compare_tally *t;
+} compare_sink;
 
-static void run_case(const compare_args *a, const lce_golden *goldens, const lce_case *c, case_run *run) {
+static void compare_case_done(void *ctx, const lce_engine_case *ec) {
+  compare_sink *cs = (compare_sink *)ctx;
+  const compare_args *a = cs->a;
+  case_run *run = cs->run;
   memset(run, 0, sizeof *run);
   for (int k = 0; k < a->count; k++) {
-    run->res[k].c = *c;
-    lce_case_format(c, run->res[k].id, sizeof run->res[k].id);
+    run->res[k] = ec->res[k];
+    run->ran[k] = !ec->res[k].skipped && !ec->res[k].error;
+    run->device_skip |= ec->res[k].skipped && ec->res[k].status.code == LCE_ENODEV;
   }
-  lce_status st;
-  lce_status_clear(&st);
-  lce_tensors in;
-  lce_code rc = lce_case_validate(c, &st);
-  if (rc == LCE_OK) rc = lce_case_generate(c, &in, &st);
-  if (rc != LCE_OK) {
-    run->oracle_error = 1;
-    run->oracle_status = st;
-    return;
-  }
-  int any = 0;
-  for (int k = 0; k < a->count; k++) {
-    run_subject(a, k, c, &in, run);
-    any |= run->ran[k];
-  }
-  lce_oracle_result ref;
-  memset(&ref, 0, sizeof ref);
-  double t0 = now_seconds();
-  rc = any ? lce_oracle_run_tier(a->tier, c, &in, &ref, &st) : LCE_OK;
-  double oracle_seconds = now_seconds() - t0;
-  if (rc != LCE_OK) {
-    if (rc == LCE_ENODEV) run->device_skip = 1;
-    else run->oracle_error = 1;
-    run->oracle_status = st;
-    for (int k = 0; k < a->count; k++) {
-      if (!run->ran[k]) continue;
-      run->ran[k] = 0; /* ran, but there is nothing to judge it against */
-      run->res[k].skipped = 1;
-      snprintf(run->res[k].status.msg, sizeof run->res[k].status.msg, "not judged: the %s oracle did not run",
-               lce_oracle_tier_name(a->tier));
-    }
-  }
-  for (int k = 0; k < a->count; k++) {
-    if (!run->ran[k]) continue;
-    lce_case_result *r = &run->res[k];
-    r->oracle_seconds = oracle_seconds;
-    r->n_valid = ref.n_valid;
-    r->oracle_decisive = ref.decisive;
-    r->oracle_total = ref.total;
-    r->oracle_worst_rel_err = ref.worst_rel_err;
-    lce_status_clear(&st);
-    if (lce_judge(c, &in, &ref, &run->out[k], &goldens[k], a->subj[k]->name, a->subj[k]->golden_class, &r->verdict,
-                  &st) != LCE_OK) {
-      r->error = 1;
-      r->status = st;
-    }
-  }
-  for (int i = 0; i < a->count; i++)
+  const lce_case *c = ec->c;
+  for (int i = 0; i < a->count && ec->ref; i++)
     for (int j = i + 1; j < a->count; j++) {
-      if (!run->ran[i] || !run->ran[j] || run->res[i].error || run->res[j].error) continue;
+      if (!run->ran[i] || !run->ran[j]) continue;
       for (int o = 0; o < LCE_OUT_COUNT; o++) {
         const lce_output_verdict *vi = &run->res[i].verdict.out[o], *vj = &run->res[j].verdict.out[o];
         /* Outputs judged by class checks alone (the loss of reduction none, d_embedding) have no metrics. */
         if (!vi->judged || !vj->judged || vi->metrics.judged == 0 || vj->metrics.judged == 0) continue;
         pair_output *po = &run->pair[i][j][o];
-        measure_pair(c, &in, &ref.out[o], (lce_output_id)o, &run->out[i], &run->out[j], po);
+        measure_pair(c, ec->in, &ec->ref->host.out[o], (lce_output_id)o, &ec->out[i], &ec->out[j], po);
         if (!po->measured) continue;
         check_triangle(vi, vj, po);
         if (a->predict_factor > 0 && i == 0 && j == 1 && (a->predict_outputs >> o & 1u) &&
@@ -322,16 +255,16 @@ static void run_case(const compare_args *a, const lce_golden *goldens, const lce
           check_prediction(c, (lce_output_id)o, &vi->metrics, &vj->metrics, a->predict_factor, po);
       }
     }
-  lce_oracle_free(&ref);
-  for (int k = 0; k < a->count; k++) lce_outputs_free(&run->out[k]);
-  lce_tensors_free(&in);
+  compare_tally_case(a, run, cs->t);
+  if (a->json) compare_print_case_json(a, run, ec->index == 0);
+  else if (!a->quiet || compare_case_failed(a, run)) compare_print_case_text(a, run, ec->index, ec->ncases);
 }
 
 /* ---- the verb -------------------------------------------------------------------------------- */
 
 static int exit_code(const compare_tally *t) {
   if (t->failed) return CLI_FAIL;
-  if (t->pairs_measured == 0) return t->device_skips ? COMPARE_SKIP : CLI_FAIL;
+  if (t->pairs_measured == 0) return t->device_skips ? CLI_SKIP : CLI_FAIL;
   return CLI_PASS;
 }
 
@@ -360,22 +293,27 @@ int cli_compare(int argc, char **argv) {
         if (k) putchar(',');
         cli_json_string(stdout, a.subj[k]->name);
       }
-      printf("],\"oracle\":\"%s\",\"predict_factor\":", lce_oracle_tier_name(a.tier));
+      printf("],\"oracle\":\"%s\",\"predict_factor\":", a.tier->name);
       cli_json_number(stdout, a.predict_factor > 0 ? a.predict_factor : NAN);
       printf(",\"%s\":", a.sel.case_id ? "case" : "matrix");
       cli_json_string(stdout, scope);
       printf(",\"cases\":[");
     } else {
-      printf("lcecheck compare: %d subjects, oracle %s, %s %s, %zu case%s", a.count, lce_oracle_tier_name(a.tier),
+      printf("lcecheck compare: %d subjects, oracle %s, %s %s, %zu case%s", a.count, a.tier->name,
              a.sel.case_id ? "case" : "matrix", scope, n, n == 1 ? "" : "s");
       if (a.predict_factor > 0) printf(", %s predicts %s within x%g", a.subj[0]->name, a.subj[1]->name, a.predict_factor);
       printf("\n");
     }
-    for (size_t i = 0; i < n; i++) {
-      run_case(&a, goldens, &cases[i], run);
-      compare_tally_case(&a, run, t);
-      if (a.json) compare_print_case_json(&a, run, i == 0);
-      else if (!a.quiet || compare_case_failed(&a, run)) compare_print_case_text(&a, run, i, n);
+    const lce_golden *gp[COMPARE_MAX_SUBJECTS];
+    for (int k = 0; k < a.count; k++) gp[k] = &goldens[k];
+    const lce_engine_config cfg = {.cases = cases, .ncases = n, .subjects = a.subj, .goldens = gp,
+                                   .nsubjects = (size_t)a.count, .tier = a.tier, .keep_outputs = 1};
+    compare_sink cs = {&a, run, t};
+    lce_status est;
+    lce_status_clear(&est);
+    if (lce_engine_run(&cfg, compare_case_done, &cs, &est) != LCE_OK) {
+      fprintf(stderr, "lcecheck compare: %s\n", est.msg);
+      t->failed = 1;
     }
     rc = exit_code(t);
     if (a.json) {
@@ -384,7 +322,7 @@ int cli_compare(int argc, char **argv) {
     } else {
       compare_print_final_table(&a, t);
       printf("\n%s\n", rc == CLI_PASS ? "PASS"
-                       : rc == COMPARE_SKIP ? "SKIPPED: nothing compared (a device is missing)"
+                       : rc == CLI_SKIP ? "SKIPPED: nothing compared (a device is missing)"
                        : t->pairs_measured == 0 && !t->failed ? "FAIL: no pair was compared" : "FAIL");
     }
   }

@@ -7,7 +7,6 @@
 #include "cli_common.h"
 
 #define COMPARE_MAX_SUBJECTS 8
-#define COMPARE_SKIP 77
 /* The triangle inequality holds exactly for the exact sums; the metric sums (long double, then
  * rounded to double) move each side by far less than this relative amount. */
 #define COMPARE_TRIANGLE_SLACK 1e-9
@@ -18,7 +17,7 @@ typedef struct compare_args {
   const lce_subject *subj[COMPARE_MAX_SUBJECTS];
   int count;
   cli_args sel; /* --case / --matrix, for cli_cases */
-  lce_oracle_tier tier;
+  const lce_reference_tier *tier;
   double predict_factor; /* 0: no prediction check */
   unsigned predict_outputs;    /* bit per lce_output_id the prediction is checked on */
   unsigned predict_precisions; /* bit per lce_precision (lce_case_precision) it is checked on */
@@ -45,18 +44,15 @@ typedef struct compare_tally {
   size_t subj_pass[COMPARE_MAX_SUBJECTS], subj_fail[COMPARE_MAX_SUBJECTS], subj_skip[COMPARE_MAX_SUBJECTS],
       subj_error[COMPARE_MAX_SUBJECTS];
   pair_tally pair[COMPARE_MAX_SUBJECTS][COMPARE_MAX_SUBJECTS][LCE_OUT_COUNT];
-  size_t device_skips, oracle_errors, pairs_measured, cases;
+  size_t device_skips, pairs_measured, cases;
   int failed;
 } compare_tally;
 
 /* One case: every subject's result and outputs, and every pair's checks. */
 typedef struct case_run {
   lce_case_result res[COMPARE_MAX_SUBJECTS];
-  lce_outputs out[COMPARE_MAX_SUBJECTS];
   int ran[COMPARE_MAX_SUBJECTS]; /* outputs valid */
   int device_skip;               /* something needed a device the machine lacks */
-  int oracle_error;
-  lce_status oracle_status;
   pair_output pair[COMPARE_MAX_SUBJECTS][COMPARE_MAX_SUBJECTS][LCE_OUT_COUNT];
 } case_run;
 

@@ -7,7 +7,6 @@
 #include "cli_compare.h"
 
 int compare_case_failed(const compare_args *a, const case_run *run) {
-  if (run->oracle_error) return 1;
   for (int k = 0; k < a->count; k++)
     if (run->res[k].error || (run->ran[k] && !run->res[k].verdict.pass)) return 1;
   for (int i = 0; i < a->count; i++)
@@ -22,7 +21,6 @@ int compare_case_failed(const compare_args *a, const case_run *run) {
 void compare_tally_case(const compare_args *a, const case_run *run, compare_tally *t) {
   t->cases++;
   t->device_skips += run->device_skip;
-  t->oracle_errors += run->oracle_error;
   for (int k = 0; k < a->count; k++) {
     const lce_case_result *r = &run->res[k];
     if (r->error) t->subj_error[k]++;
@@ -54,13 +52,11 @@ void compare_tally_case(const compare_args *a, const case_run *run, compare_tall
 }
 
 static const char *subject_status(const case_run *run, int k) {
-  return run->res[k].error ? "error" : (run->res[k].skipped || !run->ran[k]) ? "skip" : cli_case_status(&run->res[k]);
+  return run->res[k].error ? "error" : (run->res[k].skipped || !run->ran[k]) ? "skip" : lce_case_result_status(&run->res[k]);
 }
 
 void compare_print_case_text(const compare_args *a, const case_run *run, size_t index, size_t total) {
   printf("\n[%zu/%zu] %s  %s\n", index + 1, total, run->res[0].id, compare_case_failed(a, run) ? "FAIL" : "ok");
-  if (run->oracle_error || (run->device_skip && run->oracle_status.msg[0]))
-    printf("  oracle (%s): %s\n", lce_oracle_tier_name(a->tier), run->oracle_status.msg);
   for (int k = 0; k < a->count; k++) {
     const lce_case_result *r = &run->res[k];
     const char *detail = (r->error || !run->ran[k]) ? r->status.msg : r->verdict.summary;
@@ -94,10 +90,6 @@ void compare_print_case_json(const compare_args *a, const case_run *run, int fir
   printf("%s{\"id\":", first ? "" : ",");
   cli_json_string(stdout, run->res[0].id);
   printf(",\"status\":\"%s\"", compare_case_failed(a, run) ? "fail" : "ok");
-  if (run->oracle_status.msg[0]) {
-    printf(",\"oracle_message\":");
-    cli_json_string(stdout, run->oracle_status.msg);
-  }
   printf(",\"subjects\":[");
   for (int k = 0; k < a->count; k++) {
     printf("%s{\"name\":", k ? "," : "");

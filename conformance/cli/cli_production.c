@@ -1,5 +1,5 @@
 /* cli_production.c — `lcecheck production`: GPU subjects at production shapes against the fp64 GPU
- * reference (conformance/production/lce_production.h says what is run and how it is judged).
+ * reference (conformance/engine/lce_production.h says what is run and how it is judged).
  *
  *   lcecheck production [--shapes small|all|NxHxV,...] [--subjects a,b,...] [--tp 1,8]
  *                       [--embeddings tied,untied] [--vocab-chunk C] [--seed S] [--jobs J]
@@ -10,8 +10,8 @@
  * --json, the report that scripts/lcecheck_golden.py reads: one run per subject in the schema of
  * `lcecheck measure --json`) to stdout.
  * Exit status: 0 every production subject passed and every mutant failed at V >= 128k (with
- * --measure-only: every class check passed); 1 otherwise, also when a class has no golden ("no bound");
- * 2 bad usage or a malformed golden; 77 no GPU, or a build without CUDA or the fp64 GPU reference. */
+ * --measure-only: every class check passed); 1 otherwise; 2 bad usage or a missing or malformed golden;
+ * 77 no GPU, or a build without CUDA. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +19,6 @@
 
 #include "cli_common.h"
 #include "lce_production.h"
-#ifdef LCE_WITH_PRODUCTION
-#include "lce_production_gpu.h"
-#endif
-
-#define PRODUCTION_SKIP 77
 
 static void print_usage_hint(void) {
   fprintf(stderr, "usage: lcecheck production [--shapes small|all|NxHxV,...] [--subjects a,b,...] [--tp 1,8]\n"
@@ -31,7 +26,6 @@ static void print_usage_hint(void) {
                   "         [--measure-only] [--json] [--quiet]\n");
 }
 
-#ifdef LCE_WITH_PRODUCTION
 /* JSON has no NaN or Inf: null (a metric is NaN only when it is undefined). */
 static void num(FILE *f, double x) {
   if (isfinite(x)) fprintf(f, "%.9g", x);
@@ -90,7 +84,7 @@ static void print_table(const lce_prod_report *rep) {
          cfg->measure_only ? ", measure only" : "");
   for (int j = 0; j < cfg->nsubjects; j++)
     if (!cfg->measure_only)
-      printf("  %-31s golden %s%s\n", cfg->subjects[j], rep->golden_path[j], rep->golden_found[j] ? "" : " (absent: no bound)");
+      printf("  %-31s golden %s%s\n", cfg->subjects[j], rep->golden_path[j], "");
   printf("%-18s %-6s %3s %-31s %-11s %7s %10s %10s %19s %s\n", "shape", "emb", "tp", "subject", "output", "K",
          "relerr", "bias", "bound relerr/bias", "verdict");
   for (size_t i = 0; i < rep->ncases; i++) {
@@ -197,7 +191,7 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
 
 /* ---- the verb ---------------------------------------------------------------------------------------- */
 /* Golden of subject j: DIR/sm_XX/<class>.golden (lce_production_golden_path, golden/production/,
- * without --golden-dir); an absent file is an empty golden ("no bound"). */
+ * without --golden-dir). */
 static int load_golden(const lce_prod_config *cfg, lce_prod_report *rep, const lce_subject *s, int j, lce_golden *g) {
   if (cfg->golden_dir)
     snprintf(rep->golden_path[j], sizeof rep->golden_path[j], "%s/%s/%s.golden", cfg->golden_dir, rep->dev.arch,
@@ -205,9 +199,6 @@ static int load_golden(const lce_prod_config *cfg, lce_prod_report *rep, const l
   else
     lce_production_golden_path(s, rep->golden_path[j], sizeof rep->golden_path[j]);
   memset(g, 0, sizeof *g);
-  FILE *probe = fopen(rep->golden_path[j], "r");
-  if (probe == NULL) return CLI_PASS;
-  fclose(probe);
   lce_status st;
   if (lce_golden_load(rep->golden_path[j], g, &st) != LCE_OK) {
     fprintf(stderr, "lcecheck production: %s\n", st.msg);
@@ -224,7 +215,7 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
   char why[512];
   if (!lce_device_query(&rep.dev, why, sizeof why)) {
     fprintf(stderr, "lcecheck production: no usable GPU (%s): skipped\n", why);
-    return PRODUCTION_SKIP;
+    return CLI_SKIP;
   }
   lce_golden goldens[LCE_PROD_MAX_SUBJECTS];
   const lce_golden *gp[LCE_PROD_MAX_SUBJECTS];
@@ -252,7 +243,7 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
     lce_code code = lce_prod_run(&rep, subjects, gp, &st);
     if (code == LCE_ENODEV) {
       fprintf(stderr, "lcecheck production: %s: skipped\n", st.msg);
-      rc = PRODUCTION_SKIP;
+      rc = CLI_SKIP;
     } else if (code != LCE_OK) {
       fprintf(stderr, "lcecheck production: %s\n", st.msg);
       rc = CLI_FAIL;
@@ -267,7 +258,6 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
   free(rep.cases);
   return rc;
 }
-#endif
 
 int cli_production(int argc, char **argv) {
   lce_prod_config cfg;
@@ -277,10 +267,6 @@ int cli_production(int argc, char **argv) {
     print_usage_hint();
     return CLI_USAGE;
   }
-#ifndef LCE_WITH_PRODUCTION
-  fprintf(stderr, "lcecheck production: this build has no CUDA or no fp64 GPU reference (reference/gpu): skipped\n");
-  return PRODUCTION_SKIP;
-#else
   const lce_subject *subjects[LCE_PROD_MAX_SUBJECTS];
   for (int j = 0; j < cfg.nsubjects; j++) {
     subjects[j] = lce_subject_find(cfg.subjects[j]);
@@ -292,5 +278,4 @@ int cli_production(int argc, char **argv) {
     }
   }
   return run_production(&cfg, subjects);
-#endif
 }

@@ -1,4 +1,4 @@
-/* lce_golden_path.c — which golden file judges a subject by default (lce_runner.h).
+/* lce_golden_path.c — which golden file judges a subject by default (lce_engine.h).
  *
  * CPU subjects: golden/<class>.golden. GPU subjects (LCE_CAP_NEEDS_GPU): golden/<arch>/<class>.golden,
  * one directory per architecture, because a GPU's GEMM arithmetic is its own (DESIGN.md "Device
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "lce_device.h"
-#include "lce_runner.h"
+#include "lce_engine.h"
 
 #ifndef LCE_SOURCE_DIR
 #error "LCE_SOURCE_DIR must be defined by the build (the repository root)"

@@ -9,7 +9,7 @@
  * padding, tp 1..4, any chunk): goldens measured on one shape alone would not hold where the
  * fuzzer goes (one vocab row, two tokens, one hidden unit).
  *
- * The medium matrix (issue 4's "medium shapes judged by the oracle") is a hand-picked list at LM-head
+ * The medium matrix (medium shapes judged by the oracle) is a hand-picked list at LM-head
  * shapes an order of magnitude below production (V up to 32k, H up to 1024, N up to 512): the
  * reduction lengths where device arithmetic starts to show, far beyond what the MPFR oracle covers
  * in a CI run (one case costs it tens of minutes), so it is meant for the fp64 GPU oracle:

@@ -1,34 +1,26 @@
-/* lce_production.h — production-shape conformance (issue 5, item 4): GPU subjects at the shapes real
+/* lce_production.h — production-shape conformance: GPU subjects at the shapes real
  * LM heads run, (N, H, V) in {(4096, 4096, 32000), (8192, 4096, 128256), (4096, 4096, 152064),
  * (4096, 4096, 262144)}, bf16, tied and untied, tp 1 and 8, judged against the fp64 GPU reference
  * (reference/gpu/lce_ref64.h) with the metrics reduced on the device: at these shapes nothing per
  * element may come to the host (d_weight alone is 1e9 elements).
  *
- * This header is the part that needs no GPU, so CI tests it: the plan (options, shape sets, the
- * cases), the GEMM inner size K each subject class reduces over per output, and the verdict of one
- * (subject, output) from its device sums and the per-architecture golden (golden/sm_XX/<class>.golden).
- * The GPU driver (lce_production_run.h) and the CLI (cli/cli_production.c: table, JSON) build on it.
- *
- * Metrics (lce_metrics.h definitions, over the elements where subject and reference are finite):
- *   relerr = sqrt(sum (x-r)^2 / sum r^2)   (sqrt(sum x^2) when r == 0 everywhere)
- *   bias   = sum (x-r) r / sum r^2         undefined below LCE_STAT_MIN_ELEMS effective elements
- *                                          (neff = (sum r^2)^2 / sum r^4): the loss has one element
- *   maxscaled = max |x-r| / emag           only when the reference carries mags
- *   cond   = max(1, ||emag|| / ||r||)      for the cond/condk golden forms (1 without mags)
- *   ulpfrac is not computed (it needs per-element ulps of the rounded reference): never judged here.
- * relerr and bias (when defined) must have a golden entry, otherwise the verdict is "no bound";
- * maxscaled is judged when the golden has an entry for it. d_embedding (untied only) must equal its
- * prior exactly: a class check, no metric. */
+ * The plan (options, shape sets, the cases) and the outcome need no GPU, so CI tests them. The run is
+ * the engine's loop (lce_engine.h) with the fp64 tier kept on the device (lce_ref64_compare), judged
+ * by the one judge (lce_judge.h: the same metrics from the same lce_comparison, the same bounds)
+ * against golden/production/<arch>/<class>.golden with each subject's own K; ulpfrac needs
+ * per-element ulps and is undefined there. Production judges the loss and the gradients (loss,
+ * d_hidden, d_weight, and d_embedding's exactness when untied). The CLI (cli/cli_production.c)
+ * renders the table and JSON. */
 #ifndef LCE_PRODUCTION_H
 #define LCE_PRODUCTION_H
 
 #include "lce_device.h"
-#include "lce_golden.h"
+#include "lce_judge.h"
 
 #define LCE_PROD_MAX_SHAPES 16
 #define LCE_PROD_MAX_SUBJECTS 8
 #define LCE_PROD_MAX_TPS 4
-/* Issue 5: the bf16-accumulation mutant must fail at V >= 128k (and may survive below). */
+/* The bf16-accumulation mutant must fail at V >= 128k (and may survive below). */
 #define LCE_PROD_MUTANT_MIN_V 128000
 /* The seed bug's founding measurement (DESIGN.md) used vocab chunks of 4096 at V = 128256. */
 #define LCE_PROD_DEFAULT_VOCAB_CHUNK 4096
@@ -81,55 +73,33 @@ lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *
 size_t lce_prod_case_count(const lce_prod_config *cfg);
 lce_code lce_prod_case_at(const lce_prod_config *cfg, size_t i, lce_case *c, lce_status *st);
 
-/* Inner size K of the GEMM reduction that produces output o in subject class golden_class for case
- * c: what the lineark/sqrtk/condk golden forms scale with. Chunked classes (fused-host, fused-cuda and
- * their sm90 twins) reduce d_hidden over one vocab chunk (min(vocab_chunk, rows of a shard)) and
- * d_weight over one token chunk; unfused-cuda over the shard's rows (V at tp 1) and N; other classes
- * and outputs: lce_output_inner. */
-int64_t lce_prod_inner(const char *golden_class, const lce_case *c, lce_output_id o);
-
-/* What the device comparison of one output gives (lce_ref64_sums, plus the reference's moments). */
-typedef struct lce_prod_raw {
-  double sum_d2, sum_r2, sum_dr; /* sum (x-r)^2, sum r^2, sum (x-r) r over compared elements */
-  double sum_r4;                 /* sum r^4 (for neff) */
-  double sum_emag2;              /* sum emag^2; negative when the reference has no mags */
-  double max_scaled;             /* max |x-r| / emag; ignored without mags */
-  int64_t compared;              /* elements in the sums */
-  int64_t class_mismatch;        /* elements whose class (finite, NaN, +-Inf) differs */
-  int64_t first_mismatch;        /* -1 when none */
-  int guards_ok;                 /* 0: the subject wrote outside its buffers */
-} lce_prod_raw;
-
 typedef enum lce_prod_verdict {
   LCE_PROD_MEASURED = 0, /* --measure-only: metrics, no bounds (class checks passed) */
   LCE_PROD_PASS = 1,
   LCE_PROD_FAIL = 2,     /* a metric above its bound */
-  LCE_PROD_CLASS_FAIL = 3, /* class check: non-finite positions, guards, an untouched buffer touched */
-  LCE_PROD_NO_BOUND = 4  /* a metric that must be bounded has no golden entry */
+  LCE_PROD_CLASS_FAIL = 3 /* class check: non-finite positions, guards, an untouched buffer touched */
 } lce_prod_verdict;
 
-const char *lce_prod_verdict_name(lce_prod_verdict v); /* "measured", "pass", "FAIL", "CLASS FAIL", "no bound" */
+const char *lce_prod_verdict_name(lce_prod_verdict v); /* "measured", "pass", "FAIL", "CLASS FAIL" */
 
 typedef struct lce_prod_output_result {
   lce_output_id output;
   int64_t inner;             /* K for the bound */
   int exact_only;            /* d_embedding: class check only, no metrics */
   int class_ok;
-  char class_msg[160];
+  char class_msg[256];
   double v[LCE_METRIC_COUNT];
   unsigned char defined[LCE_METRIC_COUNT];
   double cond, neff;
   int64_t compared;
   double bound[LCE_METRIC_COUNT];    /* NaN where no bound applies */
   double budget_pct[LCE_METRIC_COUNT];
-  unsigned char bounded[LCE_METRIC_COUNT]; /* a golden entry was found and applied */
+  unsigned char bounded[LCE_METRIC_COUNT]; /* a golden bound was applied */
   lce_prod_verdict verdict;
 } lce_prod_output_result;
 
-/* The verdict of one output from its raw sums: class checks, metrics, then each metric against the
- * entry of g (NULL: measure only) for (golden_class, the case's precision, o). */
-void lce_prod_judge_output(const lce_case *c, const char *golden_class, lce_output_id o, const lce_prod_raw *raw,
-                           const lce_golden *g, lce_prod_output_result *r);
+/* One row of the production table from the judge's verdict of that output (lce_judge.h). */
+void lce_prod_row(lce_output_id o, int64_t inner, const lce_output_verdict *ov, int bounded, lce_prod_output_result *r);
 
 /* The outputs production judges for case c, in table order: loss, d_hidden, d_weight, and
  * d_embedding when untied. Returns the count (<= 4). */
@@ -163,7 +133,7 @@ typedef struct lce_prod_report {
   lce_device_info dev;
   const char *golden_class[LCE_PROD_MAX_SUBJECTS];
   char golden_path[LCE_PROD_MAX_SUBJECTS][512];
-  int golden_found[LCE_PROD_MAX_SUBJECTS]; /* 0: no golden file for the class ("no bound") */
+  int golden_found[LCE_PROD_MAX_SUBJECTS]; /* the class's golden was loaded (not with --measure-only) */
   int mutant[LCE_PROD_MAX_SUBJECTS];       /* the subject is a catalogued mutant */
   lce_prod_case_result *cases;
   size_t ncases;
@@ -179,5 +149,14 @@ const char *lce_prod_subject_status(const lce_prod_subject_result *s);
 /* For mutant subject j on case i: 1 killed (some output failed), 0 survived, -1 no verdict (measure
  * only, a missing bound, an error or a skip). */
 int lce_prod_mutant_killed(const lce_prod_report *rep, size_t i, int j);
+
+/* Runs every case of rep->cfg for every subject through the engine (lce_engine.h) against the fp64
+ * GPU reference kept on the device, judging subject j against goldens[j] (NULL: measure only) and
+ * filling rep->cases (rep->ncases of them, allocated by the caller). Progress lines go to stderr
+ * unless cfg->quiet. Returns LCE_OK when every case was attempted: per-case failures are in the
+ * results (lce_production_run.c). */
+struct lce_subject;
+lce_code lce_prod_run(lce_prod_report *rep, const struct lce_subject *const *subjects, const lce_golden *const *goldens,
+                      lce_status *st);
 
 #endif

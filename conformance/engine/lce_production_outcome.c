@@ -2,10 +2,36 @@
  * one case, whether a mutant was killed, and the exit status of the whole run (lce_production.h).
  * A mutant failing is the suite working, so mutants count the other way round: they must fail
  * wherever V >= LCE_PROD_MUTANT_MIN_V and may survive below it. No GPU needed. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lce_production.h"
+
+const char *lce_prod_verdict_name(lce_prod_verdict v) {
+  static const char *const NAMES[] = {"measured", "pass", "FAIL", "CLASS FAIL"};
+  return (unsigned)v < sizeof NAMES / sizeof NAMES[0] ? NAMES[v] : "?";
+}
+
+void lce_prod_row(lce_output_id o, int64_t inner, const lce_output_verdict *ov, int bounded, lce_prod_output_result *r) {
+  memset(r, 0, sizeof *r);
+  r->output = o;
+  r->inner = inner;
+  r->exact_only = o == LCE_OUT_D_EMBEDDING;
+  r->class_ok = ov->class_ok;
+  snprintf(r->class_msg, sizeof r->class_msg, "%s", ov->class_msg);
+  r->cond = ov->metrics.cond, r->neff = ov->metrics.neff, r->compared = ov->metrics.judged;
+  int fail = 0;
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+    r->defined[m] = !r->exact_only && !ov->metrics.undefined[m];
+    r->v[m] = r->defined[m] ? ov->metrics.v[m] : NAN;
+    r->bounded[m] = bounded && r->defined[m];
+    r->bound[m] = r->bounded[m] ? ov->bound[m] : NAN;
+    r->budget_pct[m] = r->bounded[m] ? ov->budget_pct[m] : NAN;
+    fail |= r->bounded[m] && !ov->metric_ok[m];
+  }
+  r->verdict = !r->class_ok ? LCE_PROD_CLASS_FAIL : fail ? LCE_PROD_FAIL : bounded ? LCE_PROD_PASS : LCE_PROD_MEASURED;
+}
 
 static int any_verdict(const lce_prod_subject_result *s, lce_prod_verdict v) {
   for (int k = 0; k < s->nout; k++)
@@ -16,7 +42,7 @@ static int any_verdict(const lce_prod_subject_result *s, lce_prod_verdict v) {
 const char *lce_prod_subject_status(const lce_prod_subject_result *s) {
   if (s->error) return "error";
   if (s->skipped) return "skip";
-  if (any_verdict(s, LCE_PROD_CLASS_FAIL) || any_verdict(s, LCE_PROD_FAIL) || any_verdict(s, LCE_PROD_NO_BOUND))
+  if (any_verdict(s, LCE_PROD_CLASS_FAIL) || any_verdict(s, LCE_PROD_FAIL))
     return "fail";
   return "pass";
 }
@@ -25,7 +51,7 @@ int lce_prod_mutant_killed(const lce_prod_report *rep, size_t i, int j) {
   const lce_prod_subject_result *s = &rep->cases[i].subj[j];
   if (rep->cases[i].error || s->error || s->skipped) return -1;
   if (any_verdict(s, LCE_PROD_FAIL) || any_verdict(s, LCE_PROD_CLASS_FAIL)) return 1;
-  if (rep->cfg->measure_only || any_verdict(s, LCE_PROD_NO_BOUND)) return -1;
+  if (rep->cfg->measure_only) return -1;
   return 0;
 }
 

@@ -7,7 +7,7 @@
 
 #include "lce_production.h"
 
-/* Issue 5's production shapes: Llama-2 32k, Llama-3 128k (N = 8192), Qwen2 152k, Gemma 256k. */
+/* The production shapes: Llama-2 32k, Llama-3 128k (N = 8192), Qwen2 152k, Gemma 256k. */
 static const lce_prod_shape SHAPES_ALL[] = {
     {4096, 4096, 32000}, {8192, 4096, 128256}, {4096, 4096, 152064}, {4096, 4096, 262144}};
 /* The smoke set: the same code paths in seconds (1.7e7 and 6.7e7 weight elements), several vocab chunks
@@ -177,21 +177,6 @@ lce_code lce_prod_case_at(const lce_prod_config *cfg, size_t i, lce_case *c, lce
   return lce_case_validate(c, st);
 }
 
-/* Golden classes whose d_hidden is accumulated across vocab chunks (fp32 buffer, one GEMM per chunk). */
-static int chunked_class(const char *cls) {
-  return strcmp(cls, "fused-cuda") == 0 || strcmp(cls, "fused-host") == 0 || strncmp(cls, "fused-host-", 11) == 0 ||
-         strncmp(cls, "fused-cuda-", 11) == 0;
-}
-
-int64_t lce_prod_inner(const char *golden_class, const lce_case *c, lce_output_id o) {
-  const int64_t shard = c->vp / c->tp, rows = shard < c->v ? shard : c->v; /* the largest shard's real rows */
-  const int unfused = strcmp(golden_class, "unfused-cuda") == 0, chunked = chunked_class(golden_class);
-  if (o == LCE_OUT_D_HIDDEN && unfused) return rows;
-  if (o == LCE_OUT_D_HIDDEN && chunked) return c->vocab_chunk < rows ? c->vocab_chunk : rows;
-  if ((o == LCE_OUT_D_WEIGHT || o == LCE_OUT_D_EMBEDDING) && (unfused || chunked))
-    return chunked && c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
-  return lce_output_inner(c, o);
-}
 
 int lce_prod_outputs(const lce_case *c, lce_output_id out[4]) {
   int k = 0;

@@ -171,8 +171,8 @@ static void class_checks(const lce_case *c, const lce_tensors *in, const lce_out
 
 /* ---- bounds --------------------------------------------------------------------------------- */
 
-static lce_code apply_bounds(const lce_case *c, lce_output_id o, const lce_golden *g, const char *subject_class,
-                             lce_output_verdict *ov, lce_status *st) {
+lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, lce_precision p, lce_output_id o,
+                          int64_t inner, lce_output_verdict *ov, lce_status *st) {
   for (int m = 0; m < LCE_METRIC_COUNT; m++) {
     if (ov->metrics.undefined[m]) { /* a statistic over too few elements: reported, not bounded */
       ov->bound[m] = NAN;
@@ -180,10 +180,10 @@ static lce_code apply_bounds(const lce_case *c, lce_output_id o, const lce_golde
       ov->budget_pct[m] = 0.0;
       continue;
     }
-    const lce_golden_entry *e = lce_golden_find(g, subject_class, lce_case_precision(c), o, (lce_metric)m);
+    const lce_golden_entry *e = lce_golden_find(g, subject_class, p, o, (lce_metric)m);
     LCE_CHECK(st, e != NULL, LCE_EINVAL, "no golden entry for class '%s' dtype %s output %s metric %s in '%s'",
-              subject_class, lce_precision_name(lce_case_precision(c)), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
-    double bound = lce_golden_bound(e, lce_output_inner(c, o), ov->metrics.cond);
+              subject_class, lce_precision_name(p), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
+    double bound = lce_golden_bound(e, inner, ov->metrics.cond);
     double val = ov->metrics.v[m];
     if (m == LCE_METRIC_BIAS) val = fabs(val);
     ov->bound[m] = bound;
@@ -253,51 +253,110 @@ static lce_code check_shapes(const lce_case *c, const lce_oracle_result *ref, lc
   return LCE_OK;
 }
 
+/* The start of every judged output's verdict, on either path. */
+static void begin_output(lce_output_verdict *ov) {
+  ov->judged = ov->class_ok = ov->pass = 1;
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1;
+}
+
+/* Metrics from the comparison, then the bounds: the same step on the host and the device path. */
+static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, const lce_golden *g,
+                               const char *subject_class, const int64_t *inner, lce_output_verdict *ov,
+                               lce_verdict *v, lce_status *st) {
+  if (!ov->class_ok) ov->pass = 0;
+  if (!has_metrics(c, o)) return LCE_OK;
+  lce_metrics_from_comparison(cmp, &ov->metrics);
+  v->inconclusive += ov->metrics.inconclusive;
+  if (g == NULL) return LCE_OK;
+  return lce_bounds_apply(g, subject_class, lce_case_precision(c), o, inner ? inner[o] : lce_output_inner(c, o), ov,
+                          st);
+}
+
+/* Whether output o is judged: it applies to the case and the caller asked for it. */
+static int judged_output(const lce_case *c, lce_output_id o, unsigned outputs) {
+  return lce_output_applies(c, o) && (outputs == 0 || (outputs >> o & 1u));
+}
+
 static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
                               const lce_outputs *out, const lce_golden *g, const char *subject_class,
-                              const judge_masks *masks, lce_verdict *v, lce_status *st) {
+                              const int64_t *inner, unsigned outputs, const judge_masks *masks, lce_verdict *v,
+                              lce_status *st) {
   char guard_msg[256];
   const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
   lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];
-    if (!lce_output_applies(c, o)) continue;
-    ov->judged = ov->class_ok = ov->pass = 1;
-    for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1;
+    if (!judged_output(c, o, outputs)) continue;
+    begin_output(ov);
     const unsigned char *mask = mask_of(masks, o);
     class_checks(c, in, out, &ref->out[o], o, mask, guard, guard_out, ov);
-    if (!ov->class_ok) ov->pass = 0;
-    if (!has_metrics(c, o)) continue;
-    lce_metrics_compute(c, out, o, &ref->out[o], mask, &ov->metrics);
-    v->inconclusive += ov->metrics.inconclusive;
-    if (g != NULL) LCE_TRY(apply_bounds(c, o, g, subject_class, ov, st));
+    lce_comparison cmp;
+    memset(&cmp, 0, sizeof cmp);
+    if (has_metrics(c, o)) lce_compare_host(c, out, o, &ref->out[o], mask, &cmp);
+    LCE_TRY(measure_output(c, o, &cmp, g, subject_class, inner, ov, v, st));
   }
   return LCE_OK;
 }
 
-static lce_code judge_checked(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
-                              const lce_outputs *out, const lce_golden *g, const char *subject_class, lce_verdict *v,
-                              lce_status *st) {
+/* The device path: the reference stays where the tier computed it and each output is compared
+ * there. What needs no reference (guards, the untied embedding's gradient and the padded rows left as
+ * they were) is checked here on the host; NaN/Inf positions come from the device comparison. */
+static lce_code judge_on_device(const lce_case *c, const lce_tensors *in, const lce_reference *ref,
+                                const lce_outputs *out, const lce_golden *g, const char *subject_class,
+                                const int64_t *inner, unsigned outputs, lce_verdict *v, lce_status *st) {
+  LCE_CHECK(st, ref->tier && ref->tier->compare, LCE_EINVAL, "reference tier %s cannot compare on the device",
+            ref->tier ? ref->tier->name : "?");
+  char guard_msg[256];
+  const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
+  lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
+  for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
+    lce_output_id o = (lce_output_id)oi;
+    lce_output_verdict *ov = &v->out[o];
+    if (!judged_output(c, o, outputs)) continue;
+    begin_output(ov);
+    if (guard != NULL && guard_out == o) class_fail(ov, "%s", guard);
+    if (o == LCE_OUT_D_EMBEDDING) {
+      check_untouched(out->grad_embedding, in->grad_embedding_prior, 0, c->vp * c->h, c->h, ov);
+      if (!ov->class_ok) ov->pass = 0;
+      continue;
+    }
+    if (o == LCE_OUT_D_WEIGHT) {
+      const float *now, *prior;
+      weight_buffers(c, in, out, &now, &prior);
+      check_untouched(now, prior, c->v * c->h, c->vp * c->h, c->h, ov);
+    }
+    lce_comparison cmp;
+    LCE_TRY(ref->tier->compare(ref, o, out, &cmp, st));
+    if (!cmp.class_ok) class_fail(ov, "%s", cmp.class_msg);
+    LCE_TRY(measure_output(c, o, &cmp, g, subject_class, inner, ov, v, st));
+  }
+  return LCE_OK;
+}
+
+static lce_code judge_checked(const lce_case *c, const lce_tensors *in, const lce_reference *ref,
+                              const lce_outputs *out, const lce_golden *g, const char *subject_class,
+                              const int64_t *inner, unsigned outputs, lce_verdict *v, lce_status *st) {
   LCE_TRY(lce_tensors_validate(c, in, st)); /* the masks and priors come from the tensors */
-  LCE_TRY(check_shapes(c, ref, st));
+  if (ref->mode == LCE_REF_DEVICE) return judge_on_device(c, in, ref, out, g, subject_class, inner, outputs, v, st);
+  LCE_TRY(check_shapes(c, &ref->host, st));
   judge_masks masks = {NULL, NULL};
   lce_code rc = build_masks(c, in, &masks, st);
-  if (rc == LCE_OK) rc = judge_outputs(c, in, ref, out, g, subject_class, &masks, v, st);
+  if (rc == LCE_OK) rc = judge_outputs(c, in, &ref->host, out, g, subject_class, inner, outputs, &masks, v, st);
   free(masks.lse);
   free(masks.d_weight);
   return rc;
 }
 
-lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
-                   const lce_outputs *out, const lce_golden *g, const char *subject_name,
-                   const char *subject_class, lce_verdict *v, lce_status *st) {
+lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference *ref, const lce_outputs *out,
+                   const lce_golden *g, const char *subject_name, const char *subject_class, const int64_t *inner,
+                   unsigned outputs, lce_verdict *v, lce_status *st) {
   LCE_CHECK(st, c != NULL && in != NULL && ref != NULL && out != NULL && v != NULL && subject_name != NULL,
             LCE_EINVAL, "lce_judge: NULL argument");
   LCE_CHECK(st, g == NULL || subject_class != NULL, LCE_EINVAL, "lce_judge: a golden needs a subject class");
   memset(v, 0, sizeof *v);
   lce_repro_line(c, subject_name, v->repro, sizeof v->repro);
-  lce_code rc = judge_checked(c, in, ref, out, g, subject_class, v, st);
+  lce_code rc = judge_checked(c, in, ref, out, g, subject_class, inner, outputs, v, st);
   if (rc != LCE_OK) {
     v->pass = 0;
     snprintf(v->summary, sizeof v->summary, "error: %.240s", st ? st->msg : lce_code_name(rc));
@@ -305,6 +364,17 @@ lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_oracle_re
   }
   summarize(c, g != NULL, v);
   return LCE_OK;
+}
+
+lce_code lce_judge_host(const lce_case *c, const lce_tensors *in, const lce_oracle_result *res, const lce_outputs *out,
+                        const lce_golden *g, const char *subject_name, const char *subject_class, lce_verdict *v,
+                        lce_status *st) {
+  lce_reference ref;
+  memset(&ref, 0, sizeof ref);
+  ref.c = *c;
+  ref.mode = LCE_REF_HOST;
+  ref.host = *res; /* borrowed: not released here */
+  return lce_judge(c, in, &ref, out, g, subject_name, subject_class, NULL, 0, v, st);
 }
 
 void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size) {

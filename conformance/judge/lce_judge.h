@@ -12,6 +12,7 @@
 #define LCE_JUDGE_H
 
 #include "lce_golden.h"
+#include "lce_reference.h"
 
 typedef struct lce_output_verdict {
   int judged;                         /* 0 when the output does not apply to the case */
@@ -36,13 +37,24 @@ typedef struct lce_verdict {
 } lce_verdict;
 
 /* Judges subject outputs out (produced by subject_name, bounded by golden class subject_class)
- * against oracle result ref. g may be NULL: class checks and metrics only, no bounds (used by
- * `lcecheck measure`, which feeds golden regeneration). Returns LCE_EINVAL when a golden entry is
- * missing; the
- * verdict itself (pass/fail) is in v. */
-lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
-                   const lce_outputs *out, const lce_golden *g, const char *subject_name,
-                   const char *subject_class, lce_verdict *v, lce_status *st);
+ * against reference ref: on the host from its per-element values, or, for a reference kept on the
+ * device (LCE_REF_DEVICE), through its tier's compare. g may be NULL: class checks and metrics only,
+ * no bounds (`lcecheck measure`, which feeds golden regeneration). inner[o] is the inner size K of the
+ * subject's reduction producing output o (lce_subject_inner; the K of the lineark/sqrtk/condk golden
+ * forms); NULL: lce_output_inner. outputs: a bit per lce_output_id to judge (0: every output that
+ * applies to the case); the others are left unjudged. Returns LCE_EINVAL when a golden entry is missing; the verdict
+ * itself (pass/fail) is in v. */
+lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference *ref, const lce_outputs *out,
+                   const lce_golden *g, const char *subject_name, const char *subject_class, const int64_t *inner,
+                   unsigned outputs, lce_verdict *v, lce_status *st);
+/* lce_judge against per-element values res (tests), with K from lce_output_inner. */
+lce_code lce_judge_host(const lce_case *c, const lce_tensors *in, const lce_oracle_result *res, const lce_outputs *out,
+                        const lce_golden *g, const char *subject_name, const char *subject_class, lce_verdict *v,
+                        lce_status *st);
+/* The one bound applier: each defined metric of ov against the golden entry of (class, p, o); an
+ * undefined metric is reported, not bounded; a missing entry for a defined metric is LCE_EINVAL. */
+lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, lce_precision p, lce_output_id o,
+                          int64_t inner, lce_output_verdict *ov, lce_status *st);
 
 /* "build/lcecheck repro --subject S <case id>" */
 void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size);

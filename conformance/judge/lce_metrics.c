@@ -38,39 +38,39 @@ static void comp_add(comp_sum *a, long double x) {
 
 static long double comp_value(const comp_sum *a) { return a->s + a->c; }
 
-/* Statistics over too few elements are undefined (see LCE_STAT_MIN_ELEMS). */
+/* Statistics over too few elements are undefined (see LCE_STAT_MIN_ELEMS); so is bias where r == 0
+ * everywhere (neff 0) and ulpfrac without per-element ulps (well_conditioned 0). */
 static void mark_undefined(lce_metric_values *mv) {
   if (mv->neff < LCE_STAT_MIN_ELEMS) mv->undefined[LCE_METRIC_BIAS] = 1, mv->v[LCE_METRIC_BIAS] = NAN;
   if ((double)mv->well_conditioned < LCE_STAT_MIN_ELEMS)
     mv->undefined[LCE_METRIC_ULPFRAC] = 1, mv->v[LCE_METRIC_ULPFRAC] = NAN;
 }
 
-void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_id o,
-                         const lce_ref_output *ref, const unsigned char *mask, lce_metric_values *mv) {
-  memset(mv, 0, sizeof *mv);
+void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
+                      const unsigned char *mask, lce_comparison *cmp) {
   lce_dtype fmt = lce_output_format(c, o);
-  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, sub2 = {0, 0}, mag2 = {0, 0}, ref4 = {0, 0};
-  int64_t beyond_ulps = 0;
+  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, mag2 = {0, 0}, ref4 = {0, 0};
   long double maxscaled = 0;
-  int subject_nonfinite = 0;
-
+  cmp->judged = cmp->inconclusive = cmp->well_conditioned = cmp->beyond_ulps = 0;
+  cmp->has_emag = cmp->has_ulps = 1;
+  cmp->subject_nonfinite = 0;
   for (int64_t i = 0; i < ref->count; i++) {
     if (mask != NULL && !mask[i]) continue;
     if (!ref->decisive[i]) {
-      mv->inconclusive++;
+      cmp->inconclusive++;
       continue;
     }
     if (!isfinite(ref->rounded[i]) || !isfinite(ref->value[i])) continue; /* class checks judge it */
     double x = lce_output_get(c, out, o, i);
     double r = ref->value[i];
-    mv->judged++;
+    cmp->judged++;
     int well = ref->mag[i] <= LCE_ULPFRAC_MAXCOND * fabs(r);
     double emag = ref->emag ? ref->emag[i] : ref->mag[i];
-    mv->well_conditioned += well;
+    cmp->well_conditioned += well;
     comp_add(&mag2, (long double)emag * emag);
     if (!isfinite(x)) {
-      subject_nonfinite = 1;
-      beyond_ulps += well;
+      cmp->subject_nonfinite = 1;
+      cmp->beyond_ulps += well;
       continue;
     }
     long double d = (long double)x - (long double)r;
@@ -78,40 +78,52 @@ void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_i
     comp_add(&ref2, (long double)r * r);
     comp_add(&ref4, (long double)r * r * r * r);
     comp_add(&cross, d * r);
-    comp_add(&sub2, (long double)x * x);
-    if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) beyond_ulps++;
+    if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) cmp->beyond_ulps++;
     long double scaled;
     if (emag > 0) scaled = fabsl(d) / emag;
     else scaled = d == 0 ? 0 : INFINITY; /* no terms, no room for error */
     if (scaled > maxscaled) maxscaled = scaled;
   }
+  cmp->sum_d2 = (double)comp_value(&err2), cmp->sum_r2 = (double)comp_value(&ref2);
+  cmp->sum_dr = (double)comp_value(&cross), cmp->sum_r4 = (double)comp_value(&ref4);
+  cmp->sum_emag2 = (double)comp_value(&mag2), cmp->max_scaled = (double)maxscaled;
+}
 
-  long double rr = comp_value(&ref2);
-  mv->ref_norm = (double)sqrtl(rr);
-  long double kappa = rr > 0 ? sqrtl(comp_value(&mag2) / rr) : 1.0L;
-  mv->cond = kappa > 1 ? (double)kappa : 1.0;
-  long double r4 = comp_value(&ref4);
-  mv->neff = r4 > 0 ? (double)(rr * rr / r4) : 0.0;
+void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *mv) {
+  memset(mv, 0, sizeof *mv);
+  const double rr = cmp->sum_r2, m2 = cmp->has_emag ? cmp->sum_emag2 : 0.0;
+  mv->judged = cmp->judged;
+  mv->inconclusive = cmp->inconclusive;
+  mv->well_conditioned = cmp->has_ulps ? cmp->well_conditioned : 0;
+  mv->ref_norm = sqrt(rr);
+  mv->cond = rr > 0 && m2 > 0 ? fmax(1.0, sqrt(m2 / rr)) : 1.0;
+  mv->neff = cmp->sum_r4 > 0 ? rr * rr / cmp->sum_r4 : 0.0;
+  if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
   if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no statistic exists */
     mark_undefined(mv);
     return;
   }
-  mv->v[LCE_METRIC_ULPFRAC] = mv->well_conditioned ? (double)beyond_ulps / (double)mv->well_conditioned : 0.0;
-  if (subject_nonfinite) {
+  mv->v[LCE_METRIC_ULPFRAC] = mv->well_conditioned ? (double)cmp->beyond_ulps / (double)mv->well_conditioned : 0.0;
+  if (cmp->subject_nonfinite) {
     mv->v[LCE_METRIC_RELERR] = INFINITY;
     mv->v[LCE_METRIC_BIAS] = NAN;
-    mv->v[LCE_METRIC_MAXSCALED] = INFINITY;
+    if (cmp->has_emag) mv->v[LCE_METRIC_MAXSCALED] = INFINITY;
     mark_undefined(mv); /* the same statistics exist (or not) as for a finite subject */
     return;
   }
   /* With r == 0 everywhere (terms that cancel exactly, e.g. one vocab row with label smoothing) the
-   * error is measured against the terms' scale ||emag||, and ||x|| itself when there are no terms
-   * either; a bias (a projection on r) does not exist, so it is 0. */
-  long double m2 = comp_value(&mag2);
-  mv->v[LCE_METRIC_RELERR] = rr > 0   ? (double)sqrtl(comp_value(&err2) / rr)
-                             : m2 > 0 ? (double)sqrtl(comp_value(&err2) / m2)
-                                      : (double)sqrtl(comp_value(&sub2));
-  mv->v[LCE_METRIC_BIAS] = rr > 0 ? (double)(comp_value(&cross) / rr) : 0.0;
-  mv->v[LCE_METRIC_MAXSCALED] = (double)maxscaled;
+   * error is measured against the terms' scale ||emag||, and against nothing (||x - r|| = ||x||)
+   * when there are no terms either; a bias (a projection on r) does not exist: undefined. */
+  mv->v[LCE_METRIC_RELERR] = rr > 0 ? sqrt(cmp->sum_d2 / rr) : m2 > 0 ? sqrt(cmp->sum_d2 / m2) : sqrt(cmp->sum_d2);
+  mv->v[LCE_METRIC_BIAS] = rr > 0 ? cmp->sum_dr / rr : 0.0;
+  if (cmp->has_emag) mv->v[LCE_METRIC_MAXSCALED] = cmp->max_scaled;
   mark_undefined(mv);
+}
+
+void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
+                         const unsigned char *mask, lce_metric_values *mv) {
+  lce_comparison cmp;
+  memset(&cmp, 0, sizeof cmp);
+  lce_compare_host(c, out, o, ref, mask, &cmp);
+  lce_metrics_from_comparison(&cmp, mv);
 }

@@ -1,8 +1,10 @@
 /* lce_metrics.h — error metrics of one subject output against the oracle's unrounded values.
  *
  * Computed over the elements the oracle marks decisive (and, for lse, valid tokens only):
- *   relerr    = ||x - r||_2 / ||r||_2                   (||x||_2 when r == 0 everywhere)
- *   bias      = <x - r, r> / <r, r>                      (signed: < 0 means the output shrinks)
+ *   relerr    = ||x - r||_2 / ||r||_2                   (r == 0 everywhere: ||x||_2 / ||emag||_2,
+ *                                                        or ||x||_2 when there are no terms either)
+ *   bias      = <x - r, r> / <r, r>                      (signed: < 0 means the output shrinks;
+ *                                                        undefined when r == 0 everywhere)
  *   ulpfrac   = fraction of well-conditioned elements (mag_i <= LCE_ULPFRAC_MAXCOND * |r_i|) with
  *               |x - r| > LCE_ULPFRAC_K ulps of the output format at r
  *   maxscaled = max_i |x_i - r_i| / emag_i              (0/0 counts as 0)
@@ -13,11 +15,13 @@
  * cannot resolve 1 - p_y below 2^-24, so rows with p_y -> 1 have tiny gradients known only to
  * ~100%), so their golden bounds take the `cond` form a + b*cond, while ulpfrac only looks at
  * elements without cancellation.
- * Sums run in long double with compensation so the metric itself adds no visible error. */
+ * Every metric comes from one lce_comparison (lce_reference_result.h), whether its sums were made
+ * here from per-element values (lce_compare_host: long double with compensation, so the metric adds
+ * no visible error) or on the device by a tier that keeps its reference there. */
 #ifndef LCE_METRICS_H
 #define LCE_METRICS_H
 
-#include "lce_oracle.h"
+#include "lce_reference_result.h"
 
 /* An element without cancellation (mag <= 1.25 |r|) of a correct implementation is within
  * 1.25 (u + fp32 terms) |r| before the final rounding and half an ulp after it: below 2 ulps of
@@ -53,7 +57,13 @@ typedef struct lce_metric_values {
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
 
-/* Metrics of subject output o against reference ref; mask (may be NULL) selects elements. */
+/* The sums of subject output o against per-element reference ref over the elements mask selects
+ * (NULL: all); leaves cmp's class fields alone (the judge's class checks fill them). */
+void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
+                      const unsigned char *mask, lce_comparison *cmp);
+/* The one function from a comparison to metrics. */
+void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *mv);
+/* lce_compare_host, then lce_metrics_from_comparison. */
 void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_id o,
                          const lce_ref_output *ref, const unsigned char *mask, lce_metric_values *mv);
 

@@ -18,7 +18,7 @@
 
 #include "lce_golden.h"
 
-#include "lce_expect.h"
+#include "lce_test.h"
 
 static const char *data_dir;
 
@@ -392,10 +392,5 @@ int main(int argc, char **argv) {
   test_round_trip();
   test_write_failures();
   rmdir(tmp_dir);
-  if (failures) {
-    fprintf(stderr, "test_golden: %d failure(s)\n", failures);
-    return 1;
-  }
-  printf("test_golden: all checks passed (%d malformed files)\n", BAD_COUNT);
-  return 0;
+  return lce_test_finish("test_golden");
 }

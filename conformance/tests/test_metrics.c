@@ -11,7 +11,7 @@
 
 #include "lce_metrics.h"
 
-#include "lce_expect.h"
+#include "lce_test.h"
 
 /* One fp32 per-token output (loss_token) of n elements, reference arrays alongside. */
 typedef struct vec_fixture {
@@ -239,6 +239,37 @@ static void test_edges(void) {
   vec_free(&f);
 }
 
+/* r == 0 everywhere, on both paths: the host comparison from per-element values and a comparison
+ * reduced on the device (sums only, no ulps), through the one lce_metrics_from_comparison. Both must
+ * measure the error against the terms' scale ||emag|| when there are terms (5/4 here), ||x|| when
+ * there are none (5), and leave bias undefined. */
+static void test_zero_reference_both_paths(void) {
+  vec_fixture f;
+  vec_init(&f, 4);
+  for (int i = 0; i < 4; i++) vec_set(&f, i, 0.0, 0.0, 1.0), f.mag[i] = 2.0;
+  f.x[1] = 3, f.x[3] = 4;
+  lce_metric_values host = vec_metrics(&f, NULL);
+  lce_comparison dev;
+  memset(&dev, 0, sizeof dev);
+  dev.judged = 4, dev.sum_d2 = 25.0, dev.sum_emag2 = 16.0, dev.has_emag = 1, dev.class_ok = 1;
+  lce_metric_values device;
+  lce_metrics_from_comparison(&dev, &device);
+  EXPECT(host.v[LCE_METRIC_RELERR] == 1.25 && device.v[LCE_METRIC_RELERR] == 1.25,
+         "r == 0 with terms: relerr host %g device %g, both must be ||x|| / ||emag|| = 1.25",
+         host.v[LCE_METRIC_RELERR], device.v[LCE_METRIC_RELERR]);
+  EXPECT(host.undefined[LCE_METRIC_BIAS] && device.undefined[LCE_METRIC_BIAS], "r == 0: bias must be undefined");
+  EXPECT(host.cond == 1.0 && device.cond == 1.0, "r == 0: cond host %g device %g", host.cond, device.cond);
+  for (int i = 0; i < 4; i++) f.mag[i] = 0.0;
+  dev.sum_emag2 = 0.0;
+  host = vec_metrics(&f, NULL);
+  lce_metrics_from_comparison(&dev, &device);
+  EXPECT(host.v[LCE_METRIC_RELERR] == 5 && device.v[LCE_METRIC_RELERR] == 5,
+         "r == 0 without terms: relerr host %g device %g, both must be ||x|| = 5", host.v[LCE_METRIC_RELERR],
+         device.v[LCE_METRIC_RELERR]);
+  EXPECT(device.undefined[LCE_METRIC_ULPFRAC], "a device comparison has no ulps: ulpfrac must be undefined");
+  vec_free(&f);
+}
+
 /* <x - r, r> = 64 * 2^60 + 65536 * 2^-10 - 64 * 2^60 = 2^6: a plain long double sum loses every
  * small term against 2^66 (they are 2^-76 of it) and returns 0. 128 large elements keep the bias
  * a defined statistic (neff ~ 128). */
@@ -264,13 +295,9 @@ int main(void) {
   test_inconclusive_and_mask();
   test_edges();
   test_compensated_sums();
+  test_zero_reference_both_paths();
   EXPECT(strcmp(lce_metric_name(LCE_METRIC_MAXSCALED), "maxscaled") == 0, "metric names");
   lce_metric m;
   EXPECT(lce_metric_parse("ulpfrac", &m) && m == LCE_METRIC_ULPFRAC && !lce_metric_parse("ulp", &m), "metric parse");
-  if (failures) {
-    fprintf(stderr, "test_metrics: %d failure(s)\n", failures);
-    return 1;
-  }
-  printf("test_metrics: all checks passed\n");
-  return 0;
+  return lce_test_finish("test_metrics");
 }

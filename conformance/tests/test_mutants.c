@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "lce_matrix.h"
-#include "lce_runner.h"
+#include "lce_engine.h"
 
 #define MAX_MUTANTS 64
 
@@ -58,6 +58,7 @@ static int load_expectations(const char *path, expectation *e, int *count) {
 }
 
 typedef struct kill_row {
+  const lce_subject *subject;
   size_t run, failed, errors;
   unsigned failed_outputs;
   lce_output_id worst_output;
@@ -65,27 +66,29 @@ typedef struct kill_row {
   double worst_pct;
 } kill_row;
 
-static void run_mutant(const lce_subject *s, const lce_case *cases, size_t n, const lce_golden *g, kill_row *k) {
-  memset(k, 0, sizeof *k);
-  for (size_t i = 0; i < n; i++) {
-    lce_case_result r;
-    lce_status st;
-    lce_run_case(s, &cases[i], g, &r, &st);
-    if (r.skipped) continue;
-    k->run++;
-    if (r.error) {
-      k->errors++;
-      fprintf(stderr, "  %s on %s: error: %s\n", s->name, r.id, r.status.msg);
+/* The engine's sink: every mutant's result on one case into its kill row (the oracle ran once for
+ * all of them). */
+static void tally_case(void *ctx, const lce_engine_case *ec) {
+  kill_row *rows = (kill_row *)ctx;
+  for (size_t j = 0; j < MAX_MUTANTS; j++) {
+    kill_row *row = &rows[j];
+    if (row->subject == NULL) break;
+    const lce_case_result *r = &ec->res[j];
+    if (r->skipped) continue;
+    row->run++;
+    if (r->error) {
+      row->errors++;
+      fprintf(stderr, "  %s on %s: error: %s\n", row->subject->name, r->id, r->status.msg);
       continue;
     }
-    if (r.verdict.pass) continue;
-    k->failed++;
+    if (r->verdict.pass) continue;
+    row->failed++;
     for (int o = 0; o < LCE_OUT_COUNT; o++)
-      if (r.verdict.out[o].judged && !r.verdict.out[o].pass) k->failed_outputs |= 1u << o;
-    if (r.verdict.worst_pct > k->worst_pct) {
-      k->worst_pct = r.verdict.worst_pct;
-      k->worst_output = r.verdict.worst_output;
-      k->worst_metric = r.verdict.worst_metric;
+      if (r->verdict.out[o].judged && !r->verdict.out[o].pass) row->failed_outputs |= 1u << o;
+    if (r->verdict.worst_pct > row->worst_pct) {
+      row->worst_pct = r->verdict.worst_pct;
+      row->worst_output = r->verdict.worst_output;
+      row->worst_metric = r->verdict.worst_metric;
     }
   }
 }
@@ -98,20 +101,26 @@ static void outputs_text(unsigned bits, char *buf, size_t size) {
   if (!buf[0]) snprintf(buf, size, "-");
 }
 
-/* d_hidden relative error and bias of subject s on one bf16 case with the given chunk count. */
-static int chunk_point(const lce_subject *s, int chunks, double *relerr, double *bias) {
+static void keep_results(void *ctx, const lce_engine_case *ec) { memcpy(ctx, ec->res, 2 * sizeof *ec->res); }
+
+/* d_hidden relative error and bias of fused-host (g) and the mutant (b) on one bf16 case with the
+ * given chunk count, both judged against one oracle run. */
+static int chunk_point(const lce_subject *const pair[2], int chunks, double rel[2], double bias[2]) {
   lce_case c = lce_case_default();
   c.n = 16, c.h = 64, c.v = 1024, c.vp = 1024, c.tp = 1, c.dist = LCE_DIST_NORMAL, c.seed = 77;
   c.reduction = LCE_RED_SUM;
   c.vocab_chunk = c.v / chunks;
-  lce_case_result r;
+  lce_case_result r[2];
   lce_status st;
-  if (lce_run_case(s, &c, NULL, &r, &st) != LCE_OK || r.skipped) {
-    fprintf(stderr, "chunk study: %s: %s\n", s->name, st.msg);
+  const lce_engine_config cfg = {.cases = &c, .ncases = 1, .subjects = pair, .nsubjects = 2};
+  if (lce_engine_run(&cfg, keep_results, r, &st) != LCE_OK || r[0].skipped || r[0].error || r[1].skipped || r[1].error) {
+    fprintf(stderr, "chunk study: %s\n", r[0].status.msg[0] ? r[0].status.msg : r[1].status.msg);
     return 0;
   }
-  *relerr = r.verdict.out[LCE_OUT_D_HIDDEN].metrics.v[LCE_METRIC_RELERR];
-  *bias = r.verdict.out[LCE_OUT_D_HIDDEN].metrics.v[LCE_METRIC_BIAS];
+  for (int k = 0; k < 2; k++) {
+    rel[k] = r[k].verdict.out[LCE_OUT_D_HIDDEN].metrics.v[LCE_METRIC_RELERR];
+    bias[k] = r[k].verdict.out[LCE_OUT_D_HIDDEN].metrics.v[LCE_METRIC_BIAS];
+  }
   return 1;
 }
 
@@ -127,8 +136,10 @@ static int chunk_growth_study(void) {
   printf("\nd_hidden error vs vocab chunk count (bf16, n=16 h=64 v=1024, reduction sum):\n");
   printf("%7s  %12s %12s   %12s %12s\n", "chunks", "host relerr", "host bias", "mutant relerr", "mutant bias");
   for (size_t i = 0; i < sizeof CHUNKS / sizeof CHUNKS[0]; i++) {
-    double gr, gb, br, bb;
-    if (!chunk_point(good, CHUNKS[i], &gr, &gb) || !chunk_point(bad, CHUNKS[i], &br, &bb)) return 0;
+    const lce_subject *const pair[2] = {good, bad};
+    double rel[2], bias[2];
+    if (!chunk_point(pair, CHUNKS[i], rel, bias)) return 0;
+    const double gr = rel[0], gb = bias[0], br = rel[1], bb = bias[1];
     printf("%7d  %12.3e %12.3e   %12.3e %12.3e\n", CHUNKS[i], gr, gb, br, bb);
     if (i == 0 && br != gr) {
       fprintf(stderr, "FAIL: with one chunk the mutant must equal fused-host (%g vs %g)\n", br, gr);
@@ -183,17 +194,31 @@ int main(int argc, char **argv) {
     return 1;
   }
   int ok = 1, mutants = 0;
+  /* Every CPU mutant in one engine run: the oracle runs once per case for all of them. GPU mutants
+   * are the gpu label's (conformance_mutant_cuda_*_caught). */
+  static kill_row rows[MAX_MUTANTS];
+  const lce_subject *subjects[MAX_MUTANTS];
+  const lce_golden *goldens[MAX_MUTANTS];
+  for (size_t i = 0; i < lce_subject_count() && mutants < MAX_MUTANTS; i++) {
+    const lce_subject *s = lce_subject_at(i);
+    if (!(s->caps & LCE_CAP_MUTANT) || (s->caps & LCE_CAP_NEEDS_GPU)) continue;
+    rows[mutants].subject = subjects[mutants] = s;
+    goldens[mutants++] = &g;
+  }
+  const lce_engine_config cfg = {.cases = cases, .ncases = n, .subjects = subjects, .goldens = goldens,
+                                 .nsubjects = (size_t)mutants};
+  if (lce_engine_run(&cfg, tally_case, rows, &st) != LCE_OK) {
+    fprintf(stderr, "FAIL: %s\n", st.msg);
+    return 1;
+  }
   printf("kill table: default matrix (%zu cases), goldens %s\n", n, path);
   printf("%-34s %-7s %-13s %-24s %s\n", "mutant", "caught", "cases failed", "outputs failed", "worst (output metric % of bound)");
-  for (size_t i = 0; i < lce_subject_count(); i++) {
-    const lce_subject *s = lce_subject_at(i);
-    if (!(s->caps & LCE_CAP_MUTANT) || (s->caps & LCE_CAP_NEEDS_GPU)) continue; /* GPU mutants: gpu label */
-    mutants++;
+  for (int j = 0; j < mutants; j++) {
+    const lce_subject *s = subjects[j];
+    const kill_row k = rows[j];
     expectation *x = NULL;
-    for (int j = 0; j < nexp; j++)
-      if (strcmp(exp[j].name, s->name) == 0) x = &exp[j];
-    kill_row k;
-    run_mutant(s, cases, n, &g, &k);
+    for (int e = 0; e < nexp; e++)
+      if (strcmp(exp[e].name, s->name) == 0) x = &exp[e];
     char failed[128], cases_txt[32];
     outputs_text(k.failed_outputs, failed, sizeof failed);
     snprintf(cases_txt, sizeof cases_txt, "%zu/%zu", k.failed, k.run);

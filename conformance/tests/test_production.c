@@ -1,15 +1,18 @@
 /* test_production.c — the parts of `lcecheck production` that need no GPU (lce_production.h):
  *   options and shape lists parse, and every malformed one is refused with a message naming it;
  *   the plan's cases are valid, padded as Megatron pads (128 * tp), in shape x embedding x tp order;
- *   K per subject class and output (unfused: the shard's rows; fused: the vocab chunk);
- *   verdicts from synthetic device sums: relerr/bias arithmetic, neff, cond, the golden forms at K,
- *   "no bound", class failures (non-finite positions, guards, a touched untied embedding gradient);
+ *   K per subject rule and output (unchunked: the shard's rows; chunked: the vocab chunk);
+ *   rows from synthetic device comparisons through the one judge path (lce_metrics_from_comparison,
+ *   lce_bounds_apply): relerr/bias arithmetic, neff, cond, the golden forms at K, a missing entry
+ *   as an error, class failures;
  *   the exit status: production subjects must pass, mutants must fail at V >= 128k. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "lce_expect.h"
 #include "lce_production.h"
+#include "lce_subject.h"
+#include "lce_test.h"
 
 static int parse(const char *line, lce_prod_config *cfg, lce_status *st) {
   char buf[512], *argv[32];
@@ -24,7 +27,7 @@ static void test_args(void) {
   lce_status st;
   EXPECT(parse("", &cfg, &st), "defaults refused: %s", st.msg);
   EXPECT(cfg.nshapes == 4 && cfg.shapes[1].n == 8192 && cfg.shapes[1].v == 128256 && cfg.shapes[3].v == 262144,
-         "default shapes are not issue 5's");
+         "default shapes are not the production shapes");
   EXPECT(cfg.nsubjects == 3 && strcmp(cfg.subjects[0], "fused-cuda") == 0 &&
              strcmp(cfg.subjects[1], "mutant-cuda/bf16-dhidden-accum") == 0 && strcmp(cfg.subjects[2], "unfused-cuda") == 0,
          "default subjects");
@@ -96,29 +99,46 @@ static void test_inner(void) {
   lce_prod_config_default(&cfg);
   lce_case c;
   lce_prod_case_at(&cfg, 4, &c, &st); /* 8192 x 4096 x 128256, tied, tp 1 */
-  EXPECT(lce_prod_inner("unfused-cuda", &c, LCE_OUT_D_HIDDEN) == 128256, "unfused d_hidden K at tp 1");
-  EXPECT(lce_prod_inner("unfused-cuda", &c, LCE_OUT_D_WEIGHT) == 8192, "unfused d_weight K");
-  EXPECT(lce_prod_inner("fused-cuda", &c, LCE_OUT_D_HIDDEN) == 4096, "fused d_hidden K is the vocab chunk");
-  EXPECT(lce_prod_inner("fused-cuda", &c, LCE_OUT_LOSS) == 8192, "loss K is lce_output_inner's N");
-  EXPECT(lce_prod_inner("someone-else", &c, LCE_OUT_D_HIDDEN) == 128256, "unknown class: lce_output_inner");
+  EXPECT(lce_inner_unchunked(&c, LCE_OUT_D_HIDDEN) == 128256, "unchunked d_hidden K at tp 1");
+  EXPECT(lce_inner_unchunked(&c, LCE_OUT_D_WEIGHT) == 8192, "unchunked d_weight K");
+  EXPECT(lce_inner_chunked(&c, LCE_OUT_D_HIDDEN) == 4096, "chunked d_hidden K is the vocab chunk");
+  EXPECT(lce_inner_chunked(&c, LCE_OUT_LOSS) == 8192, "loss K is lce_output_inner's N");
   lce_prod_case_at(&cfg, 5, &c, &st); /* tp 8: shard of 129024 / 8 = 16128 rows */
-  EXPECT(lce_prod_inner("unfused-cuda", &c, LCE_OUT_D_HIDDEN) == 16128, "unfused d_hidden K at tp 8 is the shard");
+  EXPECT(lce_inner_unchunked(&c, LCE_OUT_D_HIDDEN) == 16128, "unchunked d_hidden K at tp 8 is the shard");
   c.vocab_chunk = 1 << 20;
-  EXPECT(lce_prod_inner("fused-cuda", &c, LCE_OUT_D_HIDDEN) == 16128, "a chunk beyond the shard is the shard");
+  EXPECT(lce_inner_chunked(&c, LCE_OUT_D_HIDDEN) == 16128, "a chunk beyond the shard is the shard");
   c.token_chunk = 1000;
-  EXPECT(lce_prod_inner("fused-cuda", &c, LCE_OUT_D_WEIGHT) == 1000, "fused d_weight K is the token chunk");
+  EXPECT(lce_inner_chunked(&c, LCE_OUT_D_WEIGHT) == 1000, "chunked d_weight K is the token chunk");
 }
 
-/* Sums of a synthetic subject x = (1 + s) r + noise over n elements of |r| = 1: relerr and bias known. */
-static lce_prod_raw synthetic(double shrink, double noise, int64_t n) {
-  lce_prod_raw raw = {0};
-  raw.sum_r2 = (double)n, raw.sum_r4 = (double)n;
-  raw.sum_dr = shrink * (double)n;
-  raw.sum_d2 = (shrink * shrink + noise * noise) * (double)n;
-  raw.sum_emag2 = 9.0 * (double)n; /* cond 3 */
-  raw.max_scaled = 0.01;
-  raw.compared = n, raw.first_mismatch = -1, raw.guards_ok = 1;
-  return raw;
+/* The comparison of a synthetic subject x = (1 + s) r + noise over n elements of |r| = 1 (as a device
+ * reduction gives it): relerr and bias known. */
+static lce_comparison synthetic(double shrink, double noise, int64_t n) {
+  lce_comparison cmp;
+  memset(&cmp, 0, sizeof cmp);
+  cmp.sum_r2 = (double)n, cmp.sum_r4 = (double)n;
+  cmp.sum_dr = shrink * (double)n;
+  cmp.sum_d2 = (shrink * shrink + noise * noise) * (double)n;
+  cmp.sum_emag2 = 9.0 * (double)n; /* cond 3 */
+  cmp.max_scaled = 0.01;
+  cmp.judged = n, cmp.has_emag = 1, cmp.class_ok = 1;
+  return cmp;
+}
+
+/* What the judge does with one device comparison, then the production row. rc: lce_bounds_apply's. */
+static lce_code judge_row(const lce_case *c, lce_output_id o, int64_t inner, const lce_comparison *cmp,
+                          const lce_golden *g, lce_prod_output_result *r) {
+  lce_output_verdict ov;
+  memset(&ov, 0, sizeof ov);
+  ov.judged = ov.pass = 1;
+  ov.class_ok = cmp->class_ok;
+  snprintf(ov.class_msg, sizeof ov.class_msg, "%s", cmp->class_msg);
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) ov.metric_ok[m] = 1;
+  lce_metrics_from_comparison(cmp, &ov.metrics);
+  lce_status st;
+  lce_code rc = g ? lce_bounds_apply(g, "unfused-cuda", lce_case_precision(c), o, inner, &ov, &st) : LCE_OK;
+  lce_prod_row(o, inner, &ov, g != NULL, r);
+  return rc;
 }
 
 static void test_verdict(void) {
@@ -131,13 +151,15 @@ static void test_verdict(void) {
                      "unfused-cuda bf16 d_hidden relerr lineark 0x1p-12 2e-8\n" /* 2.44e-4 + 2e-8 K */
                      "unfused-cuda bf16 d_hidden bias lineark 0 1.5e-9\n"
                      "unfused-cuda bf16 d_hidden maxscaled const 0.5\n"
-                     "unfused-cuda bf16 loss relerr cond 0 1e-6\n";
+                     "unfused-cuda bf16 loss relerr cond 0 1e-6\n"
+                     "unfused-cuda bf16 loss maxscaled const 1\n";
   lce_golden g;
   EXPECT(lce_golden_parse(text, strlen(text), "test", &g, &st) == LCE_OK, "golden: %s", st.msg);
   lce_prod_output_result r;
+  const int64_t K = lce_inner_unchunked(&c, LCE_OUT_D_HIDDEN);
 
-  lce_prod_raw raw = synthetic(-1.2e-4, 1.6e-3, 1 << 20);
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  lce_comparison cmp = synthetic(-1.2e-4, 1.6e-3, 1 << 20);
+  EXPECT(judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r) == LCE_OK, "d_hidden judged");
   const double want_rel = sqrt(1.2e-4 * 1.2e-4 + 1.6e-3 * 1.6e-3), bound = 0x1p-12 + 2e-8 * 128256;
   EXPECT(fabs(r.v[LCE_METRIC_RELERR] - want_rel) < 1e-12 && fabs(r.v[LCE_METRIC_BIAS] + 1.2e-4) < 1e-15,
          "relerr %g bias %g", r.v[LCE_METRIC_RELERR], r.v[LCE_METRIC_BIAS]);
@@ -149,50 +171,38 @@ static void test_verdict(void) {
   EXPECT(fabs(r.budget_pct[LCE_METRIC_BIAS] - 100.0 * 1.2e-4 / (1.5e-9 * 128256)) < 1e-9, "bias budget %g",
          r.budget_pct[LCE_METRIC_BIAS]);
 
-  raw = synthetic(-2.5e-4, 1.6e-3, 1 << 20); /* the shrink is over the bias bound 1.9e-4 */
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  cmp = synthetic(-2.5e-4, 1.6e-3, 1 << 20); /* the shrink is over the bias bound 1.9e-4 */
+  judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
   EXPECT(r.verdict == LCE_PROD_FAIL && r.budget_pct[LCE_METRIC_BIAS] > 100.0, "a shrinking subject passed");
-  raw = synthetic(0.0, 6e-3, 1 << 20); /* noisy: relerr over 2.8e-3 */
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  cmp = synthetic(0.0, 6e-3, 1 << 20); /* noisy: relerr over 2.8e-3 */
+  judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
   EXPECT(r.verdict == LCE_PROD_FAIL && r.budget_pct[LCE_METRIC_RELERR] > 100.0, "a noisy subject passed");
 
-  /* d_weight has no entry: "no bound"; without a golden: measured */
-  raw = synthetic(0.0, 1e-3, 1 << 20);
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_WEIGHT, &raw, &g, &r);
-  EXPECT(r.verdict == LCE_PROD_NO_BOUND, "missing entry gives %s", lce_prod_verdict_name(r.verdict));
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_WEIGHT, &raw, NULL, &r);
+  /* d_weight has no entry: an error, as for every verb; without a golden: measured */
+  cmp = synthetic(0.0, 1e-3, 1 << 20);
+  EXPECT(judge_row(&c, LCE_OUT_D_WEIGHT, 8192, &cmp, &g, &r) == LCE_EINVAL, "a missing entry is not an error");
+  judge_row(&c, LCE_OUT_D_WEIGHT, 8192, &cmp, NULL, &r);
   EXPECT(r.verdict == LCE_PROD_MEASURED && isfinite(r.v[LCE_METRIC_RELERR]), "measure only");
 
   /* the loss: one element, so bias is undefined and not required; its cond bound applies */
-  raw = synthetic(3e-7, 0.0, 1);
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_LOSS, &raw, &g, &r);
+  cmp = synthetic(3e-7, 0.0, 1);
+  EXPECT(judge_row(&c, LCE_OUT_LOSS, 8192, &cmp, &g, &r) == LCE_OK, "loss judged");
   EXPECT(!r.defined[LCE_METRIC_BIAS] && isnan(r.v[LCE_METRIC_BIAS]) && r.verdict == LCE_PROD_PASS,
          "loss: bias defined %d, verdict %s", r.defined[LCE_METRIC_BIAS], lce_prod_verdict_name(r.verdict));
   EXPECT(fabs(r.bound[LCE_METRIC_RELERR] - 3e-6) < 1e-18, "loss bound %g (cond 3)", r.bound[LCE_METRIC_RELERR]);
 
   /* without mags: cond 1, maxscaled undefined */
-  raw = synthetic(-1e-4, 1e-3, 1 << 20);
-  raw.sum_emag2 = -1.0;
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  cmp = synthetic(-1e-4, 1e-3, 1 << 20);
+  cmp.has_emag = 0;
+  judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
   EXPECT(r.cond == 1.0 && !r.defined[LCE_METRIC_MAXSCALED] && r.verdict == LCE_PROD_PASS, "no mags: cond %g", r.cond);
 
   /* class checks come first, whatever the metrics */
-  raw = synthetic(0.0, 0.0, 1 << 20);
-  raw.class_mismatch = 3, raw.first_mismatch = 17;
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, &g, &r);
+  cmp = synthetic(0.0, 0.0, 1 << 20);
+  cmp.class_ok = 0;
+  snprintf(cmp.class_msg, sizeof cmp.class_msg, "3 elements with the wrong class (NaN/Inf), first at 17");
+  judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
   EXPECT(r.verdict == LCE_PROD_CLASS_FAIL && strstr(r.class_msg, "first at 17"), "class: %s", r.class_msg);
-  raw = synthetic(0.0, 0.0, 1 << 20);
-  raw.guards_ok = 0;
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_HIDDEN, &raw, NULL, &r);
-  EXPECT(r.verdict == LCE_PROD_CLASS_FAIL, "overwritten guards pass");
-  lce_prod_raw emb = {0};
-  emb.compared = 100, emb.first_mismatch = -1, emb.guards_ok = 1;
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_EMBEDDING, &emb, &g, &r);
-  EXPECT(r.verdict == LCE_PROD_PASS && r.exact_only, "an untouched embedding gradient: %s", lce_prod_verdict_name(r.verdict));
-  emb.sum_d2 = 1e-30;
-  lce_prod_judge_output(&c, "unfused-cuda", LCE_OUT_D_EMBEDDING, &emb, &g, &r);
-  EXPECT(r.verdict == LCE_PROD_CLASS_FAIL && strstr(r.class_msg, "embedding gradient changed"), "a touched one: %s",
-         r.class_msg);
   lce_golden_free(&g);
 }
 
@@ -225,8 +235,6 @@ static void test_outcome(void) {
          "killed / status");
   set_out(&cases[1].subj[1], LCE_PROD_CLASS_FAIL); /* a class failure kills it too */
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "class-failing mutant: %s", why);
-  set_out(&cases[0].subj[2], LCE_PROD_NO_BOUND);
-  EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "no bound"), "no bound: %s", why);
   set_out(&cases[0].subj[2], LCE_PROD_FAIL);
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "unfused-cuda"), "a failing subject: %s", why);
   set_out(&cases[0].subj[2], LCE_PROD_PASS);
@@ -253,7 +261,5 @@ int main(void) {
   test_inner();
   test_verdict();
   test_outcome();
-  if (failures) fprintf(stderr, "%d failures\n", failures);
-  else printf("test_production: ok\n");
-  return failures != 0;
+  return lce_test_finish("test_production");
 }

@@ -10,6 +10,7 @@
 #define LCE_SUBJECT_H
 
 #include "lce_case.h"
+#include "lce_output.h"
 
 enum {
   LCE_CAP_BF16 = 1u << 0,
@@ -30,18 +31,32 @@ enum {
 typedef lce_code (*lce_subject_run_fn)(const lce_case *c, const lce_tensors *in, lce_outputs *out,
                                        lce_status *st);
 
+/* The inner size K of the reduction a subject's GEMMs perform to produce output o of case c: what the
+ * K term of the golden forms (lineark, sqrtk, condk) scales with, so that K means one thing in every
+ * golden. loss: N (a sum over tokens); loss_token and lse: V (the sum over the vocab); d_hidden and
+ * d_weight: the GEMM's inner size, as the subject's algorithm chunks it. */
+typedef int64_t (*lce_subject_inner_fn)(const lce_case *c, lce_output_id o);
+/* The fused algorithm: d_hidden over one vocab chunk of a shard (min(vocab_chunk, the shard's real
+ * rows)), d_weight over one token chunk. */
+int64_t lce_inner_chunked(const lce_case *c, lce_output_id o);
+/* One GEMM per gradient: d_hidden over a whole shard's real rows, d_weight over all N tokens. */
+int64_t lce_inner_unchunked(const lce_case *c, lce_output_id o);
+
 typedef struct lce_subject {
   const char *name;         /* "fused-host", "mutant/bf16-dhidden-accum", ... */
   const char *golden_class; /* goldens it is judged against ("fused-host" for its mutants) */
   const char *description;  /* one line; for mutants, the upstream bug it mirrors */
   unsigned caps;
   lce_subject_run_fn run;
+  lce_subject_inner_fn inner; /* NULL: lce_inner_unchunked (the largest K, the loosest K term) */
 } lce_subject;
 
 /* Registry: production subjects first, then mutants (present only in builds that link them). */
 size_t lce_subject_count(void);
 const lce_subject *lce_subject_at(size_t i);
 const lce_subject *lce_subject_find(const char *name); /* NULL when unknown */
+/* K of subject s for output o of case c (s->inner, or lce_inner_unchunked). */
+int64_t lce_subject_inner(const lce_subject *s, const lce_case *c, lce_output_id o);
 /* 1 when the subject can run case c; otherwise 0 and why (e.g. "no fp32 support"). */
 int lce_subject_supports(const lce_subject *s, const lce_case *c, char *why, size_t size);
 

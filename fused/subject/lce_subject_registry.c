@@ -38,6 +38,7 @@ static const lce_subject fused_host_subject = {
                    "online softmax over vocab chunks, d_logits in the input dtype, fp32 d_hidden buffer)",
     .caps = LCE_CAP_ALL_SEMANTICS,
     .run = lce_fused_host_run,
+    .inner = lce_inner_chunked,
 };
 
 static const lce_subject fused_host_sm90_subject = {
@@ -47,6 +48,7 @@ static const lce_subject fused_host_sm90_subject = {
                    "MMA steps, plain fp32 ieee); predicts fused-cuda",
     .caps = LCE_CAP_ALL_SEMANTICS,
     .run = lce_fused_host_sm90_run,
+    .inner = lce_inner_chunked,
 };
 
 static const lce_subject *const registry[] = {&fused_host_subject, &fused_host_sm90_subject, LCE_CUDA_SUBJECTS
@@ -93,4 +95,26 @@ int lce_subject_supports(const lce_subject *s, const lce_case *c, char *why, siz
   }
   if (why && size) why[0] = '\0';
   return 1;
+}
+
+/* The largest shard's real rows: what one shard's vocab reduction spans. */
+static int64_t shard_rows(const lce_case *c) {
+  const int64_t shard = c->vp / c->tp;
+  return shard < c->v ? shard : c->v;
+}
+
+int64_t lce_inner_chunked(const lce_case *c, lce_output_id o) {
+  if (o == LCE_OUT_D_HIDDEN) return c->vocab_chunk < shard_rows(c) ? c->vocab_chunk : shard_rows(c);
+  if (o == LCE_OUT_D_WEIGHT || o == LCE_OUT_D_EMBEDDING)
+    return c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
+  return lce_output_inner(c, o);
+}
+
+int64_t lce_inner_unchunked(const lce_case *c, lce_output_id o) {
+  if (o == LCE_OUT_D_HIDDEN) return shard_rows(c);
+  return lce_output_inner(c, o);
+}
+
+int64_t lce_subject_inner(const lce_subject *s, const lce_case *c, lce_output_id o) {
+  return s->inner ? s->inner(c, o) : lce_inner_unchunked(c, o);
 }

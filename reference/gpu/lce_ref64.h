@@ -10,7 +10,7 @@
  *           it on the device (sum (x-r)^2, sum r^2, sum (x-r) r, classes) without copying the
  *           reference back: production shapes, where nothing per element can come to the host.
  *   host    lce_ref64_oracle fills the same lce_oracle_result tier 0 fills (value, err, mag, emag,
- *           rounded, decisive), so the judge runs unchanged on it (lce_oracle_run_tier, lcecheck
+ *           rounded, decisive), so the judge runs unchanged on it (lce_reference.h, lcecheck
  *           --oracle fp64-gpu).
  *
  * The math is lce_case.h's; the semantics of non-finite inputs, ignored tokens, padded rows and the
@@ -93,12 +93,14 @@ void lce_ref64_device_free(lce_ref64_device *ref);
 
 /* A subject's output against the device reference, reduced on the device. Elements where both are
  * finite enter the sums; the others are class-checked (NaN, +Inf, -Inf must match). lse: valid
- * tokens only. relerr = sqrt(sum_d2 / sum_r2), bias = sum_dr / sum_r2 (the judge's definitions). */
+ * tokens only; d_weight: the real vocab rows. The judge turns the sums into its metrics
+ * (lce_ref64_tier.c fills an lce_comparison from them). */
 typedef struct lce_ref64_sums {
   double sum_d2;           /* sum (x - r)^2 */
   double sum_r2;           /* sum r^2 */
   double sum_dr;           /* sum (x - r) r */
-  double max_abs_diff;     /* max |x - r| */
+  double sum_r4;           /* sum r^4 */
+  double sum_emag2;        /* sum emag^2 (0 without mags) */
   double max_scaled;       /* max |x - r| / emag (0 without mags; 0/0 counts as 0) */
   int64_t compared;        /* elements in the sums */
   int64_t class_mismatch;  /* elements whose class (finite, NaN, +Inf, -Inf) differs */

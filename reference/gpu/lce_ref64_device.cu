@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lce_ref64_internal.cuh"
+#include "lce_time.h"
 
 extern "C" {
 
@@ -28,12 +28,6 @@ size_t lce_ref64_device_bytes(const lce_case *c, const lce_ref64_options *opt) {
 }
 
 }  // extern "C"
-
-static double wall_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static lce_code dev_alloc(lce_ref64_device *ref, void **p, size_t bytes, const char *what, lce_status *st) {
   cudaError_t rc = cudaMalloc(p, bytes ? bytes : 8);
@@ -328,7 +322,7 @@ lce_code lce_ref64_device_run(const lce_case *c, const lce_tensors *in, const lc
   LCE_CHECK(st, c->n <= INT32_MAX && c->h <= INT32_MAX && c->v <= INT32_MAX, LCE_EINVAL, "ref64: dimension beyond int");
   char why[160];
   LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "ref64 (fp64-gpu oracle): %s", why);
-  const double t0 = wall_seconds();
+  const double t0 = lce_now_seconds();
   ref->c = *c;
   ref->n_valid = lce_count_valid(c, in);
   ref->has_mags = !(opt && opt->skip_mags);
@@ -342,7 +336,7 @@ lce_code lce_ref64_device_run(const lce_case *c, const lce_tensors *in, const lc
   host_constants(c, in, ref->has_mags, &x->k, g);
   lce_code rc = device_run(c, in, x, g, ref, st);
   free(g);
-  ref->seconds = wall_seconds() - t0;
+  ref->seconds = lce_now_seconds() - t0;
   return rc;
 }
 

@@ -7,21 +7,14 @@
  *   exact + sum   exact double products set into MPFR, one mpfr_sum per 256 of them
  * Usage: bench_oracle [--json] [--n N] [--h H] [--v V]. Progress goes to stderr; the table (or one
  * JSON object with --json) to stdout. Timings are printed, never asserted: not a ctest. */
-#define _POSIX_C_SOURCE 200809L
 #include <mpfr.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lce_oracle.h"
 #include "lce_prng.h"
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "lce_time.h"
 
 static double bf16_sample(uint64_t stream, uint64_t i) {
   return lce_round_to(LCE_BF16, lce_rand_normal(1, stream, i));
@@ -36,12 +29,12 @@ static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total) 
     fprintf(stderr, "bench_oracle: %s\n", st.msg);
     exit(1);
   }
-  double t0 = now();
+  double t0 = lce_now_seconds();
   if (lce_oracle_run(c, &t, &r, &st) != LCE_OK) {
     fprintf(stderr, "bench_oracle: %s\n", st.msg);
     exit(1);
   }
-  double dt = now() - t0;
+  double dt = lce_now_seconds() - t0;
   *decisive = r.decisive;
   *total = r.total;
   lce_oracle_free(&r);
@@ -61,9 +54,9 @@ static double rate_fma_chain(long macs) {
   }
   mpfr_init2(acc, 128);
   mpfr_set_zero(acc, 1);
-  double t0 = now();
+  double t0 = lce_now_seconds();
   for (long i = 0; i < macs; i++) mpfr_fma(acc, a[i % K], b[i % K], acc, MPFR_RNDN);
-  double dt = now() - t0;
+  double dt = lce_now_seconds() - t0;
   for (int i = 0; i < K; i++) mpfr_clears(a[i], b[i], (mpfr_ptr)0);
   mpfr_clear(acc);
   return (double)macs / dt;
@@ -83,13 +76,13 @@ static double rate_exact_sum(long macs) {
   }
   mpfr_init2(s, 128);
   long rounds = macs / K;
-  double t0 = now();
+  double t0 = lce_now_seconds();
   for (long r = 0; r < rounds; r++) {
     double shift = (double)(r & 7);
     for (int i = 0; i < K; i++) mpfr_set_d(p[i], a[i] * (b[i] + shift), MPFR_RNDN);
     mpfr_sum(s, ptr, K, MPFR_RNDN);
   }
-  double dt = now() - t0;
+  double dt = lce_now_seconds() - t0;
   for (int i = 0; i < K; i++) mpfr_clear(p[i]);
   mpfr_clear(s);
   return (double)(rounds * K) / dt;

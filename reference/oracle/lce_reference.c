@@ -1,0 +1,84 @@
+/* lce_reference.c — the tier registry (lce_reference.h), the bookkeeping every tier shares, and tier 0
+ * (MPFR on the CPU, lce_oracle.h) as an implementation of the interface. Tier 2 lives in
+ * reference/gpu/lce_ref64_tier.c where the build has CUDA; elsewhere a stand-in says why it cannot
+ * run, so that `--oracle fp64-gpu` names the problem instead of being an unknown tier. */
+#include "lce_reference.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lce_oracle.h"
+#include "lce_time.h"
+
+/* ---- tier 0 ---------------------------------------------------------------------------------- */
+
+static int mpfr_available(char *why, size_t size) {
+  if (why && size) why[0] = '\0';
+  return 1;
+}
+
+static lce_code mpfr_prepare(const lce_case *c, const lce_tensors *in, lce_ref_mode mode, lce_reference *ref,
+                             lce_status *st) {
+  (void)mode; /* host values only: the comparison runs on the host */
+  LCE_TRY(lce_oracle_run(c, in, &ref->host, st));
+  ref->mode = LCE_REF_HOST;
+  ref->n_valid = ref->host.n_valid;
+  ref->decisive = ref->host.decisive, ref->total = ref->host.total;
+  ref->worst_rel_err = ref->host.worst_rel_err;
+  ref->has_mags = 1;
+  return LCE_OK;
+}
+
+static void host_release(lce_reference *ref) { lce_oracle_free(&ref->host); }
+
+const lce_reference_tier lce_tier_mpfr = {
+    "mpfr", 0, "MPFR on the CPU: correctly rounded logits, 160-bit math, a certified bound per element (the truth)",
+    mpfr_available, mpfr_prepare, NULL, host_release};
+
+/* ---- tier 2 where the build has no CUDA ------------------------------------------------------- */
+#ifndef LCE_WITH_REF64
+static int none_available(char *why, size_t size) {
+  if (why && size) snprintf(why, size, "oracle fp64-gpu: this build has no CUDA (sanitizer, fuzzer or CPU-only build)");
+  return 0;
+}
+const lce_reference_tier lce_tier_fp64_gpu = {"fp64-gpu", 2, "fp64 on the GPU (not in this build)", none_available,
+                                              NULL, NULL, NULL};
+#endif
+
+/* ---- registry -------------------------------------------------------------------------------- */
+
+static const lce_reference_tier *const TIERS[] = {&lce_tier_mpfr, &lce_tier_fp64_gpu};
+
+size_t lce_reference_tier_count(void) { return sizeof TIERS / sizeof TIERS[0]; }
+
+const lce_reference_tier *lce_reference_tier_at(size_t i) {
+  return i < lce_reference_tier_count() ? TIERS[i] : NULL;
+}
+
+const lce_reference_tier *lce_reference_tier_find(const char *name) {
+  for (size_t i = 0; name && i < lce_reference_tier_count(); i++)
+    if (strcmp(TIERS[i]->name, name) == 0) return TIERS[i];
+  return NULL;
+}
+
+const lce_reference_tier *lce_reference_tier_default(void) { return &lce_tier_mpfr; }
+
+lce_code lce_reference_prepare(const lce_reference_tier *tier, const lce_case *c, const lce_tensors *in,
+                               lce_ref_mode mode, lce_reference *ref, lce_status *st) {
+  memset(ref, 0, sizeof *ref);
+  ref->tier = tier, ref->c = *c;
+  char why[256];
+  LCE_CHECK(st, tier->available(why, sizeof why), LCE_ENODEV, "%s", why);
+  const double t0 = lce_now_seconds();
+  lce_code rc = tier->prepare(c, in, tier->compare ? mode : LCE_REF_HOST, ref, st);
+  ref->seconds = lce_now_seconds() - t0;
+  if (rc != LCE_OK) lce_reference_release(ref);
+  return rc;
+}
+
+void lce_reference_release(lce_reference *ref) {
+  if (ref->tier && ref->tier->release) ref->tier->release(ref);
+  const lce_reference_tier *tier = ref->tier;
+  memset(ref, 0, sizeof *ref);
+  ref->tier = tier;
+}

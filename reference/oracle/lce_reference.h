@@ -1,0 +1,68 @@
+/* lce_reference.h — the one face every reference tier presents to the engine, so that a new tier is
+ * one new implementation of lce_reference_tier:
+ *   available  can it run here (tier 2 needs a GPU);
+ *   prepare    compute the reference of one case from its tensors, either with per-element values on
+ *              the host (ref->host) or kept where it was computed (LCE_REF_DEVICE, tiers with compare);
+ *   compare    one subject output against a reference kept on the device, into an lce_comparison;
+ *   release    free what prepare made.
+ * Tiers, numbered as what they are:
+ *   0  mpfr      MPFR on the CPU: correctly rounded logits, 160-bit math, a rigorous bound per
+ *                element; the truth (reference/oracle/lce_oracle.h)
+ *   2  fp64-gpu  fp64 on the GPU with a stated a-priori bound, certified against tier 0; for shapes
+ *                tier 0 cannot reach (reference/gpu/lce_ref64.h); CUDA builds only
+ * (tier 1, a certified fast host tier, slots in between). */
+#ifndef LCE_REFERENCE_H
+#define LCE_REFERENCE_H
+
+#include "lce_reference_result.h"
+
+typedef enum lce_ref_mode {
+  LCE_REF_HOST = 0,   /* per-element values on the host: full class checks, every metric */
+  LCE_REF_DEVICE = 1  /* the reference stays on the device and compare() reduces each output there */
+} lce_ref_mode;
+
+struct lce_reference_tier;
+
+typedef struct lce_reference {
+  const struct lce_reference_tier *tier;
+  lce_case c;
+  lce_ref_mode mode;      /* what prepare produced (a tier without compare always produces HOST) */
+  lce_oracle_result host; /* LCE_REF_HOST: every output's values */
+  int64_t n_valid;        /* tokens not labelled ignore_index */
+  int64_t decisive, total;/* certified elements (host mode; device mode: 0, 0) */
+  double worst_rel_err;   /* the reference's own accuracy (host mode) */
+  int has_mags;           /* device mode: 0 when the error magnitudes were dropped for memory */
+  double seconds;         /* wall time of prepare */
+  void *priv;             /* the tier's own state (device memory) */
+} lce_reference;
+
+typedef struct lce_reference_tier {
+  const char *name; /* "mpfr", "fp64-gpu" */
+  int level;        /* 0, 2 */
+  const char *what; /* one line for `lcecheck list` */
+  int (*available)(char *why, size_t size);
+  lce_code (*prepare)(const lce_case *c, const lce_tensors *in, lce_ref_mode mode, lce_reference *ref,
+                      lce_status *st);
+  lce_code (*compare)(const lce_reference *ref, lce_output_id o, const lce_outputs *subject, lce_comparison *cmp,
+                      lce_status *st); /* NULL: host values only */
+  void (*release)(lce_reference *ref);
+} lce_reference_tier;
+
+size_t lce_reference_tier_count(void);
+const lce_reference_tier *lce_reference_tier_at(size_t i);
+/* The tier called name ("mpfr", "fp64-gpu"), also in builds that lack it (its available() then
+ * says why); NULL when no tier has that name. */
+const lce_reference_tier *lce_reference_tier_find(const char *name);
+const lce_reference_tier *lce_reference_tier_default(void); /* tier 0 */
+
+/* tier->prepare with the bookkeeping every tier shares (zeroed ref, the tier, the case, timing). A
+ * tier that is not available answers LCE_ENODEV with its reason. */
+lce_code lce_reference_prepare(const lce_reference_tier *tier, const lce_case *c, const lce_tensors *in,
+                               lce_ref_mode mode, lce_reference *ref, lce_status *st);
+void lce_reference_release(lce_reference *ref);
+
+/* The tiers' implementations (lce_reference.c registers them). */
+extern const lce_reference_tier lce_tier_mpfr;
+extern const lce_reference_tier lce_tier_fp64_gpu;
+
+#endif

@@ -1,0 +1,66 @@
+/* lce_reference_result.h — what a reference tier produces, whichever tier it is:
+ *   lce_oracle_result  per-element reference values of every output, on the host (tier 0 always,
+ *                      tier 2 at shapes whose values fit the host);
+ *   lce_comparison     what comparing one subject output with its reference yields, computed on the
+ *                      host from per-element values (conformance/judge) or on the device from the
+ *                      reference that stays there (tier 2 at production shapes). The judge turns
+ *                      either into the same metrics (lce_metrics.h) and applies the same bounds. */
+#ifndef LCE_REFERENCE_RESULT_H
+#define LCE_REFERENCE_RESULT_H
+
+#include "lce_case.h"
+#include "lce_output.h"
+
+/* One output's reference: value[i] is the double nearest the oracle's MPFR result,
+ * err[i] >= |value[i] - exact| (includes the rounding to double), mag[i] = sum of |terms| of the
+ * final reduction producing element i (for error scaled by the condition; the smoothing and z-loss
+ * terms count like the cross-entropy's, and softcap's factor 1 - (z/c)^2 scales the d_logits terms), rounded[i] = the exact
+ * value correctly rounded to the output's format directly from MPFR (never via double), and
+ * decisive[i] = 1 when err[i] is small enough that rounded[i] is certain and the element can be
+ * judged. emag[i] is the element's first-order error scale: mag weighted by the softmax condition
+ * of the rows it depends on (1 + the largest logit's sum of |terms|, for gradients; equal to mag for
+ * the forward outputs, whose mag already counts the logits' terms). Arrays are NULL and count 0
+ * when the output does not apply to the case. */
+typedef struct lce_ref_output {
+  int64_t count;
+  double *value;
+  double *err;
+  double *mag;
+  double *emag;
+  double *rounded;
+  unsigned char *decisive;
+} lce_ref_output;
+
+typedef struct lce_oracle_result {
+  lce_ref_output out[LCE_OUT_COUNT];
+  int64_t n_valid;
+  int64_t decisive, total; /* over all elements of all outputs */
+  int precision_bits;      /* MPFR working precision used */
+  double worst_rel_err;    /* largest MPFR-level error / max(|value|, mag) over certified elements:
+                            * the oracle's accuracy before the rounding to double (~1e-45) */
+} lce_oracle_result;
+
+void lce_oracle_free(lce_oracle_result *res);
+
+/* One output of one subject against its reference. The sums run over the judged elements: decisive,
+ * finite reference values of the output's judged range (valid tokens for lse, real vocab rows for
+ * d_weight) where the subject's class matches. */
+typedef struct lce_comparison {
+  int64_t judged;          /* elements in the sums */
+  int64_t inconclusive;    /* elements the reference could not certify: never blamed on the subject */
+  double sum_d2;           /* sum (x - r)^2 */
+  double sum_r2;           /* sum r^2 */
+  double sum_dr;           /* sum (x - r) r */
+  double sum_r4;           /* sum r^4: bias's effective element count (sum r^2)^2 / sum r^4 */
+  double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
+  double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
+  int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */
+  int64_t beyond_ulps;     /* of those, how many are more than LCE_ULPFRAC_K ulps off */
+  unsigned char has_emag;  /* 0: the reference carries no error magnitudes (maxscaled and cond undefined) */
+  unsigned char has_ulps;  /* 0: no per-element ulps (device comparison: ulpfrac undefined) */
+  unsigned char subject_nonfinite; /* a non-finite subject value where the reference is finite */
+  int class_ok;            /* class checks (NaN/Inf positions, writes, untouched buffers, exact zeros) */
+  char class_msg[256];     /* the first class violation */
+} lce_comparison;
+
+#endif
