@@ -14,7 +14,7 @@ function(lce_fused_cuda_target tgt)
   lce_cuda_target(${tgt})
   target_include_directories(${tgt} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/cuda ${CMAKE_CURRENT_SOURCE_DIR}/subject
                                     PRIVATE ${PROJECT_SOURCE_DIR}/reference/device)
-  target_link_libraries(${tgt} PUBLIC lce_case lce_device)
+  target_link_libraries(${tgt} PUBLIC lce_case lce_device lce_fused_plan)
   set_property(GLOBAL APPEND PROPERTY LCE_FUSED_CUDA_TARGETS ${tgt})
 endfunction()
 

@@ -1,6 +1,8 @@
 /* fused_cuda.cu — fused-cuda: fused linear cross-entropy (LM-head GEMM + softmax cross-entropy,
  * forward and backward) on the GPU with the algorithm and precision policy of fused-host
- * (fused_host.c's header has the full evaluation order; the math is lce_case.h's):
+ * (fused_host.c's header has the full evaluation order; the math is lce_case.h's; the tile sizes, the
+ * option constants, each shard's real rows, g and the mean's divisor come from the shared plan,
+ * fused/plan/lce_fused_plan.h):
  *   GEMMs (cuBLAS, cublasGemmEx): bf16/fp16 inputs with CUBLAS_COMPUTE_32F and fp32 logits; fp32
  *     inputs with CUBLAS_COMPUTE_32F_PEDANTIC (IEEE fp32, never tf32) or, for gemm tf32,
  *     CUBLAS_COMPUTE_32F_FAST_TF32 on operands rounded to tf32 (cvt.rna) beforehand. Reduced-precision
@@ -30,6 +32,7 @@
 
 extern "C" {
 #include "fused_cuda.h"
+#include "lce_fused_plan.h"
 }
 
 /* ---- build variant --------------------------------------------------------------------------- */
@@ -55,15 +58,14 @@ static cublasComputeType_t fc_compute_type(const lce_case *c) {
   return c->gemm == LCE_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
 }
 
-/* The option constants as fp32 kernel arguments (rounded once from double, as fused-host does). */
-static fc_options fc_make_options(const lce_case *c) {
-  const double e = lce_case_smoothing(c);
+/* The plan's option constants as the kernels' arguments. */
+static fc_options fc_make_options(const lce_case *c, const lce_fused_plan *p) {
   fc_options o;
-  o.one_minus_e = (float)(1.0 - e);
-  o.ev = (float)(e / (double)c->v); /* the GLOBAL vocab: the smoothing sum spans all shards */
-  o.lambda = (float)lce_case_z_loss(c);
-  o.cap = (float)c->softcap;
-  o.tf32 = c->gemm == LCE_GEMM_TF32;
+  o.one_minus_e = p->one_minus_e;
+  o.ev = p->ev;
+  o.lambda = p->lambda;
+  o.cap = p->cap;
+  o.tf32 = p->tf32;
   o.dtype = c->dtype;
   return o;
 }
@@ -82,10 +84,8 @@ static lce_code fc_device_alloc(fc_workspace *ws, void **ptr, size_t bytes, cons
 static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
   memset(ws, 0, sizeof *ws);
   ws->stream = stream;
-  const int64_t shard_rows = c->vp / c->tp;
-  ws->rows_max = c->vocab_chunk < shard_rows ? c->vocab_chunk : shard_rows;
-  ws->tok_max = c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
-  ws->o = fc_make_options(c);
+  lce_fused_plan_make(&ws->plan, c);
+  ws->o = fc_make_options(c, &ws->plan);
   ws->dh_dtype = LCE_FP32;
   /* Sanitizer runs (scripts/gpu_run.sh) poison the logits tile with NaN before every GEMM: a tile
    * element cuBLAS failed to write would then reach the judge as NaN, and initcheck, which does
@@ -98,7 +98,7 @@ static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream
    * the input dtype: cuBLAS rounds it to bf16/fp16 after every chunk's beta = 1 GEMM. */
   ws->dh_dtype = c->dtype;
 #endif
-  const size_t tile = (size_t)(ws->tok_max * ws->rows_max), tpn = (size_t)c->tp * (size_t)c->n;
+  const size_t tile = (size_t)(ws->plan.tok_max * ws->plan.rows_max), tpn = (size_t)c->tp * (size_t)c->n;
   const size_t n = (size_t)c->n, nh = (size_t)(c->n * c->h);
   LCE_TRY(fc_device_alloc(ws, (void **)&ws->tile, tile * sizeof(float), "the logits tile", st));
   LCE_TRY(fc_device_alloc(ws, &ws->ds, tile * lce_dtype_size(c->dtype), "the d_logits tile", st));
@@ -179,22 +179,15 @@ static lce_code gemm_dweight(fc_workspace *ws, const fc_problem *p, int64_t t0, 
 
 /* ---- passes: token chunks, shards, vocab chunks ---------------------------------------------- */
 
-/* The rows of shard r that enter the softmax: its real vocabulary rows [lo, hi), possibly empty. */
-static void shard_real_rows(const lce_case *c, int r, int64_t *lo, int64_t *hi) {
-  lce_shard_range(c, r, lo, hi);
-  if (*hi > c->v) *hi = c->v;
-  if (*lo > *hi) *lo = *hi;
-}
-
 typedef enum fc_pass { FC_FORWARD, FC_BACKWARD } fc_pass;
 
 static lce_code run_tiles(fc_workspace *ws, const fc_problem *p, fc_pass pass, lce_status *st) {
   const lce_case *c = p->c;
-  for (int64_t t0 = 0; t0 < c->n; t0 += ws->tok_max) {
-    const int64_t tok = c->n - t0 < ws->tok_max ? c->n - t0 : ws->tok_max;
+  for (int64_t t0 = 0; t0 < c->n; t0 += ws->plan.tok_max) {
+    const int64_t tok = c->n - t0 < ws->plan.tok_max ? c->n - t0 : ws->plan.tok_max;
     for (int r = 0; r < c->tp; r++) {
       int64_t lo, hi;
-      shard_real_rows(c, r, &lo, &hi);
+      lce_fused_shard_rows(c, r, &lo, &hi);
       fc_stats shard = ws->stats;
       shard.m += (int64_t)r * c->n, shard.s += (int64_t)r * c->n, shard.sw += (int64_t)r * c->n, shard.d += (int64_t)r * c->n;
       for (int64_t row0 = lo; row0 < hi; row0 += c->vocab_chunk) {
@@ -239,30 +232,6 @@ typedef struct fc_device_case {
   int64_t *labels;
   void *d_hidden;
 } fc_device_case;
-
-static lce_code check_outputs(const lce_case *c, const lce_outputs *out, lce_status *st) {
-  LCE_CHECK(st, out != NULL && out->loss && out->loss_token && out->lse && out->d_hidden && out->grad_embedding,
-            LCE_EINVAL, "fused-cuda: missing output buffer");
-  LCE_CHECK(st, c->tied || out->grad_weight != NULL, LCE_EINVAL,
-            "fused-cuda: untied case needs the grad_weight output buffer");
-  return LCE_OK;
-}
-
-static float class_w(const lce_case *c, const lce_tensors *in, int64_t v) {
-  return c->class_weights && in->class_weight ? in->class_weight[v] : 1.0f;
-}
-
-/* sum_n W_n in fp32, token order, and g [n] as the kernel receives it (fused-host's loss_gradient). */
-static float loss_gradient(const lce_case *c, const lce_tensors *in, float *g) {
-  float weight_sum = 0.0f;
-  for (int64_t i = 0; i < c->n; i++)
-    if (in->labels[i] != c->ignore_index) weight_sum += class_w(c, in, in->labels[i]);
-  const float go0 = in->grad_output[0];
-  const float scale = c->reduction == LCE_RED_MEAN ? (weight_sum > 0.0f ? go0 / weight_sum : 0.0f) : go0;
-  for (int64_t i = 0; i < c->n; i++)
-    g[i] = in->labels[i] == c->ignore_index ? 0.0f : (c->reduction == LCE_RED_NONE ? in->grad_output[i] : scale);
-  return weight_sum;
-}
 
 /* The output weight and the gradient buffer it owns: the embedding table and grad_embedding when
  * tied, the separate weight and grad_weight when untied. */
@@ -326,12 +295,13 @@ static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outp
 static lce_code fused_cuda_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   LCE_TRY(lce_case_validate(c, st));
   LCE_TRY(lce_tensors_validate(c, in, st));
-  LCE_TRY(check_outputs(c, out, st));
+  LCE_TRY(lce_fused_check_outputs(c, out, "fused-cuda", st));
   char why[256];
   LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "fused-cuda: %s", why);
   float *g = (float *)malloc((size_t)c->n * sizeof(float));
   LCE_ALLOC_CHECK(st, g);
-  const float weight_sum = loss_gradient(c, in, g);
+  const float weight_sum = lce_fused_weight_sum(c, in);
+  lce_fused_loss_gradient(c, in, weight_sum, g);
   cudaStream_t stream = NULL;
   fc_workspace ws;
   memset(&ws, 0, sizeof ws);
@@ -350,9 +320,7 @@ static lce_code fused_cuda_run(const lce_case *c, const lce_tensors *in, lce_out
   if (stream) cudaStreamDestroy(stream);
   free(g);
   if (rc != LCE_OK) return rc;
-  float total = 0.0f; /* the reduced loss in token order, as fused-host sums it */
-  for (int64_t i = 0; i < c->n; i++) total += out->loss_token[i];
-  out->loss[0] = c->reduction == LCE_RED_MEAN ? (weight_sum > 0.0f ? total / weight_sum : 0.0f) : total;
+  out->loss[0] = lce_fused_loss(c, out->loss_token, weight_sum);
   return LCE_OK;
 }
 

@@ -7,6 +7,10 @@
 
 #include "fused_cuda_kernels.cuh"
 
+extern "C" {
+#include "lce_fused_plan.h"
+}
+
 /* One problem on the device. hidden is read by the forward and has its ignored tokens' rows zeroed
  * by the backward (so that a non-finite hidden value of an ignored token never reaches d_weight). */
 typedef struct fc_problem {
@@ -26,8 +30,8 @@ typedef struct fc_problem {
 typedef struct fc_workspace {
   cublasHandle_t blas;
   cudaStream_t stream;
-  int64_t rows_max, tok_max; /* largest vocab chunk and token chunk */
-  fc_options o;
+  lce_fused_plan plan;       /* tile sizes and option constants (lce_fused_plan.h) */
+  fc_options o;              /* the plan's constants as kernel arguments */
   float *tile;               /* [tok_max*rows_max] fp32 logits of one tile */
   void *ds;                  /* [tok_max*rows_max] dtype d_logits of one tile */
   void *dh_acc;              /* [n*h] d_hidden accumulation buffer, in dh_dtype */

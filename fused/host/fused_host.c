@@ -3,8 +3,10 @@
  * computes it, on the CPU, with the device's fp32 arithmetic emulated exactly, so that CI predicts
  * the kernel.
  *
- * The math is lce_case.h's. How it is evaluated here (every operation is one fp32 operation; e, e/V,
- * 1 - e and lambda are rounded to fp32 once, from double, as a host passes them to a kernel):
+ * The math is lce_case.h's. The tile sizes, the option constants, each shard's real rows, g and the
+ * mean's divisor come from the plan fused-cuda shares (fused/plan/lce_fused_plan.h). How it is
+ * evaluated here (every operation is one fp32 operation; e, e/V, 1 - e and lambda are rounded to
+ * fp32 once, from double, as a host passes them to a kernel):
  *   GEMM inputs: dtype values loaded exactly; with tf32 GEMMs every GEMM operand (hidden, W and the
  *     d_logits) is first rounded to tf32 with lce_round_tf32 (cvt.rna.tf32.f32).
  *   GEMM arithmetic: every GEMM element is lce_gemm_dot under the run's model (lce_gemm_model.h):
@@ -56,6 +58,7 @@
 #include <stdlib.h>
 
 #include "fused_host.h"
+#include "lce_fused_plan.h"
 #include "lce_gemm_model.h"
 #include "lce_parallel.h"
 
@@ -92,16 +95,12 @@ typedef struct fused_host {
   const lce_case *c;
   const lce_gemm_arch *arch; /* the GEMMs' arithmetic for this case (ieee for plain fp32) */
   lce_mma_format fmt;        /* the GEMM operands' format */
+  const lce_tensors *in;
   const int64_t *labels;
-  const float *class_weight; /* [v] or NULL */
   const void *w;             /* the output weight, dtype bits [vp*h] */
   float *grad_w;             /* its fp32 gradient buffer [vp*h], holding the prior */
-  int64_t rows_max;          /* most rows one vocab chunk can hold */
-  int64_t tok_max;           /* tokens per token chunk */
-  int tf32;                  /* round GEMM operands to tf32 */
-  float one_minus_e, lambda, cap; /* 1 - e, z-loss weight, softcap (0: none) */
+  lce_fused_plan plan;       /* tile sizes and option constants (lce_fused_plan.h) */
   float weight_sum;          /* sum_n W_n over valid tokens: the mean's divisor */
-  float *ev;                 /* [tp] e/V as shard r scales its smoothing sums (0: no smoothing) */
   float *hidden;             /* [n*h] hidden as the GEMMs read it */
   float *hidden_dw;          /* [n*h] hidden as the d_weight GEMM reads it: ignored tokens' rows 0 */
   float *w_chunk;            /* [rows_max*h] the chunk's rows of W as the GEMMs read them */
@@ -123,23 +122,20 @@ static int token_valid(const fused_host *f, int64_t i) { return f->labels[i] != 
 
 /* Class weight of vocab row v (1 without class weights). Rows >= V have none: only a kernel that
  * lets padded rows in asks. */
-static float class_w(const fused_host *f, int64_t v) {
-  return f->class_weight && v < f->c->v ? f->class_weight[v] : 1.0f;
-}
+static float class_w(const fused_host *f, int64_t v) { return lce_fused_class_weight(f->c, f->in, v); }
 
 /* The operand a GEMM reads: x itself, or x rounded to tf32 in tf32 mode. */
-static float gemm_operand(const fused_host *f, float x) { return f->tf32 ? (float)lce_round_tf32(x) : x; }
+static float gemm_operand(const fused_host *f, float x) { return f->plan.tf32 ? (float)lce_round_tf32(x) : x; }
 
 /* The rows of shard r that enter the softmax: its real vocabulary rows [lo, hi), possibly empty. */
 static void shard_real_rows(const lce_case *c, int r, int64_t *lo, int64_t *hi) {
-  lce_shard_range(c, r, lo, hi);
 #if defined(LCE_MUTANT_PADDED_ROWS_IN_SOFTMAX)
   /* Padded vocab rows left in the softmax: the shard's whole padded row range is treated as vocab
    * (Megatron-style padding to a multiple of 128·tp without masking the padded logits). */
-  return;
+  lce_shard_range(c, r, lo, hi);
+#else
+  lce_fused_shard_rows(c, r, lo, hi);
 #endif
-  if (*hi > c->v) *hi = c->v;
-  if (*lo > *hi) *lo = *hi;
 }
 
 /* Where the vocab-chunk loop over [lo, hi) stops: hi, so that the last, partial chunk is done. */
@@ -194,7 +190,7 @@ static void chunk_logits(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
     for (int64_t j = 0; j < rows; j++) {
       float acc = lce_gemm_dot(f->arch, f->fmt, 0.0f, a, 1, f->w_chunk + j * h, 1, h);
       if (!isfinite(acc)) acc = NAN;
-      zi[j] = f->cap > 0.0f ? f->cap * tanhf(acc / f->cap) : acc;
+      zi[j] = f->plan.cap > 0.0f ? f->plan.cap * tanhf(acc / f->plan.cap) : acc;
     }
   }
 }
@@ -218,7 +214,7 @@ static void chunk_online_softmax(fused_host *f, int r, int64_t t0, int64_t t1, i
     if (m_new > m) s *= expf(m - m_new);
 #endif
     for (int64_t j = 0; j < rows; j++) s += expf(zi[j] - m_new);
-    if (f->ev[r] != 0.0f) { /* smoothing sums, relative to the running max */
+    if (f->plan.ev != 0.0f) { /* smoothing sums, relative to the running max */
       float sw = f->sw[at], d = f->d[at];
       if (m_new > m && sw != 0.0f) d += sw * (m_new - m);
       for (int64_t j = 0; j < rows; j++) {
@@ -246,22 +242,22 @@ static void chunk_dlogits(fused_host *f, int r, int64_t t0, int64_t t1, int64_t 
       continue;
     }
     const int64_t y = f->labels[i], ty = target_row(f, r, y);
-    const float wy = f->one_minus_e * class_w(f, y), g = f->g[i], lse = f->lse[i];
+    const float wy = f->plan.one_minus_e * class_w(f, y), g = f->g[i], lse = f->lse[i];
     float k = wy;
-    if (f->ev[r] != 0.0f) k += f->smooth_a[i];
-    if (f->lambda != 0.0f) k += 2.0f * f->lambda * lse;
+    if (f->plan.ev != 0.0f) k += f->smooth_a[i];
+    if (f->plan.lambda != 0.0f) k += 2.0f * f->plan.lambda * lse;
     for (int64_t j = 0; j < rows; j++) {
       const float z = zi[j];
       float t = expf(z - lse) * k;
       if (row0 + j == ty) t -= wy;
-      if (f->ev[r] != 0.0f) t -= f->ev[r] * class_w(f, row0 + j);
+      if (f->plan.ev != 0.0f) t -= f->plan.ev * class_w(f, row0 + j);
       float dz = g * t;
 #if defined(LCE_MUTANT_SOFTCAP_NO_DERIVATIVE)
       /* The softcap's derivative 1 - tanh^2 is left out of the backward: d_logits are taken as the
        * gradient of the capped logits z, not of the GEMM output s. */
 #else
-      if (f->cap > 0.0f) {
-        float q = z / f->cap;
+      if (f->plan.cap > 0.0f) {
+        float q = z / f->plan.cap;
         dz *= 1.0f - q * q;
       }
 #endif
@@ -340,8 +336,8 @@ typedef enum pass { PASS_FORWARD, PASS_BACKWARD } pass;
 static void run_pass(fused_host *f, pass p) {
   const lce_case *c = f->c;
   const int64_t h = c->h;
-  for (int64_t t0 = 0; t0 < c->n; t0 += f->tok_max) {
-    const int64_t t1 = t0 + f->tok_max < c->n ? t0 + f->tok_max : c->n;
+  for (int64_t t0 = 0; t0 < c->n; t0 += f->plan.tok_max) {
+    const int64_t t1 = t0 + f->plan.tok_max < c->n ? t0 + f->plan.tok_max : c->n;
     for (int r = 0; r < c->tp; r++) {
       int64_t lo, hi;
       shard_real_rows(c, r, &lo, &hi);
@@ -383,9 +379,9 @@ static void merge_shards(fused_host *f) {
 #else
       S += s_r * expf(m_r - M);
 #endif
-      if (f->ev[r] != 0.0f) {
-        A += f->ev[r] * f->sw[at];
-        B += f->ev[r] * (f->d[at] + f->sw[at] * (M - m_r));
+      if (f->plan.ev != 0.0f) {
+        A += f->plan.ev * f->sw[at];
+        B += f->plan.ev * (f->d[at] + f->sw[at] * (M - m_r));
       }
     }
     f->lse[i] = M + logf(S);
@@ -408,43 +404,33 @@ static void forward(fused_host *f) {
   merge_shards(f);
 }
 
-/* The mean's division x / sum_n W_n; 0 when no token carries weight (the all-ignored batch). */
-static float mean_divide(float x, float weight_sum) {
-#if defined(LCE_MUTANT_MEAN_EMPTY_NAN)
-  /* PyTorch cross_entropy(reduction='mean') semantics copied into a fused kernel: with every token
-   * ignored the mean is 0/0 = NaN. */
-  return x / weight_sum;
-#endif
-  return weight_sum > 0.0f ? x / weight_sum : 0.0f;
-}
-
-/* sum_n W_n in fp32, token order: w_{label} of each valid token (1 without class weights). */
+/* sum_n W_n, the mean's divisor (lce_fused_plan.h). */
 static float token_weight_sum(const fused_host *f) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < f->c->n; i++) {
-    if (token_valid(f, i)) sum += class_w(f, f->labels[i]);
 #if defined(LCE_MUTANT_MEAN_COUNTS_IGNORED)
-    /* The mean divides by every token (labels.numel()), ignored ones included. */
-    else sum += 1.0f;
-#endif
-  }
+  /* The mean divides by every token (labels.numel()), ignored ones included. */
+  float sum = 0.0f;
+  for (int64_t i = 0; i < f->c->n; i++) sum += token_valid(f, i) ? class_w(f, f->labels[i]) : 1.0f;
   return sum;
+#else
+  return lce_fused_weight_sum(f->c, f->in);
+#endif
 }
 
 /* Per-token loss gradient g (lce_case.h), in fp32 as the kernel receives it. */
-static void loss_gradient(fused_host *f, const float *grad_output) {
+static void loss_gradient(fused_host *f) {
   const lce_case *c = f->c;
-  float scale = c->reduction == LCE_RED_MEAN ? mean_divide(grad_output[0], f->weight_sum) : grad_output[0];
-  for (int64_t i = 0; i < c->n; i++) {
-    float gi = c->reduction == LCE_RED_NONE ? grad_output[i] : scale;
-#if defined(LCE_MUTANT_GRAD_OUTPUT_AFTER_SUM)
-    /* Reduction none: grad_output treated as a scalar applied to gradients already summed over
-     * tokens (Liger-Kernel's backward scaled precomputed grads by grad_output): every token gets
-     * grad_output[0]. */
-    gi = grad_output[0];
+  lce_fused_loss_gradient(c, f->in, f->weight_sum, f->g);
+#if defined(LCE_MUTANT_MEAN_EMPTY_NAN)
+  /* PyTorch cross_entropy(reduction='mean') semantics copied into a fused kernel: the mean divides
+   * by sum_n W_n even when it is 0. */
+  if (c->reduction == LCE_RED_MEAN)
+    for (int64_t i = 0; i < c->n; i++) f->g[i] = token_valid(f, i) ? f->in->grad_output[0] / f->weight_sum : 0.0f;
+#elif defined(LCE_MUTANT_GRAD_OUTPUT_AFTER_SUM)
+  /* Reduction none: grad_output treated as a scalar applied to gradients already summed over
+   * tokens (Liger-Kernel's backward scaled precomputed grads by grad_output): every token gets
+   * grad_output[0]. */
+  for (int64_t i = 0; i < c->n; i++) f->g[i] = token_valid(f, i) ? f->in->grad_output[0] : 0.0f;
 #endif
-    f->g[i] = token_valid(f, i) ? gi : 0.0f;
-  }
 }
 
 static void backward(fused_host *f) {
@@ -471,33 +457,21 @@ static void select_output_weight(fused_host *f, const lce_tensors *in, lce_outpu
   f->grad_w = use_embedding ? out->grad_embedding : out->grad_weight;
 }
 
-/* The option constants as fp32 kernel arguments, and e/V of each shard's smoothing sums. */
-static void set_options(fused_host *f) {
-  const lce_case *c = f->c;
-  const double e = lce_case_smoothing(c);
-  f->one_minus_e = (float)(1.0 - e);
-  f->lambda = (float)lce_case_z_loss(c);
-  f->cap = (float)c->softcap;
-  f->tf32 = c->gemm == LCE_GEMM_TF32;
-  for (int r = 0; r < c->tp; r++) {
-    double vocab = (double)c->v; /* the GLOBAL vocab: the sum spans all shards */
+/* Tile sizes and the option constants as fp32 kernel arguments (lce_fused_plan.h). */
+static void make_plan(fused_host *f) {
+  lce_fused_plan_make(&f->plan, f->c);
 #if defined(LCE_MUTANT_SMOOTHING_PER_SHARD_VOCAB)
-    /* Megatron-LM tensor_parallel cross_entropy: the smoothing mean is taken over the partition's
-     * logits (vocab_size = exp_logits.size(-1) = padded vocab / tp), not over the global vocab. */
-    vocab = (double)(c->vp / c->tp);
+  /* Megatron-LM tensor_parallel cross_entropy: the smoothing mean is taken over the partition's
+   * logits (vocab_size = exp_logits.size(-1) = padded vocab / tp), not over the global vocab. */
+  f->plan.ev = (float)(lce_case_smoothing(f->c) / (double)(f->c->vp / f->c->tp));
 #endif
-    f->ev[r] = (float)(e / vocab);
-  }
 }
 
 static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   const lce_case *c = f->c;
-  int64_t shard_rows = c->vp / c->tp;
-  f->rows_max = c->vocab_chunk < shard_rows ? c->vocab_chunk : shard_rows;
-  f->tok_max = c->token_chunk > 0 && c->token_chunk < c->n ? c->token_chunk : c->n;
-  const size_t n = (size_t)c->n, h = (size_t)c->h, rows = (size_t)f->rows_max, tok = (size_t)f->tok_max;
+  const size_t n = (size_t)c->n, h = (size_t)c->h, rows = (size_t)f->plan.rows_max, tok = (size_t)f->plan.tok_max;
   const size_t tpn = (size_t)c->tp * n;
-  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 5 * n + (size_t)c->tp;
+  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 5 * n;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   total += (size_t)(c->vp * c->h);
 #endif
@@ -520,38 +494,32 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   f->smooth_a = p, p += n;
   f->smooth_b = p, p += n;
   f->g = p, p += n;
-  f->ev = p, p += c->tp;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   f->gw_dtype = p;
 #endif
   return LCE_OK;
 }
 
-static lce_code check_outputs(const lce_case *c, const lce_outputs *out, lce_status *st) {
-  LCE_CHECK(st, out != NULL && out->loss && out->loss_token && out->lse && out->d_hidden && out->grad_embedding,
-            LCE_EINVAL, "fused-host: missing output buffer");
-  LCE_CHECK(st, c->tied || out->grad_weight != NULL, LCE_EINVAL,
-            "fused-host: untied case needs the grad_weight output buffer");
-  return LCE_OK;
-}
-
 /* loss_token, lse and the reduced loss. An ignored token's loss is exactly 0 whatever its lse. */
 static void write_forward_outputs(const fused_host *f, lce_outputs *out) {
   const lce_case *c = f->c;
-  float total = 0.0f;
   for (int64_t i = 0; i < c->n; i++) {
     float loss_i = 0.0f;
     if (token_valid(f, i)) {
       const float lse = f->lse[i];
-      loss_i = f->one_minus_e * class_w(f, f->labels[i]) * (lse - f->z_target[i]);
-      if (f->ev[0] != 0.0f) loss_i += f->smooth_b[i];
-      if (f->lambda != 0.0f) loss_i += f->lambda * lse * lse;
+      loss_i = f->plan.one_minus_e * class_w(f, f->labels[i]) * (lse - f->z_target[i]);
+      if (f->plan.ev != 0.0f) loss_i += f->smooth_b[i];
+      if (f->plan.lambda != 0.0f) loss_i += f->plan.lambda * lse * lse;
     }
     out->loss_token[i] = loss_i;
     out->lse[i] = f->lse[i];
-    total += loss_i;
   }
-  out->loss[0] = c->reduction == LCE_RED_MEAN ? mean_divide(total, f->weight_sum) : total;
+  out->loss[0] = lce_fused_loss(c, out->loss_token, f->weight_sum);
+#if defined(LCE_MUTANT_MEAN_EMPTY_NAN)
+  /* The mean's division without the empty-batch case (see loss_gradient): 0/0 = NaN when every
+   * token is ignored. */
+  if (c->reduction == LCE_RED_MEAN) out->loss[0] = lce_fused_loss_total(c, out->loss_token) / f->weight_sum;
+#endif
 }
 
 /* The GEMMs' model and operand format for case c under arch: plain fp32 GEMMs run on CUDA cores
@@ -568,20 +536,20 @@ static lce_code fused_host_run(const lce_gemm_arch *arch, const lce_case *c, con
   LCE_CHECK(st, arch != NULL, LCE_EINVAL, "fused-host: no GEMM arithmetic model");
   LCE_TRY(lce_case_validate(c, st));
   LCE_TRY(lce_tensors_validate(c, in, st));
-  LCE_TRY(check_outputs(c, out, st));
-  fused_host f = {.c = c, .labels = in->labels, .class_weight = c->class_weights ? in->class_weight : NULL};
+  LCE_TRY(lce_fused_check_outputs(c, out, "fused-host", st));
+  fused_host f = {.c = c, .in = in, .labels = in->labels};
   select_gemm_model(&f, arch);
+  make_plan(&f);
   LCE_TRY(workspace_alloc(&f, st));
   /* From here on nothing can fail: outputs are written only after every allocation succeeded. */
   select_output_weight(&f, in, out);
-  set_options(&f);
   f.weight_sum = token_weight_sum(&f);
   for (int64_t e = 0; e < c->n * c->h; e++)
     f.hidden[e] = gemm_operand(&f, (float)lce_load(c->dtype, in->hidden, (size_t)e));
   for (int64_t e = 0; e < c->n * c->h; e++) f.hidden_dw[e] = token_valid(&f, e / c->h) ? f.hidden[e] : 0.0f;
   forward(&f);
   write_forward_outputs(&f, out);
-  loss_gradient(&f, in->grad_output);
+  loss_gradient(&f);
   backward(&f);
   for (int64_t e = 0; e < c->n * c->h; e++) lce_store(c->dtype, out->d_hidden, (size_t)e, (double)f.dh_total[e]);
   free(f.block_);
