@@ -1,4 +1,4 @@
-/* make_seed_corpus.c — writes the fuzz seed corpus (fuzz/corpus/fused_host/) deterministically from
+/* make_seed_corpus.c — writes the fuzz seed corpus (fuzz/corpus/subject/) deterministically from
  * the table below, through the same field table the harness decodes with (lce_fuzz_case.h).
  *
  *   make_seed_corpus DIR           write every seed into DIR and print its case id

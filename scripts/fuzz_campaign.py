@@ -12,7 +12,7 @@
                                            --record appends the table, dated, with the commit and
                                            the command, to FILE (fuzz/CAMPAIGNS.md)
 
-The fuzzer is fuzz_fused_host from a clang build configured with
+The fuzzer is fuzz_subject from a clang build configured with
   CC=clang cmake -S . -B build-fuzz -DLCE_BUILD_FUZZERS=ON -DLCE_BUILD_TESTS=OFF
 The harness decides what a violation is (golden bounds, class checks, determinism); this script
 only starts it, collects the artifacts and reports. Every command it runs is printed first.
@@ -100,11 +100,11 @@ def finding_line(c):
 
 def campaign(args, subject):
     """Runs the fuzzer for one subject; returns a result dict."""
-    fuzzer = Path(args.build) / "fuzz_fused_host"
+    fuzzer = Path(args.build) / "fuzz_subject"
     if not fuzzer.is_file():
         sys.exit(f"fuzz_campaign: {fuzzer} not found; build it with "
                  f"CC=clang cmake -S {REPO} -B {args.build} -DLCE_BUILD_FUZZERS=ON -DLCE_BUILD_TESTS=OFF "
-                 f"&& cmake --build {args.build} --target fuzz_fused_host")
+                 f"&& cmake --build {args.build} --target fuzz_subject")
     d = findings_dir_for(args.findings_root, subject)
     corpora = [d / "corpus"] + ([] if args.no_seed_corpus else [SEED_CORPUS])
     cmd = [fuzzer.resolve(), f"-max_total_time={args.seconds}", f"-artifact_prefix={d}/",
@@ -322,7 +322,7 @@ def ldd_paths(binary):
 
 
 def cmd_bundle_gpu(args):
-    """Configures and builds fuzz_fused_host with fused-cuda, then copies it and its libraries to
+    """Configures and builds fuzz_subject with fused-cuda, then copies it and its libraries to
     args.out; checks here that the binary knows fused-cuda (exit 77 without a GPU, not "unknown subject")."""
     build, out = Path(args.build).resolve(), Path(args.out).resolve()
     env = {"CC": "clang"}
@@ -332,8 +332,8 @@ def cmd_bundle_gpu(args):
     cache = (build / "CMakeCache.txt").read_text(errors="replace")
     if not re.search(r"^CMAKE_CUDA_COMPILER:\w+=.*nvcc", cache, re.M):
         sys.exit("fuzz_campaign: the build found no CUDA compiler (nvcc): fused-cuda would be missing")
-    echo_run(["cmake", "--build", build, "-j", str(args.jobs), "--target", "fuzz_fused_host"], check=True)
-    fuzzer = build / "fuzz_fused_host"
+    echo_run(["cmake", "--build", build, "-j", str(args.jobs), "--target", "fuzz_subject"], check=True)
+    fuzzer = build / "fuzz_subject"
     probe = echo_run([fuzzer, "-runs=0"], {"LCE_FUZZ_SUBJECT": "fused-cuda", "LCE_FUZZ_FINDINGS": str(build / "probe"),
                                            "LCE_GOLDEN_DIR": str(REPO / "golden")},
                      capture_output=True, text=True)
@@ -342,7 +342,7 @@ def cmd_bundle_gpu(args):
     shutil.rmtree(out, ignore_errors=True)
     (out / "lib").mkdir(parents=True)
     (out / "lib-fallback").mkdir()
-    shutil.copy2(fuzzer, out / "fuzz_fused_host")
+    shutil.copy2(fuzzer, out / "fuzz_subject")
     libs, ldd_text = ldd_paths(fuzzer)
     copied = []
     for soname, path in sorted(libs.items()):
@@ -354,12 +354,12 @@ def cmd_bundle_gpu(args):
     if missing:
         sys.exit(f"fuzz_campaign: ldd of {fuzzer} lists no {', '.join(missing)}")
     (out / "BUILD_INFO").write_text(
-        f"fuzz_fused_host with fused-cuda, built {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+        f"fuzz_subject with fused-cuda, built {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
         f"at commit {head_commit(REPO)} (working tree as it was then)\n"
         f"build: {build_description(build)}; CUDA objects nvcc sm_90, host compiler g++, no sanitizers\n"
         f"command: python3 scripts/fuzz_campaign.py {shlex.join(sys.argv[1:])}\n"
         f"copied: {' '.join(copied)}\n\nldd here:\n{ldd_text}")
-    print(f"fuzz_campaign: {out} holds fuzz_fused_host and {' '.join(copied)}; here it exits "
+    print(f"fuzz_campaign: {out} holds fuzz_subject and {' '.join(copied)}; here it exits "
           f"{probe.returncode} for fused-cuda ({'no GPU: skipped' if probe.returncode == 77 else 'GPU present'})")
     excluded = REPO / ".git" / "info" / "exclude"
     rel = "/" + out.relative_to(REPO).as_posix() + "/" if out.is_relative_to(REPO) else None
@@ -371,7 +371,7 @@ def cmd_bundle_gpu(args):
 
 def main():
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--build", default=str(REPO / "build-fuzz"), help="clang build dir holding fuzz_fused_host")
+    common.add_argument("--build", default=str(REPO / "build-fuzz"), help="clang build dir holding fuzz_subject")
     common.add_argument("--lcecheck", default=str(REPO / "build" / "lcecheck"), help="lcecheck CLI (list --json)")
     common.add_argument("--findings-root", default="fuzz-findings", help="campaign directories go under it")
     common.add_argument("--no-seed-corpus", action="store_true",

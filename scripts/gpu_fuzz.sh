@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu_fuzz.sh — the fuzz campaigns on the H200, in one command (through the device tool,
 # carrying .deps and .gpufuzz):
-#   1. replay: the normal build's fuzz_replay_fused_host (configured and built here like gpu_run.sh)
+#   1. replay: the normal build's fuzz_replay_subject (configured and built here like gpu_run.sh)
 #      over the committed corpus with LCE_FUZZ_SUBJECT=fused-cuda: no violation, cases judged (exit
 #      77 = every case skipped, counts as a failure here); the same corpus must kill
 #      mutant-cuda/bf16-dhidden-accum (--expect-violations);
@@ -43,9 +43,9 @@ export LD_LIBRARY_PATH="$BUNDLE/lib:$CUDA_HOME_GUESS/lib64:$CUDA_HOME_GUESS/lib$
 export LCE_GOLDEN_DIR=$ROOT/golden
 # ASan beside the CUDA driver (google/sanitizers#629); the harness has the same defaults built in.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:replace_intrin=0:detect_leaks=0}
-FUZZER=$BUNDLE/fuzz_fused_host
-REPLAY=$BUILD/fuzz_replay_fused_host
-CORPUS=$ROOT/fuzz/corpus/fused_host
+FUZZER=$BUNDLE/fuzz_subject
+REPLAY=$BUILD/fuzz_replay_subject
+CORPUS=$ROOT/fuzz/corpus/subject
 MUTANT=mutant-cuda/bf16-dhidden-accum
 
 # campaign <subject> <expected rc: 0 nothing found, 1 found>: fuzz_campaign.py run on the bundle.
@@ -71,7 +71,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 # 1. replay with the normal build (gcc + nvcc, no sanitizers)
 step configure 0 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   "${CMAKE_DEPS[@]}"
-step "build fuzz_replay_fused_host" 0 240 cmake --build "$BUILD" -j "$JOBS" --target fuzz_replay_fused_host
+step "build fuzz_replay_subject" 0 240 cmake --build "$BUILD" -j "$JOBS" --target fuzz_replay_subject
 step "replay corpus, fused-cuda" 0 90 sh -c "LCE_FUZZ_SUBJECT=fused-cuda LCE_FUZZ_FINDINGS='$WORK/replay' \
   '$REPLAY' '$CORPUS' >'$OUT/replay-fused-cuda.txt' 2>&1; rc=\$?; tail -8 '$OUT/replay-fused-cuda.txt'; exit \$rc"
 step "replay corpus kills $MUTANT" 0 90 sh -c "LCE_FUZZ_SUBJECT=$MUTANT LCE_FUZZ_FINDINGS='$WORK/replay-mutant' \

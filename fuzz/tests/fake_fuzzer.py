@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fake_fuzzer.py — stands in for fuzz_fused_host (and, called as `... list --json`, for lcecheck)
+"""fake_fuzzer.py — stands in for fuzz_subject (and, called as `... list --json`, for lcecheck)
 in test_fuzz_campaign.py, so the campaign script's table and record are tested without clang.
 
 As the fuzzer: prints libFuzzer's start line; for a subject named in $FAKE_FUZZ_KILLS (comma
@@ -14,7 +14,7 @@ def fuzzer():
     subject = os.environ["LCE_FUZZ_SUBJECT"]
     findings = os.environ["LCE_FUZZ_FINDINGS"]
     if subject in os.environ.get("FAKE_NEEDS_GPU", "").split(","):  # the harness's start-up exit 77
-        print(f"fuzz_fused_host: subject {subject} needs a GPU: no CUDA device; skipped (exit 77)", flush=True)
+        print(f"fuzz_subject: subject {subject} needs a GPU: no CUDA device; skipped (exit 77)", flush=True)
         return 77
     print("INFO: Seed: 1", flush=True)
     if subject in os.environ.get("FAKE_FUZZ_KILLS", "").split(","):

@@ -21,7 +21,7 @@ class KillTable(unittest.TestCase):
         self.tmp = Path(tempfile.mkdtemp(prefix="lce_fuzz_campaign_"))
         build = self.tmp / "build"
         build.mkdir()
-        for name in ("fuzz_fused_host", "lcecheck"):
+        for name in ("fuzz_subject", "lcecheck"):
             shutil.copy(HERE / "fake_fuzzer.py", build / name)
             (build / name).chmod(0o755)
         self.build = build

@@ -1,11 +1,11 @@
-/* fuzz_fused_host.c — libFuzzer target: fuzz bytes → small FLCE case → subject vs MPFR oracle →
+/* fuzz_subject.c — libFuzzer target: fuzz bytes → small FLCE case → subject vs MPFR oracle →
  * judge against the subject class's golden bounds, plus a determinism check; traps on a violation
  * after writing the case id, verdict and repro line (lce_fuzz_session.c does the work).
  *
  * The subject defaults to fused-host; LCE_FUZZ_SUBJECT selects another one, including mutants
  * (e.g. LCE_FUZZ_SUBJECT=mutant/bf16-dhidden-accum), which this target must then find.
  * Build: CC=clang cmake -DLCE_BUILD_FUZZERS=ON -DLCE_BUILD_TESTS=OFF; run: scripts/fuzz_campaign.py.
- * The same object links into fuzz_replay_fused_host (replay_main.c) for ctest.
+ * The same object links into fuzz_replay_subject (replay_main.c) for ctest.
  * A GPU subject (fused-cuda, mutant-cuda/...) on a machine without a GPU exits 77 at start-up. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,16 +30,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   lce_code rc = lce_fuzz_session_open(&st);
   if (rc == LCE_ENODEV) { /* nothing to fuzz here, and nothing found: the skip code, not a crash */
     const char *name = getenv("LCE_FUZZ_SUBJECT");
-    fprintf(stderr, "fuzz_fused_host: subject %s needs a GPU: %s; skipped (exit 77)\n", name ? name : "?",
+    fprintf(stderr, "fuzz_subject: subject %s needs a GPU: %s; skipped (exit 77)\n", name ? name : "?",
             st.msg);
     exit(77);
   }
   if (rc != LCE_OK) {
-    fprintf(stderr, "fuzz_fused_host: %s (%s:%d)\n", st.msg, st.file ? st.file : "?", st.line);
+    fprintf(stderr, "fuzz_subject: %s (%s:%d)\n", st.msg, st.file ? st.file : "?", st.line);
     abort();
   }
   const lce_fuzz_session *s = lce_fuzz_session_get();
-  fprintf(stderr, "fuzz_fused_host: subject %s, golden %s, findings in %s/\n", s->subject->name,
+  fprintf(stderr, "fuzz_subject: subject %s, golden %s, findings in %s/\n", s->subject->name,
           s->golden.path, s->findings_dir);
   return 0;
 }
