@@ -48,6 +48,11 @@ int cli_repro(int argc, char **argv) {
   /* A skip for want of a device is 77 in every verb; a skip for a capability is not a pass either. */
   rc = r.error ? CLI_FAIL : r.skipped ? (r.status.code == LCE_ENODEV ? CLI_SKIP : CLI_FAIL)
                                       : r.verdict.pass ? CLI_PASS : CLI_FAIL;
+  if (r.skipped) { /* nothing was judged: the one skip/error object of every verb */
+    free(cases);
+    lce_golden_free(&g);
+    return cli_fail(rc, "%s: skipped: %s", r.id, r.status.msg);
+  }
   if (a.json) {
     printf("{\"verb\":\"repro\",\"subject\":");
     cli_json_string(stdout, s->name);

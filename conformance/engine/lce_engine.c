@@ -93,14 +93,14 @@ static int run_subject(const lce_engine_config *cfg, const lce_subject *s, const
   lce_code rc = lce_outputs_alloc(c, in, out, &st);
   if (rc == LCE_OK) {
     const double t0 = lce_now_seconds();
-    rc = s->run(c, in, out, &st);
+    rc = lce_subject_run(s, c, in, out, &st);
     r->subject_seconds = lce_now_seconds() - t0;
   }
   if (rc == LCE_OK && cfg->repeat) {
     lce_outputs again;
     memset(&again, 0, sizeof again);
     rc = lce_outputs_alloc(c, in, &again, &st);
-    if (rc == LCE_OK) rc = s->run(c, in, &again, &st);
+    if (rc == LCE_OK) rc = lce_subject_run(s, c, in, &again, &st);
     if (rc == LCE_OK)
       r->nondeterministic = !outputs_identical(c, out, &again, r->nondeterminism, sizeof r->nondeterminism);
     lce_outputs_free(&again);
@@ -187,6 +187,27 @@ static void run_case(engine_state *es, size_t i, const char *id, const lce_tenso
   if (have_ref) lce_reference_release(&ref);
 }
 
+/* A subject with prepare() is told, once, every case it will run: the ones it supports, when the
+ * device and the reference it needs exist. */
+static lce_code prepare_subject(engine_state *es, size_t k, lce_status *st) {
+  const lce_engine_config *cfg = es->cfg;
+  const lce_subject *s = cfg->subjects[k];
+  if (s->prepare == NULL) return LCE_OK;
+  lce_case *mine = calloc(cfg->ncases ? cfg->ncases : 1, sizeof *mine);
+  LCE_ALLOC_CHECK(st, mine);
+  size_t n = 0;
+  lce_status ignored;
+  for (size_t i = 0; i < cfg->ncases; i++) {
+    lce_case_result r;
+    memset(&r, 0, sizeof r);
+    if (lce_case_validate(&cfg->cases[i], &ignored) == LCE_OK && can_run(es, s, &cfg->cases[i], &r))
+      mine[n++] = cfg->cases[i];
+  }
+  lce_code rc = n ? s->prepare(s->ctx, mine, n, st) : LCE_OK;
+  free(mine);
+  return rc;
+}
+
 /* ---- the loop --------------------------------------------------------------------------------- */
 
 lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void *ctx, lce_status *st) {
@@ -194,8 +215,8 @@ lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void
                     (cfg->nsubjects == 0 || cfg->subjects != NULL),
             LCE_EINVAL, "lce_engine_run: NULL argument");
   for (size_t k = 0; k < cfg->nsubjects; k++)
-    LCE_CHECK(st, cfg->subjects[k] != NULL && cfg->subjects[k]->run != NULL, LCE_EINVAL,
-              "lce_engine_run: subject %zu has no run function", k);
+    LCE_CHECK(st, cfg->subjects[k] != NULL && (cfg->subjects[k]->run != NULL || cfg->subjects[k]->run_ctx != NULL),
+              LCE_EINVAL, "lce_engine_run: subject %zu has no run function", k);
   engine_state es = {cfg, cfg->tier ? cfg->tier : lce_reference_tier_default(), 0, 0, "", "", NULL, NULL, NULL};
   es.device_missing = !lce_device_query(NULL, es.nodev, sizeof es.nodev);
   es.tier_missing = !es.tier->available(es.notier, sizeof es.notier);
@@ -205,6 +226,7 @@ lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void
   es.res = calloc(ns, sizeof *es.res);
   lce_prefetch *pf = NULL;
   lce_code rc = es.out && es.ran && es.res ? LCE_OK : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "engine: out of memory");
+  for (size_t k = 0; rc == LCE_OK && k < cfg->nsubjects; k++) rc = prepare_subject(&es, k, st);
   if (rc == LCE_OK && cfg->prefetch > 0) rc = lce_prefetch_start(&pf, cfg->cases, cfg->ncases, cfg->prefetch, st);
   for (size_t i = 0; rc == LCE_OK && i < cfg->ncases; i++) {
     char id[192];

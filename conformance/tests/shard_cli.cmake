@@ -70,7 +70,7 @@ foreach(bad "3/2@below N" "a/4@wants I/N" "1/0@at least 1" "-1/4@wants I/N" "1/4
   endif()
 endforeach()
 foreach(verb_args "measure;--case;${CASE}@splits a matrix, not a single case"
-                  "repro;${CASE}@splits a matrix, not a single case"
+                  "repro;${CASE}@is for check and measure only"
                   "compare;--subjects;fused-host,fused-host;--matrix;${MATRIX}@is for check and measure only"
                   "list@is for check and measure only")
   string(REPLACE "@" ";" verb_args "${verb_args}")

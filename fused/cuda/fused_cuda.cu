@@ -332,19 +332,19 @@ extern "C" const lce_subject lce_mutant_cuda_bf16_dhidden_accum_subject = {
     "mutant-cuda/bf16-dhidden-accum", "fused-cuda",
     "Megatron-LM PR #2739 seed bug 2 on the GPU: d_hidden accumulated across vocab chunks and shards by cuBLAS "
     "(beta = 1) into a buffer of the input dtype instead of fp32",
-    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run};
+    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL};
 #elif defined(LCE_MUTANT_CUDA_TIED_WEIGHT_WHEN_UNTIED)
 extern "C" const lce_subject lce_mutant_cuda_tied_weight_when_untied_subject = {
     "mutant-cuda/tied-weight-when-untied", "fused-cuda",
     "Megatron-LM PR #2739 seed bug 1 on the GPU: untied embeddings use the input embedding table as the output "
     "weight and put its gradient in grad_embedding, leaving grad_weight without a gradient",
-    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run};
+    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL};
 #else
 extern "C" const lce_subject lce_fused_cuda_subject = {
     "fused-cuda", "fused-cuda",
     "the fused algorithm on the GPU: cuBLAS GEMMs (fp32 accumulate) per vocab chunk, CUDA kernels for the online "
     "softmax and d_logits in the input dtype, fp32 d_hidden buffer (beta = 1)",
-    FC_CAPS, fused_cuda_run};
+    FC_CAPS, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL};
 
 /* The production driver, for the bench (fused_cuda_bench.cu). */
 lce_code fused_cuda_workspace_create(fc_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {

@@ -34,7 +34,7 @@ typedef struct lce_cuda_bench_result {
   double gemm_ms[4];                /* plain cuBLAS, medians: the logits GEMM, the same GEMM again (the
                                      * backward's recomputation), d_hidden, d_weight (2·N·H·V each) */
   double gemm_total_ms;             /* median of the sum of the four per repetition: the GEMMs the
-                                     * algorithm performs, the issue's baseline */
+                                     * algorithm performs: the baseline */
   double gemm3_total_ms;            /* median of logits + d_hidden + d_weight: a path that keeps the logits */
   double workspace_bytes;           /* device bytes fused-cuda allocated beyond inputs and outputs */
   double measured_extra_bytes;      /* drop of cudaMemGetInfo's free memory while the workspace lives */

@@ -47,9 +47,20 @@ typedef struct lce_subject {
   const char *golden_class; /* goldens it is judged against ("fused-host" for its mutants) */
   const char *description;  /* one line; for mutants, the upstream bug it mirrors */
   unsigned caps;
-  lce_subject_run_fn run;
+  lce_subject_run_fn run;     /* built-in subjects; NULL for subjects made at run time (run_ctx) */
   lce_subject_inner_fn inner; /* NULL: lce_inner_unchunked (the largest K, the loosest K term) */
+  /* Subjects made at run time (a plugin loaded with dlopen, a command run over exported cases) carry
+   * their own state: run_ctx is called with ctx instead of run. prepare, when set, is called once
+   * before the engine's loop with every case the subject will be asked to run (a command can then
+   * run once over all of them). */
+  void *ctx;
+  lce_code (*run_ctx)(void *ctx, const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
+  lce_code (*prepare)(void *ctx, const lce_case *cases, size_t ncases, lce_status *st);
 } lce_subject;
+
+/* Runs subject s on case c (run, or run_ctx with its ctx). */
+lce_code lce_subject_run(const lce_subject *s, const lce_case *c, const lce_tensors *in, lce_outputs *out,
+                         lce_status *st);
 
 /* Registry: production subjects first, then mutants (present only in builds that link them). */
 size_t lce_subject_count(void);

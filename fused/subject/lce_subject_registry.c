@@ -115,6 +115,13 @@ int64_t lce_inner_unchunked(const lce_case *c, lce_output_id o) {
   return lce_output_inner(c, o);
 }
 
+lce_code lce_subject_run(const lce_subject *s, const lce_case *c, const lce_tensors *in, lce_outputs *out,
+                         lce_status *st) {
+  if (s->run_ctx) return s->run_ctx(s->ctx, c, in, out, st);
+  LCE_CHECK(st, s->run != NULL, LCE_EINVAL, "subject %s has no run function", s->name);
+  return s->run(c, in, out, st);
+}
+
 int64_t lce_subject_inner(const lce_subject *s, const lce_case *c, lce_output_id o) {
   return s->inner ? s->inner(c, o) : lce_inner_unchunked(c, o);
 }

@@ -12,7 +12,7 @@ int fused_run_on(const lce_subject *s, const lce_case *c, const lce_tensors *in,
     EXPECT(0, "lce_outputs_alloc: %s", st.msg);
     return 0;
   }
-  lce_code rc = s->run(c, in, out, &st);
+  lce_code rc = lce_subject_run(s, c, in, out, &st);
   EXPECT(rc == LCE_OK, "%s run returned %s: %s", s->name, lce_code_name(rc), st.msg);
   char which[128] = "";
   int guards = lce_outputs_guards_intact(c, out, which, sizeof which);

@@ -66,7 +66,7 @@ static void expect_rejected(const lce_case *bad, const lce_tensors *in, lce_outp
   if (!s) return;
   snapshot before = snapshot_take(real, out);
   lce_status st = {0};
-  lce_code rc = s->run(bad, in, out, &st);
+  lce_code rc = lce_subject_run(s, bad, in, out, &st);
   EXPECT(rc == LCE_EINVAL, "%s: got %s, want EINVAL", what, lce_code_name(rc));
   EXPECT(strstr(st.msg, word) != NULL, "%s: message \"%s\" does not name the problem (%s)", what, st.msg, word);
   EXPECT(snapshot_same(&before, real, out), "%s: a rejected run wrote an output buffer or its guards", what);
@@ -152,7 +152,7 @@ static void test_bad_scalar_and_outputs(void) {
     r.out.grad_weight = NULL;
     lce_status st = {0};
     const lce_subject *s = fused_test_subject("fused-host");
-    EXPECT(s && s->run(&c, &r.in, &r.out, &st) == LCE_EINVAL, "untied case without a grad_weight output accepted");
+    EXPECT(s && lce_subject_run(s, &c, &r.in, &r.out, &st) == LCE_EINVAL, "untied case without a grad_weight output accepted");
     EXPECT(strstr(st.msg, "grad_weight") != NULL, "missing grad_weight: message \"%s\"", st.msg);
     r.out.grad_weight = gw;
   }

@@ -79,7 +79,7 @@ static void test_supports(void) {
   list[5].c.reduction = LCE_RED_NONE, list[6].c.prior_grad = 1;
 
   char why[128];
-  lce_subject bf16_only = {"test/bf16-only", "fused-host", "bf16 only", LCE_CAP_BF16, NULL};
+  lce_subject bf16_only = {"test/bf16-only", "fused-host", "bf16 only", LCE_CAP_BF16, NULL, NULL, NULL, NULL, NULL};
   EXPECT(lce_subject_supports(&bf16_only, &plain, why, sizeof why) == 1, "plain bf16 case refused: %s", why);
   EXPECT(why[0] == '\0', "a supported case has a reason: %s", why);
   for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
@@ -92,7 +92,7 @@ static void test_supports(void) {
     with.caps |= list[i].cap;
     EXPECT(lce_subject_supports(&with, &list[i].c, why, sizeof why) == 1, "case needing %s refused: %s",
            list[i].word, why);
-    lce_subject all_but = {"test/all-but", "fused-host", "all but one", LCE_CAP_ALL_SEMANTICS & ~list[i].cap, NULL};
+    lce_subject all_but = {"test/all-but", "fused-host", "all but one", LCE_CAP_ALL_SEMANTICS & ~list[i].cap, NULL, NULL, NULL, NULL, NULL};
     EXPECT(lce_subject_supports(&all_but, &list[i].c, why, sizeof why) == 0,
            "subject without the capability for %s accepted", list[i].word);
   }
