@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "lce_fuzz_session.h"
+#include "lce_time.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -27,12 +28,6 @@ static const char *outcome_name(lce_fuzz_outcome o) {
     case LCE_FUZZ_VIOLATION: return "VIOLATION";
   }
   return "?";
-}
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Reads a whole file; returns 0 and prints why on failure. */
@@ -72,10 +67,10 @@ static int run_file(const char *path, int *failed_reads) {
     ++*failed_reads;
     return 0;
   }
-  double t0 = now_seconds();
+  double t0 = lce_now_seconds();
   LLVMFuzzerTestOneInput(data, size);
   const lce_fuzz_session *s = lce_fuzz_session_get();
-  printf("%-9s %6.2fs  %s  %s\n", outcome_name(s->last_outcome), now_seconds() - t0, path, s->last_id);
+  printf("%-9s %6.2fs  %s  %s\n", outcome_name(s->last_outcome), lce_now_seconds() - t0, path, s->last_id);
   fflush(stdout);
   free(data);
   return 1;

@@ -126,8 +126,8 @@ static lce_output_id output_of_buffer(const lce_case *c, const char *which) {
 /* The fp32 gradient buffer and prior of the output weight (tied: the embedding's). */
 static void weight_buffers(const lce_case *c, const lce_tensors *in, const lce_outputs *out, const float **now,
                            const float **prior) {
-  *now = c->tied ? out->grad_embedding : out->grad_weight;
-  *prior = c->tied ? in->grad_embedding_prior : in->grad_weight_prior;
+  *now = lce_output_weight_grad(c, out);
+  *prior = lce_output_weight_prior(c, in);
 }
 
 typedef struct judge_masks {

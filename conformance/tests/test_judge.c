@@ -39,7 +39,7 @@ static void die(const char *what, const lce_status *st) {
 }
 
 static const float *weight_prior(const fixture *f) {
-  return f->c.tied ? f->in.grad_embedding_prior : f->in.grad_weight_prior;
+  return lce_output_weight_prior(&f->c, &f->in);
 }
 
 /* The exact answer the hand-made oracle reports, chosen representable in every output format
@@ -100,7 +100,7 @@ static void write_perfect(fixture *f) {
   }
   for (int64_t i = 0; i < c->n * c->h; i++)
     lce_store(c->dtype, f->out.d_hidden, (size_t)i, oracle_value(f, LCE_OUT_D_HIDDEN, i));
-  float *w = c->tied ? f->out.grad_embedding : f->out.grad_weight;
+  float *w = lce_output_weight_grad(c, &f->out);
   for (int64_t i = 0; i < c->v * c->h; i++) w[i] = (float)oracle_value(f, LCE_OUT_D_WEIGHT, i);
 }
 

@@ -37,6 +37,8 @@
  * for the probe). */
 #include "lce_gemm_model.h"
 
+#include "lce_dtype.h"
+
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -92,17 +94,6 @@ const lce_gemm_arch *lce_gemm_arch_find(const char *name) {
 
 /* ---- operands ------------------------------------------------------------------------------ */
 
-static uint32_t float_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-
-static float bits_float(uint32_t u) {
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
 
 /* Exponent of the smallest normal value of each operand format. */
 static const int format_emin[LCE_MMA_FORMATS] = {-126, -14, -126};
@@ -110,14 +101,14 @@ static const int format_emin[LCE_MMA_FORMATS] = {-126, -14, -126};
 /* The operand as the tensor core reads it: tf32 MMAs read the upper 19 bits of an fp32 register
  * (a no-op on tf32 values), and ftz_inputs zeroes the format's subnormals. */
 static float operand(const lce_gemm_arch *m, lce_mma_format fmt, float x) {
-  if (fmt == LCE_MMA_TF32 && !isnan(x)) x = bits_float(float_bits(x) & 0xffffe000u);
+  if (fmt == LCE_MMA_TF32 && !isnan(x)) x = lce_f32_from_bits(lce_f32_bits(x) & 0xffffe000u);
   if (m->ftz_inputs && x != 0.0f && fabsf(x) < ldexpf(1.0f, format_emin[fmt])) x = copysignf(0.0f, x);
   return x;
 }
 
 /* floor(log2 |x|) of a finite non-zero float, clamped to emin (subnormals of the format). */
 static int operand_exponent(float x, int emin) {
-  const int e = (int)((float_bits(x) >> 23) & 0xffu) - 127; /* -127: an fp32 subnormal, below every emin */
+  const int e = (int)((lce_f32_bits(x) >> 23) & 0xffu) - 127; /* -127: an fp32 subnormal, below every emin */
   return e < emin ? emin : e;
 }
 
@@ -199,7 +190,7 @@ static float fused_step(const lce_gemm_arch *m, lce_mma_format fmt, float c, con
     all_neg_zero &= p == 0.0 && signbit(p);
     emax = max_int(emax, product_exponent(m, fmt, x, y, p));
   }
-  if (nan || (pos_inf && neg_inf)) return bits_float(m->nan_bits);
+  if (nan || (pos_inf && neg_inf)) return lce_f32_from_bits(m->nan_bits);
   if (pos_inf || neg_inf) return pos_inf ? INFINITY : -INFINITY;
   if (emax == NO_EXPONENT) return sum_to_fp32(m, 0, 0, all_neg_zero); /* only zeros, none aligned */
   const int q = emax - 23 - m->extra_bits;

@@ -141,13 +141,13 @@ static lce_code upload_inputs(const lce_case *c, const lce_tensors *in, const do
   LCE_TRY(r64_launch_convert(x->raw, c->dtype, tf32, c->n * c->h, c->h, x->hid, mags ? x->hid_abs : NULL, x->bad_h, 0,
                              s, st));
   R64_CUDA_CHECK(st, cudaStreamSynchronize(s)); /* the staging buffer is reused */
-  LCE_TRY(upload(x->raw, c->tied ? in->embedding : in->weight, (size_t)(c->v * c->h) * es, s, st));
+  LCE_TRY(upload(x->raw, lce_output_weight(c, in), (size_t)(c->v * c->h) * es, s, st));
   LCE_TRY(r64_launch_convert(x->raw, c->dtype, tf32, c->v * c->h, c->h, x->w, mags ? x->w_abs : NULL, x->bad_w, 1, s,
                              st));
   LCE_TRY(upload(x->labels, in->labels, (size_t)c->n * sizeof(int64_t), s, st));
   LCE_TRY(upload(x->g, g, (size_t)c->n * sizeof(double), s, st));
   if (c->class_weights) LCE_TRY(upload(x->class_weight, in->class_weight, (size_t)c->v * sizeof(float), s, st));
-  LCE_TRY(upload(x->prior_w, c->tied ? in->grad_embedding_prior : in->grad_weight_prior, vph * sizeof(float), s, st));
+  LCE_TRY(upload(x->prior_w, lce_output_weight_prior(c, in), vph * sizeof(float), s, st));
   if (!c->tied) LCE_TRY(upload(x->prior_emb, in->grad_embedding_prior, vph * sizeof(float), s, st));
   R64_CUDA_CHECK(st, cudaStreamSynchronize(s));
   return LCE_OK;

@@ -236,7 +236,7 @@ static double input(const lce_case *c, const void *buf, int64_t i) {
  * they poison what they reach). Padded rows are never read. */
 static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_work *w, lce_status *st) {
   const int64_t nh = c->n * c->h, vh = c->v * c->h;
-  const void *wt = c->tied ? in->embedding : in->weight;
+  const void *wt = lce_output_weight(c, in);
   w->hidden = malloc((size_t)nh * sizeof *w->hidden);
   w->w = malloc((size_t)vh * sizeof *w->w);
   w->hidden_t = malloc((size_t)nh * sizeof *w->hidden_t);
@@ -465,7 +465,7 @@ static void run_loss(oracle_ctx *cx, oracle_work *w) {
 static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, oracle_work *w) {
   const lce_case *c = cx->c;
   const int64_t H = c->h;
-  const float *prior = c->tied ? in->grad_embedding_prior : in->grad_weight_prior;
+  const float *prior = lce_output_weight_prior(c, in);
   for (int64_t j = 0; j < c->v; j++) {
     for (int64_t k = 0; k < H; k++) {
       const int64_t i = j * H + k, col = j * c->n;

@@ -1,15 +1,12 @@
 /* probe_check.c — bit-for-bit comparison of GPU results with an arithmetic model (probe_check.h). */
 #include "probe_check.h"
 
+#include "lce_dtype.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-static uint32_t f32_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
 
 /* The exact sum of an "exact"-class vector: small integers, exact in double and in fp32. */
 static float exact_value(float c, const float *a, const float *b, int k) {
@@ -38,8 +35,8 @@ void probe_check(const lce_gemm_arch *arch, const probe_tileset *ts, probe_count
         m.gpu = ts->d[t * PROBE_TILE_OUT + (size_t)i * PROBE_N + (size_t)j];
         m.model = model_result(arch, ts->format, m.c, m.a, m.b, ts->k);
         counts->vectors[cls]++;
-        if (cls == PROBE_EXACT && f32_bits(m.gpu) != f32_bits(exact_value(m.c, m.a, m.b, ts->k))) counts->exact_wrong++;
-        if (f32_bits(m.gpu) == f32_bits(m.model)) continue;
+        if (cls == PROBE_EXACT && lce_f32_bits(m.gpu) != lce_f32_bits(exact_value(m.c, m.a, m.b, ts->k))) counts->exact_wrong++;
+        if (lce_f32_bits(m.gpu) == lce_f32_bits(m.model)) continue;
         counts->mismatches[cls]++;
         if (isnan(m.gpu) && isnan(m.model)) counts->nan_only[cls]++;
         if (*kept < keep) {
@@ -72,9 +69,9 @@ static size_t put_operands(char *buf, size_t size, size_t at, const char *name, 
 
 void probe_mismatch_line(const probe_mismatch *m, char *buf, size_t size) {
   size_t at = (size_t)snprintf(buf, size, "probe-mismatch %s %s tile=%zu i=%d j=%d c=0x%08x", probe_format_name(m->format),
-                               probe_class_name(m->cls), m->tile, m->i, m->j, (unsigned)f32_bits(m->c));
+                               probe_class_name(m->cls), m->tile, m->i, m->j, (unsigned)lce_f32_bits(m->c));
   at = put_operands(buf, size, at, "a", m->a, m->k, m->format);
   at = put_operands(buf, size, at, "b", m->b, m->k, m->format);
-  snprintf(buf + at, at < size ? size - at : 0, " gpu=0x%08x model=0x%08x (gpu %a, model %a)", (unsigned)f32_bits(m->gpu),
-           (unsigned)f32_bits(m->model), (double)m->gpu, (double)m->model);
+  snprintf(buf + at, at < size ? size - at : 0, " gpu=0x%08x model=0x%08x (gpu %a, model %a)", (unsigned)lce_f32_bits(m->gpu),
+           (unsigned)lce_f32_bits(m->model), (double)m->gpu, (double)m->model);
 }

@@ -7,6 +7,8 @@
 #define _POSIX_C_SOURCE 200809L /* getpid, strnlen */
 #include "probe_dump.h"
 
+#include "lce_dtype.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,9 +41,7 @@ static void put_u64(out_buf *o, uint64_t v) {
 }
 static void put_f32s(out_buf *o, const float *x, size_t count) {
   for (size_t i = 0; i < count; i++) {
-    uint32_t u;
-    memcpy(&u, &x[i], sizeof u);
-    put_u32(o, u);
+    put_u32(o, lce_f32_bits(x[i]));
   }
 }
 static void put_text(out_buf *o, const char *s, size_t width) {
@@ -133,8 +133,7 @@ static uint64_t get_u64(cursor *c) {
 }
 static void get_f32s(cursor *c, float *x, size_t count) {
   for (size_t i = 0; i < count; i++) {
-    const uint32_t u = get_u32(c);
-    memcpy(&x[i], &u, sizeof u);
+    x[i] = lce_f32_from_bits(get_u32(c));
   }
 }
 static lce_code get_text(cursor *c, char *dst, size_t width, const char *what) {

@@ -58,8 +58,7 @@ double probe_round(lce_mma_format f, double x) {
 }
 
 uint32_t probe_bits(lce_mma_format f, float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
+  const uint32_t u = lce_f32_bits(x);
   switch (f) {
     case LCE_MMA_BF16: return u >> 16; /* exact bf16 values have 16 zero low bits */
     case LCE_MMA_FP16: return lce_fp16_from_double((double)x);
