@@ -162,14 +162,10 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
 }
 
 const lce_subject *cli_subject(const cli_args *a) {
-  const char *name = a->subject ? a->subject : "fused-host";
-  const lce_subject *s = lce_subject_find(name);
-  if (s == NULL) {
-    char known[1536] = "";
-    for (size_t i = 0; i < lce_subject_count(); i++)
-      snprintf(known + strlen(known), sizeof known - strlen(known), " %s", lce_subject_at(i)->name);
-    cli_fail(CLI_USAGE, "unknown subject '%s'; known subjects:%s", name, known);
-  }
+  lce_status st;
+  lce_status_clear(&st);
+  const lce_subject *s = lce_subject_resolve(a->subject ? a->subject : "fused-host", &st);
+  if (s == NULL) cli_fail(CLI_USAGE, "%s", st.msg);
   return s;
 }
 
@@ -262,7 +258,7 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
     const lce_output_verdict *ov = &v->out[o];
     if (!ov->judged) continue;
     fprintf(f, "%s\"%s\":{\"inner\":%lld,\"judged\":%lld,\"inconclusive\":%lld,\"class_ok\":%s,\"class_msg\":",
-            first ? "" : ",", lce_output_name((lce_output_id)o), (long long)lce_output_inner(&r->c, (lce_output_id)o),
+            first ? "" : ",", lce_output_name((lce_output_id)o), (long long)ov->inner,
             (long long)ov->metrics.judged, (long long)ov->metrics.inconclusive, ov->class_ok ? "true" : "false");
     cli_json_string(f, ov->class_msg);
     fputs(",\"cond\":", f);

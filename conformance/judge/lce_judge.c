@@ -264,12 +264,12 @@ static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_com
                                const char *subject_class, const int64_t *inner, lce_output_verdict *ov,
                                lce_verdict *v, lce_status *st) {
   if (!ov->class_ok) ov->pass = 0;
+  ov->inner = inner ? inner[o] : lce_output_inner(c, o);
   if (!has_metrics(c, o)) return LCE_OK;
   lce_metrics_from_comparison(cmp, &ov->metrics);
   v->inconclusive += ov->metrics.inconclusive;
   if (g == NULL) return LCE_OK;
-  return lce_bounds_apply(g, subject_class, lce_case_precision(c), o, inner ? inner[o] : lce_output_inner(c, o), ov,
-                          st);
+  return lce_bounds_apply(g, subject_class, lce_case_precision(c), o, ov->inner, ov, st);
 }
 
 /* Whether output o is judged: it applies to the case and the caller asked for it. */

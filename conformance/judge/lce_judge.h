@@ -19,6 +19,7 @@ typedef struct lce_output_verdict {
   int class_ok;
   char class_msg[256];                /* first class violation, e.g. "element 17: NaN (expected finite)" */
   lce_metric_values metrics;
+  int64_t inner;                      /* K of the subject's reduction, which the bounds used */
   double bound[LCE_METRIC_COUNT];
   double budget_pct[LCE_METRIC_COUNT]; /* 100 * metric / bound (|bias| for bias) */
   int metric_ok[LCE_METRIC_COUNT];
