@@ -66,6 +66,10 @@ lce_code lce_subject_run(const lce_subject *s, const lce_case *c, const lce_tens
 size_t lce_subject_count(void);
 const lce_subject *lce_subject_at(size_t i);
 const lce_subject *lce_subject_find(const char *name); /* NULL when unknown */
+/* A --subject spec: a registry name, or plugin:PATH[#NAME] (a shared library implementing
+ * include/lcecheck/lcecheck_subject.h, lce_plugin.h). Subjects made at run time are owned by the
+ * resolver and released at exit. NULL with st naming the problem (an unknown name lists the known). */
+const lce_subject *lce_subject_resolve(const char *spec, lce_status *st);
 /* K of subject s for output o of case c (s->inner, or lce_inner_unchunked). */
 int64_t lce_subject_inner(const lce_subject *s, const lce_case *c, lce_output_id o);
 /* 1 when the subject can run case c; otherwise 0 and why (e.g. "no fp32 support"). */
