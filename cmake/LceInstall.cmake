@@ -11,6 +11,8 @@ target_include_directories(lcecheck_subject INTERFACE $<BUILD_INTERFACE:${PROJEC
                                                       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 set_target_properties(lcecheck_subject PROPERTIES EXPORT_NAME subject)
 
+# The installed executable keeps finding the shared libraries it was linked with (MPFR, CUDA).
+set_target_properties(lcecheck PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 set(LCE_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/lcecheck)
 install(TARGETS lcecheck lcecheck_subject EXPORT lcecheckTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/lcecheck DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
