@@ -20,6 +20,11 @@
 #   LCE_GPU_DEADLINE_S (default 540 s from the start: every step runs under it).
 # Exit status: 0 when every step met its expectation, 1 otherwise.
 set -u -o pipefail
+case "${1:-}" in
+  -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "$(basename "$0"): no arguments (stages and settings come from the environment; --help)" >&2; exit 2 ;;
+esac
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}

@@ -38,6 +38,11 @@
 #   (production --shapes, default all), LCE_PROD_TP (default "1 8").
 # Exit status: 0 when every required step met its expectation, 1 otherwise.
 set -u -o pipefail
+case "${1:-}" in
+  -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "$(basename "$0"): no arguments (stages and settings come from the environment; --help)" >&2; exit 2 ;;
+esac
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
