@@ -161,7 +161,7 @@ static int flce_run(void *state, const lcecheck_case_v1 *c, const lcecheck_input
   const int64_t n = c->n, h = c->h, V = c->v;
   const void *wsrc = c->tied ? in->embedding : in->weight;
   float *grad_w = c->tied ? out->grad_embedding : out->grad_weight;
-  run r = {c};
+  run r = {.c = c};
   r.hid = malloc((size_t)(n * h) * sizeof *r.hid);
   r.w = malloc((size_t)(V * h) * sizeof *r.w);
   r.cw = malloc((size_t)V * sizeof *r.cw);
