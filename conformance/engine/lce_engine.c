@@ -106,7 +106,7 @@ static int run_subject(const lce_engine_config *cfg, const lce_subject *s, const
     lce_outputs_free(&again);
   }
   if (rc == LCE_OK) return 1;
-  if (rc == LCE_ENODEV) result_skip(r, &st); /* a GPU subject on a machine without one */
+  if (rc == LCE_ENODEV || rc == LCE_ESKIP) result_skip(r, &st); /* no GPU here; a case the subject declines */
   else result_error(r, &st);
   lce_outputs_free(out);
   return 0;

@@ -154,6 +154,7 @@ static const unsigned char *mask_of(const judge_masks *m, lce_output_id o) {
 static void class_checks(const lce_case *c, const lce_tensors *in, const lce_outputs *out, const lce_ref_output *ref,
                          lce_output_id o, const unsigned char *mask, const char *guard_msg, lce_output_id guard_out,
                          lce_output_verdict *ov) {
+  if (out->unusable >> o & 1u) class_fail(ov, "%s", out->unusable_msg[o]); /* the subject said why */
   if (o != LCE_OUT_D_EMBEDDING) check_written(c, out, o, ref, mask, ov);
   if (guard_msg != NULL && guard_out == o) class_fail(ov, "%s", guard_msg);
   if (o == LCE_OUT_D_EMBEDDING) {
@@ -241,6 +242,23 @@ static void summarize(const lce_case *c, int bounded, lce_verdict *v) {
   }
 }
 
+/* Outputs the subject does not produce are not judged; the summary names them, so that a pass
+ * never hides what it did not look at. */
+static void name_not_provided(const lce_case *c, const lce_outputs *out, unsigned outputs, lce_verdict *v) {
+  char names[128] = "";
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    if (!(out->not_provided >> o & 1u) || !lce_output_applies(c, (lce_output_id)o)) continue;
+    if (outputs != 0 && !(outputs >> o & 1u)) continue;
+    v->not_provided |= 1u << o;
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+             lce_output_name((lce_output_id)o));
+  }
+  if (names[0] == '\0') return;
+  char summary[sizeof v->summary];
+  snprintf(summary, sizeof summary, "%.100s (%s not provided)", v->summary, names);
+  memcpy(v->summary, summary, sizeof summary);
+}
+
 static lce_code check_shapes(const lce_case *c, const lce_oracle_result *ref, lce_status *st) {
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     if (o == LCE_OUT_D_EMBEDDING || !lce_output_applies(c, (lce_output_id)o)) continue;
@@ -272,9 +290,10 @@ static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_com
   return lce_bounds_apply(g, subject_class, lce_case_precision(c), o, ov->inner, ov, st);
 }
 
-/* Whether output o is judged: it applies to the case and the caller asked for it. */
-static int judged_output(const lce_case *c, lce_output_id o, unsigned outputs) {
-  return lce_output_applies(c, o) && (outputs == 0 || (outputs >> o & 1u));
+/* Whether output o is judged: it applies to the case, the caller asked for it and the subject
+ * produces it (out->not_provided: an outside kernel without that output). */
+static int judged_output(const lce_case *c, const lce_outputs *out, lce_output_id o, unsigned outputs) {
+  return lce_output_applies(c, o) && (outputs == 0 || (outputs >> o & 1u)) && !(out->not_provided >> o & 1u);
 }
 
 static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
@@ -287,7 +306,7 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];
-    if (!judged_output(c, o, outputs)) continue;
+    if (!judged_output(c, out, o, outputs)) continue;
     begin_output(ov);
     const unsigned char *mask = mask_of(masks, o);
     class_checks(c, in, out, &ref->out[o], o, mask, guard, guard_out, ov);
@@ -313,8 +332,9 @@ static lce_code judge_on_device(const lce_case *c, const lce_tensors *in, const 
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];
-    if (!judged_output(c, o, outputs)) continue;
+    if (!judged_output(c, out, o, outputs)) continue;
     begin_output(ov);
+    if (out->unusable >> o & 1u) class_fail(ov, "%s", out->unusable_msg[o]);
     if (guard != NULL && guard_out == o) class_fail(ov, "%s", guard);
     if (o == LCE_OUT_D_EMBEDDING) {
       check_untouched(out->grad_embedding, in->grad_embedding_prior, 0, c->vp * c->h, c->h, ov);
@@ -363,6 +383,7 @@ lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference
     return rc;
   }
   summarize(c, g != NULL, v);
+  name_not_provided(c, out, outputs, v);
   return LCE_OK;
 }
 

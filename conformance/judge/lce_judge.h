@@ -33,6 +33,7 @@ typedef struct lce_verdict {
   lce_metric worst_metric;     /* (or the first class failure) */
   double worst_pct;
   int64_t inconclusive;        /* oracle elements that could not be judged */
+  unsigned not_provided;       /* a bit per output the subject does not produce (lce_outputs.not_provided) */
   char summary[256];           /* "FAIL d_hidden relerr 412% of budget" / "pass (max 38% d_hidden relerr)" */
   char repro[512];             /* one-line repro command */
 } lce_verdict;

@@ -5,7 +5,8 @@
  * Contract of run(): validate the case and tensors first (lce_case_validate,
  * lce_tensors_validate) and return LCE_EINVAL without touching any output buffer when they are
  * bad; otherwise write loss, loss_token, lse and d_hidden in full and add the weight gradient into
- * the right fp32 buffer (see lce_case.h for the math). */
+ * the right fp32 buffer (see lce_case.h for the math). A subject that cannot express a case (an
+ * outside kernel without that option) returns LCE_ESKIP with the reason: a visible skip. */
 #ifndef LCE_SUBJECT_H
 #define LCE_SUBJECT_H
 
@@ -66,8 +67,9 @@ lce_code lce_subject_run(const lce_subject *s, const lce_case *c, const lce_tens
 size_t lce_subject_count(void);
 const lce_subject *lce_subject_at(size_t i);
 const lce_subject *lce_subject_find(const char *name); /* NULL when unknown */
-/* A --subject spec: a registry name, or plugin:PATH[#NAME] (a shared library implementing
- * include/lcecheck/lcecheck_subject.h, lce_plugin.h). Subjects made at run time are owned by the
+/* A --subject spec: a registry name, plugin:PATH[#NAME] (a shared library implementing
+ * include/lcecheck/lcecheck_subject.h, lce_plugin.h) or exec:CMD (a runner of the exchange format,
+ * lce_exec_subject.h). Subjects made at run time are owned by the
  * resolver and released at exit. NULL with st naming the problem (an unknown name lists the known). */
 const lce_subject *lce_subject_resolve(const char *spec, lce_status *st);
 /* K of subject s for output o of case c (s->inner, or lce_inner_unchunked). */

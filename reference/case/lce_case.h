@@ -131,6 +131,12 @@ typedef struct lce_outputs {
   float *grad_embedding;  /* [vp*h] in/out */
   float *grad_weight;     /* [vp*h] in/out; NULL when tied */
   void *block_;           /* owner of all storage (private) */
+  /* Set by a subject whose outputs come from elsewhere (an exchange runner's files), a bit per
+   * lce_output_id (lce_output.h): not_provided, outputs it does not produce at all (not judged, named
+   * in the verdict); unusable, outputs it delivered in a form that cannot be judged (a missing file, a
+   * wrong shape or dtype): class failures with unusable_msg[o] as the message. */
+  unsigned not_provided, unusable;
+  char unusable_msg[8][200];
 } lce_outputs;
 
 #define LCE_GUARD_ELEMS 16

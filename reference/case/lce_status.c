@@ -26,6 +26,7 @@ const char *lce_code_name(lce_code code) {
     case LCE_EPARSE: return "parse error";
     case LCE_ENODEV: return "no device";
     case LCE_EINTERNAL: return "internal error";
+    case LCE_ESKIP: return "skipped by the subject";
   }
   return "unknown error";
 }

@@ -12,7 +12,8 @@ typedef enum lce_code {
   LCE_EIO = 3,       /* file could not be read or written */
   LCE_EPARSE = 4,    /* malformed text (golden file, case id, corpus entry) */
   LCE_ENODEV = 5,    /* no GPU or other required device */
-  LCE_EINTERNAL = 6  /* a library call failed or an invariant broke */
+  LCE_EINTERNAL = 6, /* a library call failed or an invariant broke */
+  LCE_ESKIP = 7      /* the subject declines this case (an option it does not express): a visible skip */
 } lce_code;
 
 typedef struct lce_status {
