@@ -1,9 +1,10 @@
 /* lce_subject_resolve.c — a --subject spec to a subject: a registry name, or a subject made at run
- * time (plugin:PATH[#NAME]). Subjects made here are owned here and released at exit. */
+ * time (plugin:PATH[#NAME], exec:CMD). Subjects made here are owned here and released at exit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_exec_subject.h"
 #include "lce_plugin.h"
 #include "lce_subject.h"
 
@@ -51,11 +52,12 @@ const lce_subject *lce_subject_resolve(const char *spec, lce_status *st) {
   const lce_subject *s = lce_subject_find(spec);
   if (s) return s;
   if (has_prefix(spec, LCE_PLUGIN_PREFIX)) return own(lce_plugin_open(spec + strlen(LCE_PLUGIN_PREFIX), st), lce_plugin_close, st);
-  /* exec:CMD subjects are resolved here once their module exists; until then exec: is unknown. */
+  if (has_prefix(spec, LCE_EXEC_PREFIX))
+    return own(lce_exec_subject_open(spec + strlen(LCE_EXEC_PREFIX), st), lce_exec_subject_close, st);
   char known[768] = "";
   for (size_t i = 0; i < lce_subject_count(); i++)
     snprintf(known + strlen(known), sizeof known - strlen(known), " %s", lce_subject_at(i)->name);
-  lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "unknown subject '%s'; known subjects:%s; or plugin:PATH[#NAME]", spec,
-           known);
+  lce_fail(st, LCE_EINVAL, __FILE__, __LINE__,
+           "unknown subject '%s'; known subjects:%s; or plugin:PATH[#NAME], exec:CMD", spec, known);
   return NULL;
 }

@@ -1,0 +1,180 @@
+/* lce_exchange_answer.c — a runner's answer to one exported case, loaded for the judge
+ * (lce_exchange_load_answer in lce_exchange.h). What is the runner's fault about one output (a file
+ * absent, unreadable, of another dtype or shape) is that output's class failure, so the verdict names
+ * it beside the others; what makes the whole case meaningless (inputs that are not the case's, an
+ * error the runner reported, a missing out/ or meta.json) is an error of the case. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lce_exchange.h"
+
+/* dir/a b into buf (lce_exchange_open refuses case directories of LCE_EXCHANGE_MAX_PATH or more). */
+static void path_of(char *buf, size_t size, const char *dir, const char *a, const char *b) {
+  snprintf(buf, size, "%.*s/%.40s%.8s", LCE_EXCHANGE_MAX_PATH, dir, a, b);
+}
+
+/* Every input file bit-identical to the tensor regenerated from the case id. */
+static lce_code check_inputs(const lce_exchange_case *e, const lce_case *c, const lce_tensors *in, lce_status *st) {
+  lce_exchange_tensor t[8];
+  const size_t n = lce_exchange_inputs(c, in, t);
+  for (size_t i = 0; i < n; i++) {
+    char path[1024], want_shape[64], have_shape[64];
+    path_of(path, sizeof path, e->dir, t[i].name, ".npy");
+    lce_npy a;
+    LCE_TRY(lce_npy_read(path, &a, st));
+    const size_t item = lce_npy_item_size(t[i].descr);
+    size_t count = 1;
+    for (int k = 0; k < t[i].ndim; k++) count *= (size_t)t[i].shape[k];
+    int same_shape = a.descr == t[i].descr && a.ndim == t[i].ndim;
+    for (int k = 0; same_shape && k < a.ndim; k++) same_shape = a.shape[k] == t[i].shape[k];
+    if (!same_shape) {
+      lce_code rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "%s: %s %s where case %s has %s %s", path,
+                             lce_npy_descr_name(a.descr), lce_npy_shape_text(a.ndim, a.shape, have_shape, sizeof have_shape),
+                             e->id, lce_npy_descr_name(t[i].descr),
+                             lce_npy_shape_text(t[i].ndim, t[i].shape, want_shape, sizeof want_shape));
+      lce_npy_free(&a);
+      return rc;
+    }
+    size_t k = 0;
+    const unsigned char *have = a.data, *want = t[i].data;
+    while (k < count && memcmp(have + k * item, want + k * item, item) == 0) k++;
+    lce_npy_free(&a);
+    LCE_CHECK(st, k == count, LCE_EINVAL,
+              "%s: element %zu differs from the input regenerated from case id %s (the runner changed its inputs, "
+              "or the directory is stale)", path, k, e->id);
+  }
+  return LCE_OK;
+}
+
+/* The first line of out/skip.txt into reason; 0 when the file does not exist. */
+static int read_skip(const char *out_dir, char *reason, size_t size) {
+  char path[1024];
+  path_of(path, sizeof path, out_dir, "skip.txt", "");
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  if (fgets(reason, (int)size, f) == NULL) reason[0] = '\0';
+  fclose(f);
+  reason[strcspn(reason, "\r\n")] = '\0';
+  if (reason[0] == '\0') snprintf(reason, size, "(skip.txt gives no reason)");
+  return 1;
+}
+
+/* meta.json: an "error" ends the case; "missing" names outputs of the case, as a bit per output. */
+static lce_code read_meta(const char *out_dir, const lce_case *c, unsigned *missing, lce_status *st) {
+  char path[1024];
+  path_of(path, sizeof path, out_dir, "meta.json", "");
+  struct stat sb;
+  LCE_CHECK(st, stat(path, &sb) == 0, LCE_EINVAL, "%s: missing (a runner writes meta.json, or skip.txt, for every case)",
+            path);
+  lce_json meta;
+  LCE_TRY(lce_json_load(path, &meta, st));
+  const lce_json *error = lce_json_get(&meta, "error"), *list = lce_json_get(&meta, "missing");
+  lce_code rc = LCE_OK;
+  if (meta.type != LCE_JSON_OBJECT) rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: not a JSON object", path);
+  else if (error != NULL)
+    rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "the runner reported an error: %.500s",
+                  error->type == LCE_JSON_STRING ? error->string : "(\"error\" is not a string)");
+  else if (list == NULL || list->type != LCE_JSON_ARRAY)
+    rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: \"missing\" must be an array of output names", path);
+  lce_exchange_tensor t[8];
+  const size_t n = lce_exchange_outputs(c, t);
+  *missing = 0;
+  for (size_t i = 0; rc == LCE_OK && i < list->count; i++) {
+    const lce_json *name = &list->items[i];
+    size_t k = 0;
+    while (k < n && !(name->type == LCE_JSON_STRING && strcmp(name->string, t[k].name) == 0)) k++;
+    if (k == n)
+      rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s:%d:%d: \"missing\" lists %s, not an output of this case",
+                    path, name->line, name->column, name->type == LCE_JSON_STRING ? name->string : "a non-string");
+    else *missing |= 1u << t[k].output;
+  }
+  lce_json_free(&meta);
+  return rc;
+}
+
+static void *buffer_of(const lce_case *c, lce_outputs *out, lce_output_id o) {
+  switch (o) {
+    case LCE_OUT_LOSS: return out->loss;
+    case LCE_OUT_LOSS_TOKEN: return out->loss_token;
+    case LCE_OUT_LSE: return out->lse;
+    case LCE_OUT_D_HIDDEN: return out->d_hidden;
+    case LCE_OUT_D_WEIGHT: return lce_output_weight_grad(c, out);
+    default: return out->grad_embedding;
+  }
+}
+
+static void unusable(lce_outputs *out, lce_output_id o, const char *msg) {
+  char *dst = out->unusable_msg[o];
+  const size_t len = strnlen(msg, sizeof out->unusable_msg[o] - 1);
+  out->unusable |= 1u << o;
+  memcpy(dst, msg, len);
+  dst[len] = '\0';
+}
+
+/* One output file into its buffer. A NaN in the file is data, never the poison lce_outputs_alloc
+ * filled the buffer with: one that has the poison's exact bits is given payload 1, so that the judge
+ * reports a NaN where the oracle is finite as such instead of "not written". */
+static void load_output(const lce_exchange_case *e, const lce_case *c, const lce_exchange_tensor *t, lce_outputs *out) {
+  char path[1024], want_shape[64], have_shape[64], msg[768];
+  snprintf(path, sizeof path, "%.*s/out/%.40s.npy", LCE_EXCHANGE_MAX_PATH, e->dir, t->name);
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    snprintf(msg, sizeof msg, "out/%s.npy absent (and not declared missing in meta.json)", t->name);
+    return unusable(out, t->output, msg);
+  }
+  lce_npy a;
+  lce_status st;
+  lce_status_clear(&st);
+  if (lce_npy_read(path, &a, &st) != LCE_OK) {
+    const size_t len = strlen(path); /* the message starts with the path: name the file as meta.json does */
+    snprintf(msg, sizeof msg, "out/%s.npy%.600s", t->name, strncmp(st.msg, path, len) == 0 ? st.msg + len : st.msg);
+    return unusable(out, t->output, msg);
+  }
+  int same = a.descr == t->descr && a.ndim == t->ndim;
+  for (int k = 0; same && k < a.ndim; k++) same = a.shape[k] == t->shape[k];
+  if (!same) {
+    snprintf(msg, sizeof msg, "out/%s.npy is %s %s, expected %s %s (%s)", t->name, lce_npy_descr_name(a.descr),
+             lce_npy_shape_text(a.ndim, a.shape, have_shape, sizeof have_shape), lce_npy_descr_name(t->descr),
+             lce_npy_shape_text(t->ndim, t->shape, want_shape, sizeof want_shape), t->dtype);
+    lce_npy_free(&a);
+    return unusable(out, t->output, msg);
+  }
+  const lce_dtype fmt = lce_output_format(c, t->output);
+  const size_t item = lce_npy_item_size(t->descr), count = a.bytes / item;
+  unsigned char poison[4];
+  lce_store(fmt, poison, 0, NAN);
+  unsigned char *dst = buffer_of(c, out, t->output);
+  memcpy(dst, a.data, a.bytes);
+  for (size_t i = 0; i < count; i++)
+    if (memcmp(dst + i * item, poison, item) == 0) dst[i * item] ^= 1; /* little endian: the lowest payload bit */
+  lce_npy_free(&a);
+}
+
+lce_code lce_exchange_load_answer(const lce_exchange_case *e, const lce_case *c, const lce_tensors *in,
+                                  lce_outputs *out, lce_status *st) {
+  LCE_TRY(check_inputs(e, c, in, st));
+  char out_dir[1024], reason[512];
+  path_of(out_dir, sizeof out_dir, e->dir, "out", "");
+  struct stat sb;
+  LCE_CHECK(st, stat(out_dir, &sb) == 0 && S_ISDIR(sb.st_mode), LCE_EINVAL,
+            "%s: missing: the runner wrote nothing for this case", out_dir);
+  if (read_skip(out_dir, reason, sizeof reason))
+    return lce_fail(st, LCE_ESKIP, __FILE__, __LINE__, "the runner skipped it: %s", reason);
+  unsigned missing = 0;
+  LCE_TRY(read_meta(out_dir, c, &missing, st));
+  lce_exchange_tensor t[8];
+  const size_t n = lce_exchange_outputs(c, t);
+  size_t provided = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (missing >> t[i].output & 1u) continue;
+    provided++;
+    load_output(e, c, &t[i], out);
+  }
+  LCE_CHECK(st, provided > 0, LCE_EINVAL, "%s/meta.json declares every output missing: nothing to judge", out_dir);
+  out->not_provided = missing;
+  return LCE_OK;
+}
