@@ -100,42 +100,23 @@ static void print_metric_table(const tally *t) {
     }
 }
 
-int cli_check(int argc, char **argv, int measure_only) {
-  const char *verb = measure_only ? "measure" : "check";
-  cli_args a;
-  int rc = cli_parse_args(argc, argv, 2, 0, &a);
-  if (rc != CLI_PASS) return rc;
-  if (measure_only && a.golden) {
-    fprintf(stderr, "lcecheck measure: --golden makes no sense here (measure uses no bounds)\n");
-    return CLI_USAGE;
-  }
-  const lce_reference_tier *tier = cli_tier(&a);
-  const lce_subject *s = cli_subject(&a);
-  if (s == NULL) return CLI_USAGE;
-  lce_golden g;
-  memset(&g, 0, sizeof g);
-  char golden_path[512] = "";
-  if (!measure_only && (rc = cli_load_golden(&a, s, &g, golden_path, sizeof golden_path)) != CLI_PASS) return rc;
-  lce_case *cases = NULL;
-  size_t n = 0;
-  if ((rc = cli_cases(&a, &cases, &n)) != CLI_PASS) {
-    lce_golden_free(&g);
-    return rc;
-  }
-  const char *scope = a.case_id ? a.case_id : (a.matrix ? a.matrix : "default");
+int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, const lce_golden *g,
+                     const char *golden_path, const char *scope_key, const char *scope, const lce_case *cases,
+                     size_t n) {
+  const lce_reference_tier *tier = cli_tier(a);
+  const int measure_only = g == NULL;
   char shard[64] = ""; /* " shard I/N" with --shard */
-  if (a.shard_count) snprintf(shard, sizeof shard, " shard %lu/%lu", a.shard_index, a.shard_count);
-  if (!a.json)
+  if (a->shard_count) snprintf(shard, sizeof shard, " shard %lu/%lu", a->shard_index, a->shard_count);
+  if (!a->json)
     printf("lcecheck %s: subject %s (golden class %s), %s %s%s, %zu case%s, oracle %s%s%s\n", verb, s->name,
-           s->golden_class, a.case_id ? "case" : "matrix", scope, shard, n, n == 1 ? "" : "s",
-           tier->name, measure_only ? "" : ", golden ", golden_path);
+           s->golden_class, scope_key, scope, shard, n, n == 1 ? "" : "s", tier->name,
+           measure_only ? "" : ", golden ", measure_only ? "" : golden_path);
   check_sink cs;
   memset(&cs, 0, sizeof cs);
-  cs.a = &a;
+  cs.a = a;
   cs.results = calloc(n ? n : 1, sizeof *cs.results);
   lce_case_result *results = cs.results;
-  const lce_golden *gp = measure_only ? NULL : &g;
-  const lce_engine_config cfg = {.cases = cases, .ncases = n, .subjects = &s, .goldens = &gp, .nsubjects = 1,
+  const lce_engine_config cfg = {.cases = cases, .ncases = n, .subjects = &s, .goldens = &g, .nsubjects = 1,
                                  .tier = tier};
   lce_status est;
   lce_status_clear(&est);
@@ -148,20 +129,25 @@ int cli_check(int argc, char **argv, int measure_only) {
   int ran = (int)(t.pass + t.fail);
   /* No case ran: a failure (nothing was shown), except in a shard that holds no case of its matrix
    * (more shards than cases), which the other shards cover. */
-  const int empty_shard = a.shard_count && n == 0;
+  const int empty_shard = a->shard_count && n == 0;
   int code = (results == NULL || t.fail || t.error || (ran == 0 && !empty_shard)) ? CLI_FAIL : CLI_PASS;
   const int no_device = results != NULL && n > 0 && t.skip_nodev == n;
-  if (a.json) {
+  if (a->json) {
     printf("{\"verb\":\"%s\",\"subject\":", verb);
     cli_json_string(stdout, s->name);
     printf(",\"golden_class\":");
     cli_json_string(stdout, s->golden_class);
-    printf(",\"%s\":", a.case_id ? "case" : "matrix");
+    printf(",\"%s\":", scope_key);
     cli_json_string(stdout, scope);
-    if (a.shard_count) printf(",\"shard\":\"%lu/%lu\"", a.shard_index, a.shard_count);
+    if (a->shard_count) printf(",\"shard\":\"%lu/%lu\"", a->shard_index, a->shard_count);
     printf(",\"golden\":");
-    cli_json_string(stdout, golden_path);
-    printf(",\"oracle\":\"%s\",\"cases\":[", tier->name);
+    cli_json_string(stdout, measure_only ? "" : golden_path);
+    printf(",\"oracle\":\"%s\"", tier->name);
+    if (results == NULL) {
+      printf(",\"message\":");
+      cli_json_string(stdout, est.msg);
+    }
+    printf(",\"cases\":[");
     for (size_t i = 0; i < n && results; i++) {
       if (i) putchar(',');
       cli_json_case(stdout, &results[i], !measure_only);
@@ -188,7 +174,34 @@ int cli_check(int argc, char **argv, int measure_only) {
                                                 : (ran == 0 && !t.fail && !t.error ? "FAIL: no case ran" : "FAIL"));
   }
   free(results);
+  return no_device ? CLI_SKIP : code;
+}
+
+int cli_check(int argc, char **argv, int measure_only) {
+  const char *verb = measure_only ? "measure" : "check";
+  cli_args a;
+  int rc = cli_parse_args(argc, argv, 2, 0, &a);
+  if (rc != CLI_PASS) return rc;
+  if (measure_only && a.golden) {
+    fprintf(stderr, "lcecheck measure: --golden makes no sense here (measure uses no bounds)\n");
+    return CLI_USAGE;
+  }
+  const lce_subject *s = cli_subject(&a);
+  if (s == NULL) return CLI_USAGE;
+  lce_golden g;
+  memset(&g, 0, sizeof g);
+  char golden_path[512] = "";
+  if (!measure_only && (rc = cli_load_golden(&a, s, &g, golden_path, sizeof golden_path)) != CLI_PASS) return rc;
+  lce_case *cases = NULL;
+  size_t n = 0;
+  if ((rc = cli_cases(&a, &cases, &n)) != CLI_PASS) {
+    lce_golden_free(&g);
+    return rc;
+  }
+  const char *scope = a.case_id ? a.case_id : (a.matrix ? a.matrix : "default");
+  rc = cli_check_report(&a, verb, s, measure_only ? NULL : &g, golden_path, a.case_id ? "case" : "matrix", scope,
+                        cases, n);
   free(cases);
   lce_golden_free(&g);
-  return no_device ? CLI_SKIP : code;
+  return rc;
 }

@@ -149,6 +149,9 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
     else if (strcmp(arg, "--golden") == 0) slot = &a->golden;
     else if (strcmp(arg, "--oracle") == 0) slot = &a->oracle;
     else if (strcmp(arg, "--shard") == 0) slot = &shard;
+    else if (strcmp(arg, "--dir") == 0) slot = &a->dir;
+    else if (strcmp(arg, "--subject-name") == 0) slot = &a->subject_name;
+    else if (strcmp(arg, "--golden-class") == 0) slot = &a->golden_class;
     else if (positional_case && arg[0] != '-') { a->case_id = arg; continue; }
     else return cli_fail(CLI_USAGE, "unexpected argument '%s'", arg); /* cli_begin lets none through */
     *slot = argv[++i]; /* cli_begin has checked that the value exists */
@@ -252,6 +255,12 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
   cli_json_string(f, v->summary);
   fputs(",\"repro\":", f);
   cli_json_string(f, v->repro);
+  if (v->not_provided) { /* outputs the subject does not produce: not judged */
+    fputs(",\"not_provided\":[", f);
+    for (int o = 0, k = 0; o < LCE_OUT_COUNT; o++)
+      if (v->not_provided >> o & 1u) fprintf(f, "%s\"%s\"", k++ ? "," : "", lce_output_name((lce_output_id)o));
+    fputc(']', f);
+  }
   fputs(",\"outputs\":{", f);
   int first = 1;
   for (int o = 0; o < LCE_OUT_COUNT; o++) {

@@ -65,6 +65,9 @@ typedef struct cli_args {
   int json;             /* --json */
   int quiet;            /* --quiet: no per-case progress lines */
   const char *oracle;   /* --oracle mpfr|fp64-gpu (lce_reference_tier_find); NULL: mpfr */
+  const char *dir;           /* --dir D: an exchange directory (export, judge) */
+  const char *subject_name;  /* judge --subject-name NAME */
+  const char *golden_class;  /* judge --golden-class C */
   /* --shard I/N: only the matrix cases whose index i has i % N == I, so that N processes (one per
    * core: the MPFR oracle is single-threaded) share a matrix. shard_count 0: none. */
   unsigned long shard_index, shard_count;
@@ -95,6 +98,14 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds);
 /* The reference tier --oracle names (default: tier 0). */
 const lce_reference_tier *cli_tier(const cli_args *a);
 
+/* check's run and report for subject s over cases [0, n): the engine with the check sink, progress on
+ * stderr, the budget table (or, with g NULL, measure's metric table) and failures on stdout, or one
+ * JSON object; scope_key/scope say what the cases are ("matrix" "smoke", "dir" D). Returns the exit
+ * status. cli_check.c; check, measure and judge share it. */
+int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, const lce_golden *g,
+                     const char *golden_path, const char *scope_key, const char *scope, const lce_case *cases,
+                     size_t n);
+
 int cli_list(int argc, char **argv);
 int cli_check(int argc, char **argv, int measure_only);
 int cli_repro(int argc, char **argv);
@@ -102,5 +113,7 @@ int cli_bench(int argc, char **argv);      /* cli_bench.c: CLI_SKIP where no GPU
 int cli_probe(int argc, char **argv);      /* cli_probe.c: tensor-core MMA probe (CLI_SKIP without GPU, except --replay) */
 int cli_compare(int argc, char **argv);    /* cli_compare.c: several subjects on the same case, one oracle */
 int cli_production(int argc, char **argv); /* cli_production.c: production shapes vs the fp64 GPU tier (CLI_SKIP without GPU) */
+int cli_export(int argc, char **argv);     /* cli_export.c: cases written for a runner in any language */
+int cli_judge(int argc, char **argv);      /* cli_judge.c: a runner's answers judged as check judges */
 
 #endif

@@ -94,6 +94,24 @@ static const cli_option BENCH_OPTIONS[] = {
     OPT_JSON,
     {NULL, NULL, NULL}};
 
+static const cli_option EXPORT_OPTIONS[] = {
+    OPT_MATRIX,
+    OPT_CASE,
+    {"--dir", "D", "where the cases are written (required): new, empty, or an earlier export, which is replaced"},
+    {"--quiet", NULL, "no per-case progress lines on stderr"},
+    OPT_JSON,
+    {NULL, NULL, NULL}};
+
+static const cli_option JUDGE_OPTIONS[] = {
+    {"--dir", "D", "an exported directory whose cases a runner has answered in <case>/out/ (required)"},
+    {"--subject-name", "NAME", "the name the report gives the runner's kernel (required)"},
+    {"--golden-class", "C", "the golden class whose bounds judge it, e.g. fused-host (required)"},
+    {"--golden", "PATH", "the golden file (default golden/<C>.golden, $LCE_GOLDEN_DIR/<C>.golden)"},
+    OPT_ORACLE,
+    OPT_QUIET,
+    OPT_JSON,
+    {NULL, NULL, NULL}};
+
 static int run_check(int argc, char **argv) { return cli_check(argc, argv, 0); }
 static int run_measure(int argc, char **argv) { return cli_check(argc, argv, 1); }
 
@@ -116,6 +134,19 @@ static const cli_verb VERBS[] = {
      PROBE_OPTIONS},
     {"bench", cli_bench, "GPU: fused-cuda's forward, backward and extra memory beside plain cuBLAS GEMMs", NULL,
      "Needs a GPU (exit 77 without one).", BENCH_OPTIONS},
+    {"export", cli_export, "write cases as .npy + JSON for a runner in any language (scripts/subjects/EXCHANGE.md)",
+     NULL,
+     "Give --matrix or --case, not both, and --dir. bf16 tensors are stored as their 16-bit patterns (<u2); "
+     "case.json names every dtype and the full semantics. A non-empty --dir is refused unless it holds an "
+     "earlier export.",
+     EXPORT_OPTIONS},
+    {"judge", cli_judge, "judge a runner's outputs in an exported directory as check judges a subject", NULL,
+     "Inputs are regenerated from each case id and must be bit-identical to the exported files. out/skip.txt "
+     "skips a case with the runner's reason; meta.json's \"missing\" outputs are not judged and are named; an "
+     "absent, truncated, wrongly shaped or typed output file is a class failure naming it. "
+     "A malformed manifest.json or case.json exits 2. `check --subject exec:CMD` runs CMD over a fresh export "
+     "itself (golden class $LCE_EXEC_GOLDEN_CLASS, default fused-host; LCE_KEEP_EXCHANGE=1 keeps the directory).",
+     JUDGE_OPTIONS},
     {NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const char EXIT_STATUSES[] =
