@@ -2,7 +2,8 @@
  * any plugin, against <lcecheck/lcecheck_subject.h> only. Compiled three times (CMakeLists.txt):
  *   lce_plugin_fixtures            subjects "non-finite" (Inf and NaN where the values are finite), "unwritten" (returns
  *                                  success without writing anything), "error" (returns an error with
- *                                  a message) and "no-run" (a NULL run function)
+ *                                  a message), "no-run" (a NULL run function) and "plain" (no
+ *                                  case options: cases with one are skipped)
  *   lce_plugin_fixture_wrong_abi   -DWRONG_ABI: one subject whose table says ABI version 1 + ours
  *   lce_plugin_fixture_no_entry    -DNO_ENTRY: exports no lcecheck_subject_entry at all */
 #include <lcecheck/lcecheck_subject.h>
@@ -51,8 +52,13 @@ static const lcecheck_subject_v1 subjects[] = {
     {LCECHECK_SUBJECT_ABI_VERSION + 1, "from-the-future", NULL, "built against another ABI", 0, 0, run_nonfinite, NULL},
     {.name = NULL}};
 #else
-static const lcecheck_subject_v1 subjects[] = {FIXTURE("non-finite", run_nonfinite), FIXTURE("unwritten", run_unwritten),
-                                               FIXTURE("error", run_error), FIXTURE("no-run", NULL), {.name = NULL}};
+/* "plain" declares no case option (smoothing, z-loss, softcap, class weights, tf32): lcecheck
+ * skips the cases that have one, naming it, before run() is called. */
+static const lcecheck_subject_v1 subjects[] = {
+    FIXTURE("non-finite", run_nonfinite), FIXTURE("unwritten", run_unwritten), FIXTURE("error", run_error),
+    FIXTURE("no-run", NULL),
+    {LCECHECK_SUBJECT_ABI_VERSION, "plain", NULL, "declares no case option", LCECHECK_CAP_SMOOTHING - 1u, 0, run_error, NULL},
+    {.name = NULL}};
 #endif
 
 #if defined(NO_ENTRY)

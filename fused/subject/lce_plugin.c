@@ -45,7 +45,7 @@ static unsigned map_caps(uint32_t pub) {
 }
 
 /* The case options that lce_subject has no capability bit for: the trampoline checks them and
- * answers LCE_ENODEV, which the engine reports as a skip with the reason. */
+ * declines the case (LCE_ESKIP), which the engine reports as a skip with the reason. */
 static int option_missing(const lcecheck_subject_v1 *t, const lce_case *c, char *why, size_t size) {
   const struct {
     int needed;
@@ -88,7 +88,7 @@ static lce_code plugin_run(void *ctx, const lce_case *c, const lce_tensors *in, 
   LCE_TRY(lce_case_validate(c, st));
   LCE_TRY(lce_tensors_validate(c, in, st));
   char why[160];
-  if (option_missing(p->table, c, why, sizeof why)) return lce_fail(st, LCE_ENODEV, __FILE__, __LINE__, "%s: %s", name, why);
+  if (option_missing(p->table, c, why, sizeof why)) return lce_fail(st, LCE_ESKIP, __FILE__, __LINE__, "%s: %s", name, why);
   char id[192];
   lce_case_format(c, id, sizeof id);
   const lcecheck_case_v1 pc = {
