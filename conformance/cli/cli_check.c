@@ -117,7 +117,7 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
   cs.results = calloc(n ? n : 1, sizeof *cs.results);
   lce_case_result *results = cs.results;
   const lce_engine_config cfg = {.cases = cases, .ncases = n, .subjects = &s, .goldens = &g, .nsubjects = 1,
-                                 .tier = tier};
+                                 .tier = tier, .device_compare = a->on_device, .outputs = a->outputs};
   lce_status est;
   lce_status_clear(&est);
   if (results && lce_engine_run(&cfg, check_case_done, &cs, &est) != LCE_OK) {

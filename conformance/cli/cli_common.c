@@ -135,14 +135,28 @@ static int parse_shard(const char *text, cli_args *a) {
   return CLI_PASS;
 }
 
+/* "--outputs loss,d_hidden,d_weight": the outputs judged (the others are left unjudged, visibly). */
+static int parse_outputs(const char *text, cli_args *a) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", text);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    lce_output_id o;
+    if (!lce_output_parse(tok, &o)) return cli_fail(CLI_USAGE, "--outputs: unknown output '%s'", tok);
+    a->outputs |= 1u << o;
+  }
+  if (a->outputs == 0) return cli_fail(CLI_USAGE, "--outputs needs at least one output name");
+  return CLI_PASS;
+}
+
 int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_args *a) {
   memset(a, 0, sizeof *a);
-  const char *shard = NULL;
+  const char *shard = NULL, *outputs = NULL;
   for (int i = first; i < argc; i++) {
     const char *arg = argv[i];
     const char **slot = NULL;
     if (strcmp(arg, "--json") == 0) { a->json = 1; continue; }
     if (strcmp(arg, "--quiet") == 0) { a->quiet = 1; continue; }
+    if (strcmp(arg, "--on-device") == 0) { a->on_device = 1; continue; }
     if (strcmp(arg, "--subject") == 0) slot = &a->subject;
     else if (strcmp(arg, "--matrix") == 0) slot = &a->matrix;
     else if (strcmp(arg, "--case") == 0) slot = &a->case_id;
@@ -150,6 +164,7 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
     else if (strcmp(arg, "--oracle") == 0) slot = &a->oracle;
     else if (strcmp(arg, "--shard") == 0) slot = &shard;
     else if (strcmp(arg, "--dir") == 0) slot = &a->dir;
+    else if (strcmp(arg, "--outputs") == 0) slot = &outputs;
     else if (strcmp(arg, "--subject-name") == 0) slot = &a->subject_name;
     else if (strcmp(arg, "--golden-class") == 0) slot = &a->golden_class;
     else if (positional_case && arg[0] != '-') { a->case_id = arg; continue; }
@@ -159,7 +174,10 @@ int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_ar
   if (a->oracle && lce_reference_tier_find(a->oracle) == NULL)
     return cli_fail(CLI_USAGE, "unknown oracle '%s' (mpfr or fp64-gpu)", a->oracle);
   if (a->matrix && a->case_id) return cli_fail(CLI_USAGE, "give --matrix or --case, not both");
+  if (a->on_device && (a->oracle == NULL || lce_reference_tier_find(a->oracle)->compare == NULL))
+    return cli_fail(CLI_USAGE, "--on-device needs a reference that can compare on the device (--oracle fp64-gpu)");
   if (shard && parse_shard(shard, a) != CLI_PASS) return CLI_USAGE;
+  if (outputs && parse_outputs(outputs, a) != CLI_PASS) return CLI_USAGE;
   if (shard && a->case_id) return cli_fail(CLI_USAGE, "--shard splits a matrix, not a single case");
   return CLI_PASS;
 }

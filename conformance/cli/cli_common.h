@@ -64,6 +64,8 @@ typedef struct cli_args {
   const char *golden;   /* --golden PATH */
   int json;             /* --json */
   int quiet;            /* --quiet: no per-case progress lines */
+  int on_device;        /* --on-device: the reference stays on the GPU and outputs are compared there */
+  unsigned outputs;     /* --outputs O,...: a bit per lce_output_id to judge; 0: every output */
   const char *oracle;   /* --oracle mpfr|fp64-gpu (lce_reference_tier_find); NULL: mpfr */
   const char *dir;           /* --dir D: an exchange directory (export, judge) */
   const char *subject_name;  /* judge --subject-name NAME */

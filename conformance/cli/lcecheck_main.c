@@ -34,13 +34,22 @@
   {"--oracle", "O", "the reference: mpfr (tier 0, the default: MPFR on the CPU) or fp64-gpu (tier 2, " \
                     "fp64 on the GPU, certified against mpfr)"}
 
+#define OPT_ON_DEVICE                                                                                 \
+  {"--on-device", NULL, "with --oracle fp64-gpu: keep the reference on the GPU and compare there (production " \
+                        "shapes; no ulpfrac, class checks as counts)"}
+
+#define OPT_OUTPUTS \
+  {"--outputs", "O,...", "judge only these outputs (e.g. loss,d_hidden,d_weight); the others are not judged"}
+
 static const cli_option LIST_OPTIONS[] = {OPT_JSON, {NULL, NULL, NULL}};
 
 static const cli_option CHECK_OPTIONS[] = {
-    OPT_SUBJECT, OPT_MATRIX, OPT_CASE, OPT_SHARD, OPT_GOLDEN, OPT_ORACLE, OPT_QUIET, OPT_JSON, {NULL, NULL, NULL}};
+    OPT_SUBJECT, OPT_MATRIX, OPT_CASE, OPT_SHARD, OPT_GOLDEN, OPT_ORACLE, OPT_ON_DEVICE, OPT_OUTPUTS, OPT_QUIET,
+    OPT_JSON, {NULL, NULL, NULL}};
 
 static const cli_option MEASURE_OPTIONS[] = {
-    OPT_SUBJECT, OPT_MATRIX, OPT_CASE, OPT_SHARD, OPT_ORACLE, OPT_QUIET, OPT_JSON, {NULL, NULL, NULL}};
+    OPT_SUBJECT, OPT_MATRIX, OPT_CASE, OPT_SHARD, OPT_ORACLE, OPT_ON_DEVICE, OPT_OUTPUTS, OPT_QUIET, OPT_JSON,
+    {NULL, NULL, NULL}};
 
 static const cli_option REPRO_OPTIONS[] = {OPT_SUBJECT, OPT_GOLDEN, OPT_ORACLE, OPT_JSON, {NULL, NULL, NULL}};
 
@@ -108,6 +117,8 @@ static const cli_option JUDGE_OPTIONS[] = {
     {"--golden-class", "C", "the golden class whose bounds judge it, e.g. fused-host (required)"},
     {"--golden", "PATH", "the golden file (default golden/<C>.golden, $LCE_GOLDEN_DIR/<C>.golden)"},
     OPT_ORACLE,
+    OPT_ON_DEVICE,
+    OPT_OUTPUTS,
     OPT_QUIET,
     OPT_JSON,
     {NULL, NULL, NULL}};
