@@ -59,7 +59,7 @@ run() { echo "+ $*"; "$@"; }
 
 # Wheels: install, then honour their .pth files (PYTHONPATH directories are not site directories).
 if [ "$install" = 1 ] && [ -d "$root/.whl" ]; then
-  mapfile -t wheels < <(find "$root/.whl" -name '*.whl' | sort)
+  mapfile -t wheels < <(find "$root/.whl" -type f -name '*.whl' | sort)
   if [ "${#wheels[@]}" -gt 0 ]; then
     run python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${wheels[@]}" || exit 1
   fi
@@ -109,7 +109,7 @@ if [ -n "$export_dir" ]; then
     esac
     dest="$out/$s"
     run rm -rf "$dest"
-    run cp -r "$export_dir" "$dest"
+    run cp -rl "$export_dir" "$dest" # hard links: the inputs are read, never written
     start=$(date +%s)
     if PYTHONUNBUFFERED=1 run "${cmd[@]}" "$dest"; then
       echo "run_all.sh: $s done in $(( $(date +%s) - start )) s -> $dest"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# scripts/subjects/gpu_external.sh — the field's FLCE kernels judged on a GPU machine without network
+# (the H200 through the device tool; carry the tree with .deps, .whl and .subjects, as
+# conformance/GPU_RUNS.md says), in one command:
+#   build       configure + build lcecheck (Release, sm_90; MPFR/GMP from .deps)
+#   production  `lcecheck export` of one production case (default 8192 x 4096 x 128256, bf16, untied,
+#               mean, 5% ignored), every adapter run over it (run_all.sh), each answer judged by the fp64
+#               GPU tier kept on the device against golden/production/sm_90/fused-cuda.golden (loss,
+#               d_hidden, d_weight, d_embedding: what production judges), and fused-cuda and
+#               unfused-cuda judged the same way on the same inputs
+#   matrix      the same over a matrix (default `default`), judged by the fp64 GPU tier against
+#               golden/sm_90/fused-cuda.golden (the bounds fused-cuda is held to)
+#   unit-test   Megatron-LM's own test_correctness of its fused LCE (megatron_fused_lce.py unit-test)
+# Stages from LCE_EXT_STAGES (default: build production matrix); the judges' JSON, every runner's
+# meta.json and the logs go to $OUT (results.tar), a summary table ends the log.
+#
+#   OUT=/tmp/out bash scripts/subjects/gpu_external.sh
+# Environment: LCE_EXT_SUBJECTS (run_all.sh names, default torch-eager,liger,liger-fp32-accum,cce,
+#   cce-exact,megatron-vocab-parallel), LCE_EXT_CASE (the production case id), LCE_EXT_MATRIX,
+#   LCE_GPU_BUILD (default build-gpu), LCE_GPU_DEADLINE_S (default 560 s: every step runs under it).
+# Exit status: 0 when every step met its expectation, 1 otherwise.
+set -u -o pipefail
+case "${1:-}" in
+  -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "gpu_external.sh: no arguments (settings come from the environment; --help)" >&2; exit 2 ;;
+esac
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+BUILD=${LCE_GPU_BUILD:-$ROOT/build-gpu}
+DEADLINE_S=${LCE_GPU_DEADLINE_S:-560}
+STAGES=${LCE_EXT_STAGES:-build production matrix}
+SUBJECTS=${LCE_EXT_SUBJECTS:-torch-eager,liger,liger-fp32-accum,cce,cce-exact,megatron-vocab-parallel}
+CASE=${LCE_EXT_CASE:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
+MATRIX=${LCE_EXT_MATRIX:-default}
+START=$(date +%s)
+mkdir -p "$OUT"
+RES=$(mktemp -d /tmp/lce-ext-results.XXXXXX)
+WORK=$(mktemp -d /tmp/lce-ext-work.XXXXXX)
+exec > >(tee -a "$OUT/log") 2>&1
+# shellcheck source=scripts/gpu_common.sh
+. "$ROOT/scripts/gpu_common.sh"
+LCECHECK=$BUILD/lcecheck
+has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+TO=(sh -c 'o=$1; shift; exec "$@" >"$o"' to)
+echo "gpu_external.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), root $ROOT, stages: $STAGES, subjects: $SUBJECTS"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+
+if has_stage build; then
+  step configure pass 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DLCE_BUILD_TESTS=OFF "${CMAKE_DEPS[@]}"
+  step build pass 300 cmake --build "$BUILD" -j "$(nproc)" --target lcecheck
+fi
+
+# judge_all <tag> <export dir> <golden> <judge options...>: every answered copy of the export, then
+# fused-cuda and unfused-cuda on the same case(s) through check with the same options.
+judge_all() {
+  local tag=$1 dir=$2 golden=$3
+  shift 3
+  local s
+  IFS=, read -r -a list <<< "$SUBJECTS"
+  for s in "${list[@]}"; do
+    step "judge $s ($tag)" any 120 "${TO[@]}" "$RES/$tag-$s.json" "$LCECHECK" judge --dir "$dir.results/$s" \
+      --subject-name "$s" --golden-class fused-cuda --golden "$golden" --oracle fp64-gpu --quiet --json "$@"
+    mkdir -p "$RES/meta-$tag-$s"
+    (cd "$dir.results/$s" && find . -name meta.json -o -name skip.txt | tar -cf - -T -) | tar -xf - -C "$RES/meta-$tag-$s"
+  done
+}
+
+if has_stage production; then
+  step "export $CASE" pass 120 "$LCECHECK" export --case "$CASE" --dir "$WORK/prod" --quiet
+  step "adapters (production)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$SUBJECTS" "$WORK/prod"
+  for s in fused-cuda unfused-cuda; do
+    step "check $s (production)" any 90 "${TO[@]}" "$RES/prod-$s.json" "$LCECHECK" check --subject "$s" --case "$CASE" \
+      --golden "$ROOT/golden/production/sm_90/$s.golden" --oracle fp64-gpu --on-device \
+      --outputs loss,d_hidden,d_weight,d_embedding --quiet --json
+  done
+  judge_all prod "$WORK/prod" "$ROOT/golden/production/sm_90/fused-cuda.golden" --on-device \
+    --outputs loss,d_hidden,d_weight,d_embedding
+  rm -rf "$WORK/prod" "$WORK/prod.results" # 6 GB per copy of the inputs
+fi
+
+if has_stage matrix; then
+  step "export $MATRIX" pass 60 "$LCECHECK" export --matrix "$MATRIX" --dir "$WORK/matrix" --quiet
+  step "adapters ($MATRIX)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$SUBJECTS" \
+    "$WORK/matrix"
+  judge_all "$MATRIX" "$WORK/matrix" "$ROOT/golden/sm_90/fused-cuda.golden"
+fi
+
+if has_stage unit-test; then
+  step "Megatron-LM test_correctness (standalone)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --unit-test all \
+    --out "$RES/megatron"
+fi
+
+tar -cf "$OUT/results.tar" -C "$RES" . && echo "results: $OUT/results.tar ($(ls "$RES" | tr '\n' ' '))"
+step_summary "expect: the exit status a step must have" "$OUT/log"
+exit "$FAILED"
