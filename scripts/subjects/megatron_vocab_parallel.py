@@ -40,7 +40,8 @@ def init_single_process(device):
     os.environ.setdefault("MASTER_PORT", str(free_port()))
     cuda = str(device).startswith("cuda")
     if cuda:
-        torch.cuda.set_device(torch.device(device))
+        index = torch.device(device).index  # "cuda" alone names the current device
+        torch.cuda.set_device(index if index is not None else torch.cuda.current_device())
     print(f"+ torch.distributed.init_process_group(backend={'nccl' if cuda else 'gloo'!r}, world_size=1, rank=0)", flush=True)
     dist.init_process_group(backend="nccl" if cuda else "gloo", world_size=1, rank=0)
 
