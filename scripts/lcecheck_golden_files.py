@@ -1,6 +1,6 @@
 """lcecheck_golden_files.py — the two text formats scripts/lcecheck_golden.py reads and writes:
 policy files (golden/policy.txt and the per-architecture ones that include it: arithmetic expressions,
-bound rules, ceilings) and golden files (conformance/lce_golden.h is the C authority; this reader is
+bound rules, ceilings) and golden files (conformance/judge/lce_golden.h is the C authority; this reader is
 held to the same format by the golden_files_parse tests). Pure functions, no tool runs."""
 import ast
 import math

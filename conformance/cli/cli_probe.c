@@ -5,7 +5,7 @@
  *                  [--show N] [--json]
  *   lcecheck probe --replay FILE [--arch NAME] [--show N] [--json]
  *
- * 1. MMA conformance (conformance/probe/): N tiles per format (default 800: 102400 vectors) of
+ * 1. MMA conformance (reference/device/probe/): N tiles per format (default 800: 102400 vectors) of
  *    test vectors in eleven classes, each tile through one mma.sync instruction, every result
  *    compared bit for bit with the model (default sm90; lce_gemm_model.h), mismatches counted per
  *    class and the first ones printed as one-line repros. --dump writes vectors and results to a

@@ -17,7 +17,7 @@ extern "C" {
 }
 
 /* Every CUDA runtime and cuBLAS call and every launch, checked at its call site
- * (reference/lce_cuda_status.cuh): the enclosing function returns the code. */
+ * (reference/device/lce_cuda_status.cuh): the enclosing function returns the code. */
 #define LCE_CUDA_CHECK(st, call) LCE_CUDA_ON_ERROR(st, "fused-cuda", call, return lce_rc_)
 #define LCE_CUBLAS_CHECK(st, call) LCE_CUBLAS_ON_ERROR(st, "fused-cuda", call, return lce_rc_)
 #define LCE_CUDA_LAUNCH_CHECK(st, kernel) LCE_LAUNCH_ON_ERROR(st, "fused-cuda", kernel, return lce_rc_)

@@ -1,7 +1,7 @@
 /* test_fused_host_threads.c — fused-host gives the same bits with any thread count.
  *
  * fused_host.c runs its tile loops over tokens and vocab rows in parallel where the build has
- * OpenMP (reference/lce_parallel.h): every element is computed by one thread in a fixed order, so
+ * OpenMP (reference/case/lce_parallel.h): every element is computed by one thread in a fixed order, so
  * the outputs must not depend on how many threads run. Each case below is large enough for every
  * tile loop to go parallel on its full chunks (LCE_PARALLEL_MIN_MACS; a short last chunk may stay
  * serial), and is run with 1, 2, 3 and 4 threads by

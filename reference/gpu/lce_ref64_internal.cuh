@@ -17,7 +17,7 @@ extern "C" {
 #include "lce_ref64.h"
 }
 
-/* Checked calls (reference/lce_cuda_status.cuh): the enclosing function returns the code. */
+/* Checked calls (reference/device/lce_cuda_status.cuh): the enclosing function returns the code. */
 #define R64_CUDA_CHECK(st, call) LCE_CUDA_ON_ERROR(st, "ref64", call, return lce_rc_)
 #define R64_CUBLAS_CHECK(st, call) LCE_CUBLAS_ON_ERROR(st, "ref64", call, return lce_rc_)
 #define R64_LAUNCH_CHECK(st, kernel) LCE_LAUNCH_ON_ERROR(st, "ref64", kernel, return lce_rc_)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """reference_runner.py — an external subject without dependencies: the whole FLCE math of
-reference/lce_case.h in float64 on the CPU (standard library only, so it runs in CI), over every case
+reference/case/lce_case.h in float64 on the CPU (standard library only, so it runs in CI), over every case
 of an exported directory, outputs rounded once to their formats. It exists to test the exchange path
 end to end: `lcecheck judge` must pass it, and must fail its seeded-bug variant.
 

@@ -1,7 +1,7 @@
 /* probe_curve.cu — the GPU half of the error-vs-K curve (probe_gpu.h): randn bf16 operands drawn
  * on the device, one cuBLAS bf16 GEMM (fp32 accumulate) and one cuBLAS DGEMM of the same values.
  *
- * The operands come from a device twin of lce_rand_normal (reference/lce_prng.c: SplitMix64
+ * The operands come from a device twin of lce_rand_normal (reference/case/lce_prng.c: SplitMix64
  * mixing, an Irwin–Hall sum of four uniforms, only +, - and * in double, here with explicit
  * round-to-nearest intrinsics so nvcc cannot contract them into fmas), rounded to bf16 with
  * round-to-nearest-even straight from double as lce_bf16_from_double does. The host re-draws the

@@ -3,7 +3,7 @@
  * For each K: X = A·B by cublasGemmEx (bf16 in, fp32 accumulate and out) and R = A·B by
  * cublasDgemm of the same values (the reference: products exact in fp64, summation error at most
  * K·2^-53·sum|a_k b_k| per element), A (M x K) and B (K x N) fresh randn bf16 data per K
- * (probe_gpu.h). Metrics as conformance/lce_metrics.h defines them, against R:
+ * (probe_gpu.h). Metrics as conformance/judge/lce_metrics.h defines them, against R:
  *   relerr = ||X - R||_2 / ||R||_2,   bias = <X - R, R> / <R, R>   (bias < 0: results shrink)
  * over all M·N elements, and again over a sample of elements (rows x cols of the output) on which
  * the host evaluates lce_gemm_dot with the same operands under the model (default sm90) and under

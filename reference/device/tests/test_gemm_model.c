@@ -251,7 +251,7 @@ static void test_dot_blocks(void) {
 /* The error of one model over the outputs of C = A·B^T, A and B [rows x K] of randn values rounded
  * to bf16 (lce_prng streams per K), against r exact: bf16 products are exact in double and the
  * Neumaier-compensated sum of K of them is within 2u|r| + 2K^2 u^2 sum|p| of the exact sum, below
- * 1e-15 relative here, nine orders below the errors measured. Metrics as conformance/lce_metrics.h:
+ * 1e-15 relative here, nine orders below the errors measured. Metrics as conformance/judge/lce_metrics.h:
  * relerr = ||x - r|| / ||r||, bias = <x - r, r> / <r, r> over all outputs; stderr_rel is the
  * standard error of the bias from 16 batches (by row of A; batches share B's rows, whose
  * correlation is weak: an error depends on the whole product path) relative to the bias. */

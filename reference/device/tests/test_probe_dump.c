@@ -1,4 +1,4 @@
-/* test_probe_dump.c — the MMA probe's CPU half (conformance/probe/), no GPU needed:
+/* test_probe_dump.c — the MMA probe's CPU half (reference/device/probe/), no GPU needed:
  *   - the generator: ≥ 10^5 vectors per format at the CLI's default 800 tiles, every class present,
  *     every operand exactly representable in its format, deterministic in the seed;
  *   - the "exact" class is exact under every model (else the harness check means nothing);
