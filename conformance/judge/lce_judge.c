@@ -151,24 +151,20 @@ static const unsigned char *mask_of(const judge_masks *m, lce_output_id o) {
   return o == LCE_OUT_LSE ? m->lse : o == LCE_OUT_D_WEIGHT ? m->d_weight : NULL;
 }
 
-static void class_checks(const lce_case *c, const lce_tensors *in, const lce_outputs *out, const lce_ref_output *ref,
-                         lce_output_id o, const unsigned char *mask, const char *guard_msg, lce_output_id guard_out,
-                         lce_output_verdict *ov) {
-  if (out->unusable >> o & 1u) class_fail(ov, "%s", out->unusable_msg[o]); /* the subject said why */
-  if (o != LCE_OUT_D_EMBEDDING) check_written(c, out, o, ref, mask, ov);
+/* The class checks that need no reference: the guards, the untied embedding's gradient and the padded
+ * rows left exactly as they were (poisoned and untouched buffers: after the non-finite classes). */
+static void class_checks_unreferenced(const lce_case *c, const lce_tensors *in, const lce_outputs *out,
+                                      lce_output_id o, const char *guard_msg, lce_output_id guard_out,
+                                      lce_output_verdict *ov) {
   if (guard_msg != NULL && guard_out == o) class_fail(ov, "%s", guard_msg);
-  if (o == LCE_OUT_D_EMBEDDING) {
-    check_untouched(out->grad_embedding, in->grad_embedding_prior, 0, c->vp * c->h, c->h, ov);
-    return;
-  }
-  check_nonfinite(c, out, o, ref, mask, ov);
+  if (o == LCE_OUT_D_EMBEDDING) check_untouched(out->grad_embedding, in->grad_embedding_prior, 0, c->vp * c->h, c->h, ov);
   if (o == LCE_OUT_D_WEIGHT) {
     const float *now, *prior;
     weight_buffers(c, in, out, &now, &prior);
     check_untouched(now, prior, c->v * c->h, c->vp * c->h, c->h, ov);
   }
-  check_exact(c, out, o, ref, mask, ov);
 }
+
 
 /* ---- bounds --------------------------------------------------------------------------------- */
 
@@ -296,7 +292,24 @@ static int judged_output(const lce_case *c, const lce_outputs *out, lce_output_i
   return lce_output_applies(c, o) && (outputs == 0 || (outputs >> o & 1u)) && !(out->not_provided >> o & 1u);
 }
 
-static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref,
+/* One output's comparison: on the host from per-element values (with their class checks), or through
+ * the tier where the reference stayed on the device (its class mismatches counted there). */
+static lce_code compare_output(const lce_case *c, const lce_reference *ref, const lce_outputs *out, lce_output_id o,
+                               const judge_masks *masks, lce_output_verdict *ov, lce_comparison *cmp, lce_status *st) {
+  memset(cmp, 0, sizeof *cmp);
+  if (ref->mode == LCE_REF_DEVICE) {
+    LCE_TRY(ref->tier->compare(ref, o, out, cmp, st));
+    if (!cmp->class_ok) class_fail(ov, "%s", cmp->class_msg);
+    return LCE_OK;
+  }
+  const unsigned char *mask = mask_of(masks, o);
+  check_written(c, out, o, &ref->host.out[o], mask, ov);
+  check_nonfinite(c, out, o, &ref->host.out[o], mask, ov);
+  if (has_metrics(c, o)) lce_compare_host(c, out, o, &ref->host.out[o], mask, cmp);
+  return LCE_OK;
+}
+
+static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lce_reference *ref,
                               const lce_outputs *out, const lce_golden *g, const char *subject_class,
                               const int64_t *inner, unsigned outputs, const judge_masks *masks, lce_verdict *v,
                               lce_status *st) {
@@ -308,61 +321,39 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
     lce_output_verdict *ov = &v->out[o];
     if (!judged_output(c, out, o, outputs)) continue;
     begin_output(ov);
-    const unsigned char *mask = mask_of(masks, o);
-    class_checks(c, in, out, &ref->out[o], o, mask, guard, guard_out, ov);
+    /* The order of STYLE.md rule 6: what the subject itself declared unusable, the non-finite classes,
+     * the untouched and poisoned buffers, exact zeros, then the metrics. */
+    if (out->unusable >> o & 1u) class_fail(ov, "%s", out->unusable_msg[o]);
     lce_comparison cmp;
     memset(&cmp, 0, sizeof cmp);
-    if (has_metrics(c, o)) lce_compare_host(c, out, o, &ref->out[o], mask, &cmp);
-    LCE_TRY(measure_output(c, o, &cmp, g, subject_class, inner, ov, v, st));
-  }
-  return LCE_OK;
-}
-
-/* The device path: the reference stays where the tier computed it and each output is compared
- * there. What needs no reference (guards, the untied embedding's gradient and the padded rows left as
- * they were) is checked here on the host; NaN/Inf positions come from the device comparison. */
-static lce_code judge_on_device(const lce_case *c, const lce_tensors *in, const lce_reference *ref,
-                                const lce_outputs *out, const lce_golden *g, const char *subject_class,
-                                const int64_t *inner, unsigned outputs, lce_verdict *v, lce_status *st) {
-  LCE_CHECK(st, ref->tier && ref->tier->compare, LCE_EINVAL, "reference tier %s cannot compare on the device",
-            ref->tier ? ref->tier->name : "?");
-  char guard_msg[256];
-  const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
-  lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
-  for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
-    lce_output_id o = (lce_output_id)oi;
-    lce_output_verdict *ov = &v->out[o];
-    if (!judged_output(c, out, o, outputs)) continue;
-    begin_output(ov);
-    if (out->unusable >> o & 1u) class_fail(ov, "%s", out->unusable_msg[o]);
-    if (guard != NULL && guard_out == o) class_fail(ov, "%s", guard);
-    if (o == LCE_OUT_D_EMBEDDING) {
-      check_untouched(out->grad_embedding, in->grad_embedding_prior, 0, c->vp * c->h, c->h, ov);
+    if (o != LCE_OUT_D_EMBEDDING) LCE_TRY(compare_output(c, ref, out, o, masks, ov, &cmp, st));
+    class_checks_unreferenced(c, in, out, o, guard, guard_out, ov);
+    if (o == LCE_OUT_D_EMBEDDING) { /* bit-identical to its prior, nothing to measure */
       if (!ov->class_ok) ov->pass = 0;
       continue;
     }
-    if (o == LCE_OUT_D_WEIGHT) {
-      const float *now, *prior;
-      weight_buffers(c, in, out, &now, &prior);
-      check_untouched(now, prior, c->v * c->h, c->vp * c->h, c->h, ov);
-    }
-    lce_comparison cmp;
-    LCE_TRY(ref->tier->compare(ref, o, out, &cmp, st));
-    if (!cmp.class_ok) class_fail(ov, "%s", cmp.class_msg);
+    if (ref->mode == LCE_REF_HOST) check_exact(c, out, o, &ref->host.out[o], mask_of(masks, o), ov);
     LCE_TRY(measure_output(c, o, &cmp, g, subject_class, inner, ov, v, st));
   }
   return LCE_OK;
 }
 
+/* The host path needs the reference's arrays and the judged ranges (valid tokens for lse, real vocab
+ * rows for d_weight); the device path (the reference stayed where the tier computed it) needs a tier
+ * that can compare there. */
 static lce_code judge_checked(const lce_case *c, const lce_tensors *in, const lce_reference *ref,
                               const lce_outputs *out, const lce_golden *g, const char *subject_class,
                               const int64_t *inner, unsigned outputs, lce_verdict *v, lce_status *st) {
   LCE_TRY(lce_tensors_validate(c, in, st)); /* the masks and priors come from the tensors */
-  if (ref->mode == LCE_REF_DEVICE) return judge_on_device(c, in, ref, out, g, subject_class, inner, outputs, v, st);
-  LCE_TRY(check_shapes(c, &ref->host, st));
   judge_masks masks = {NULL, NULL};
+  if (ref->mode == LCE_REF_DEVICE) {
+    LCE_CHECK(st, ref->tier && ref->tier->compare, LCE_EINVAL, "reference tier %s cannot compare on the device",
+              ref->tier ? ref->tier->name : "?");
+    return judge_outputs(c, in, ref, out, g, subject_class, inner, outputs, &masks, v, st);
+  }
+  LCE_TRY(check_shapes(c, &ref->host, st));
   lce_code rc = build_masks(c, in, &masks, st);
-  if (rc == LCE_OK) rc = judge_outputs(c, in, &ref->host, out, g, subject_class, inner, outputs, &masks, v, st);
+  if (rc == LCE_OK) rc = judge_outputs(c, in, ref, out, g, subject_class, inner, outputs, &masks, v, st);
   free(masks.lse);
   free(masks.d_weight);
   return rc;
