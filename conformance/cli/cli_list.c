@@ -1,4 +1,5 @@
-/* cli_list.c — `lcecheck list`: the subjects (production first, then mutants) and the matrices. */
+/* cli_list.c — `lcecheck list`: the subjects (production first, then mutants), the matrices and the
+ * reference tiers (with whether each can run here). */
 #include <mpfr.h>
 #include <string.h>
 
@@ -40,6 +41,19 @@ int cli_list(int argc, char **argv) {
       cli_json_string(stdout, lce_matrix_at(i)->description);
       printf("}");
     }
+    printf("],\"tiers\":[");
+    for (size_t i = 0; i < lce_reference_tier_count(); i++) {
+      const lce_reference_tier *t = lce_reference_tier_at(i);
+      char why[256];
+      const int here = t->available(why, sizeof why);
+      printf("%s{\"name\":", i ? "," : "");
+      cli_json_string(stdout, t->name);
+      printf(",\"tier\":%d,\"available\":%s,\"description\":", t->level, here ? "true" : "false");
+      cli_json_string(stdout, t->what);
+      printf(",\"why\":");
+      cli_json_string(stdout, why);
+      printf("}");
+    }
     printf("]}\n");
     return CLI_PASS;
   }
@@ -50,7 +64,12 @@ int cli_list(int argc, char **argv) {
   }
   printf("matrices (%zu):\n", nm);
   for (size_t i = 0; i < nm; i++) printf("  %-34s %s\n", lce_matrix_at(i)->name, lce_matrix_at(i)->description);
-  printf("oracles (--oracle): mpfr (tier 0, MPFR %s, the truth; small shapes), fp64-gpu (tier 2, fp64 on the "
-         "GPU, certified against mpfr; for the medium matrix and production shapes)\n", mpfr_get_version());
+  printf("reference tiers (--oracle; MPFR %s):\n", mpfr_get_version());
+  for (size_t i = 0; i < lce_reference_tier_count(); i++) {
+    const lce_reference_tier *t = lce_reference_tier_at(i);
+    char why[256];
+    const int here = t->available(why, sizeof why);
+    printf("  %-34s tier %d: %s%s%s\n", t->name, t->level, t->what, here ? "" : " — not here: ", here ? "" : why);
+  }
   return CLI_PASS;
 }
