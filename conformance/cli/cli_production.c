@@ -26,35 +26,33 @@ static void print_usage_hint(void) {
                   "         [--measure-only] [--json] [--quiet]\n");
 }
 
-/* JSON has no NaN or Inf: null (a metric is NaN only when it is undefined). */
-static void num(FILE *f, double x) {
-  if (isfinite(x)) fprintf(f, "%.9g", x);
-  else fputs("null", f);
-}
-
 /* ---- the table ----------------------------------------------------------------------------------- */
 static void cell(char *buf, size_t size, double x, const char *fmt) {
   if (isfinite(x)) snprintf(buf, size, fmt, x);
   else snprintf(buf, size, "-");
 }
 
-static void print_output_row(const lce_prod_case_result *cr, const lce_prod_subject_result *sr,
-                             const lce_prod_output_result *o) {
+/* One row per judged output: its metrics, bounds and verdict, as the judge gave them. */
+static void print_output_row(const lce_prod_report *rep, const lce_prod_case_result *cr, int j, lce_output_id o) {
+  const lce_output_verdict *ov = &cr->subj[j].verdict.out[o];
+  if (!ov->judged) return;
+  const int exact = o == LCE_OUT_D_EMBEDDING, bounded = !rep->cfg->measure_only;
   char shape[48], rel[16], bias[16], brel[16], bbias[16], verdict[48];
   snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)cr->c.n, (long long)cr->c.h, (long long)cr->c.v);
-  cell(rel, sizeof rel, o->v[LCE_METRIC_RELERR], "%.3e");
-  cell(bias, sizeof bias, o->v[LCE_METRIC_BIAS], "%+.2e");
-  cell(brel, sizeof brel, o->bound[LCE_METRIC_RELERR], "%.2e");
-  cell(bbias, sizeof bbias, o->bound[LCE_METRIC_BIAS], "%.2e");
+  cell(rel, sizeof rel, exact ? NAN : ov->metrics.v[LCE_METRIC_RELERR], "%.3e");
+  cell(bias, sizeof bias, exact ? NAN : ov->metrics.v[LCE_METRIC_BIAS], "%+.2e");
+  cell(brel, sizeof brel, bounded && !exact ? ov->bound[LCE_METRIC_RELERR] : NAN, "%.2e");
+  cell(bbias, sizeof bbias, bounded && !exact ? ov->bound[LCE_METRIC_BIAS] : NAN, "%.2e");
   double worst = -1.0;
-  for (int m = 0; m < LCE_METRIC_COUNT; m++)
-    if (o->bounded[m] && o->budget_pct[m] > worst) worst = o->budget_pct[m];
-  if (o->exact_only) snprintf(verdict, sizeof verdict, "%s (exact)", lce_prod_verdict_name(o->verdict));
-  else if (worst >= 0.0) snprintf(verdict, sizeof verdict, "%s %.0f%%", lce_prod_verdict_name(o->verdict), worst);
-  else snprintf(verdict, sizeof verdict, "%s", lce_prod_verdict_name(o->verdict));
+  for (int m = 0; bounded && !exact && m < LCE_METRIC_COUNT; m++)
+    if (!ov->metrics.undefined[m] && ov->budget_pct[m] > worst) worst = ov->budget_pct[m];
+  const char *word = !ov->class_ok ? "CLASS FAIL" : !bounded ? "measured" : ov->pass ? "pass" : "FAIL";
+  if (exact) snprintf(verdict, sizeof verdict, "%s (exact)", word);
+  else if (worst >= 0.0) snprintf(verdict, sizeof verdict, "%s %.0f%%", word, worst);
+  else snprintf(verdict, sizeof verdict, "%s", word);
   printf("%-18s %-6s %3d %-31s %-11s %7lld %10s %10s %9s/%-9s %s\n", shape, cr->c.tied ? "tied" : "untied", cr->c.tp,
-         sr->subject, lce_output_name(o->output), (long long)o->inner, rel, bias, brel, bbias, verdict);
-  if (!o->class_ok) printf("%18s   %s\n", "", o->class_msg);
+         rep->cfg->subjects[j], lce_output_name(o), (long long)ov->inner, rel, bias, brel, bbias, verdict);
+  if (!ov->class_ok) printf("%18s   %s\n", "", ov->class_msg);
 }
 
 /* One line per mutant: where it was killed, and whether it was at every V >= 128k. */
@@ -89,76 +87,23 @@ static void print_table(const lce_prod_report *rep) {
          "relerr", "bias", "bound relerr/bias", "verdict");
   for (size_t i = 0; i < rep->ncases; i++) {
     const lce_prod_case_result *cr = &rep->cases[i];
-    if (cr->error) {
-      printf("%-18s ERROR %s: %s\n", "", cr->id, cr->msg);
-      continue;
-    }
+    lce_output_id outs[4];
+    const int nout = lce_prod_outputs(&cr->c, outs);
     for (int j = 0; j < cfg->nsubjects; j++) {
-      const lce_prod_subject_result *sr = &cr->subj[j];
-      if (sr->error || sr->skipped)
+      const lce_case_result *r = &cr->subj[j];
+      if (r->error || r->skipped) {
         printf("%lldx%lldx%lld %s tp%d %s: %s: %s\n", (long long)cr->c.n, (long long)cr->c.h, (long long)cr->c.v,
-               cr->c.tied ? "tied" : "untied", cr->c.tp, sr->subject, sr->error ? "ERROR" : "skipped", sr->msg);
-      for (int k = 0; k < sr->nout && !sr->error; k++) print_output_row(cr, sr, &sr->out[k]);
+               cr->c.tied ? "tied" : "untied", cr->c.tp, cfg->subjects[j], r->error ? "ERROR" : "skipped",
+               r->status.msg);
+        continue;
+      }
+      for (int k = 0; k < nout; k++) print_output_row(rep, cr, j, outs[k]);
     }
   }
   print_mutant_lines(rep);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------------ */
-static void json_output(FILE *f, const lce_prod_output_result *o, int judged) {
-  fprintf(f, "\"%s\":{\"inner\":%lld,\"judged\":%lld,\"class_ok\":%s,\"class_msg\":", lce_output_name(o->output),
-          (long long)o->inner, (long long)(o->exact_only ? 0 : o->compared), o->class_ok ? "true" : "false");
-  cli_json_string(f, o->class_msg);
-  fputs(",\"cond\":", f);
-  num(f, o->cond);
-  fputs(",\"neff\":", f);
-  num(f, o->neff);
-  for (int m = 0; m < LCE_METRIC_COUNT; m++) {
-    fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));
-    num(f, o->v[m]);
-  }
-  if (judged) {
-    const double *maps[2] = {o->bound, o->budget_pct};
-    const char *names[2] = {"bound", "budget_pct"};
-    for (int t = 0; t < 2; t++) {
-      fprintf(f, ",\"%s\":{", names[t]);
-      for (int m = 0; m < LCE_METRIC_COUNT; m++) {
-        fprintf(f, "%s\"%s\":", m ? "," : "", lce_metric_name((lce_metric)m));
-        num(f, maps[t][m]);
-      }
-      fputc('}', f);
-    }
-  }
-  fputs(",\"verdict\":", f);
-  cli_json_string(f, lce_prod_verdict_name(o->verdict));
-  fputc('}', f);
-}
-
-static void json_case(FILE *f, const lce_prod_report *rep, const lce_prod_case_result *cr, int j) {
-  const lce_prod_subject_result *sr = &cr->subj[j];
-  fputs("{\"id\":", f);
-  cli_json_string(f, cr->id);
-  fprintf(f, ",\"dtype\":\"%s\",\"status\":\"%s\"", lce_precision_name(lce_case_precision(&cr->c)),
-          cr->error ? "error" : lce_prod_subject_status(sr));
-  fprintf(f, ",\"shape\":{\"N\":%lld,\"H\":%lld,\"V\":%lld,\"Vp\":%lld},\"tied\":%s,\"tp\":%d", (long long)cr->c.n,
-          (long long)cr->c.h, (long long)cr->c.v, (long long)cr->c.vp, cr->c.tied ? "true" : "false", cr->c.tp);
-  fprintf(f, ",\"gen_seconds\":%.3f,\"oracle\":\"fp64-gpu\",\"oracle_seconds\":%.3f,\"ref_has_mags\":%s,"
-             "\"subject_seconds\":%.3f",
-          cr->gen_seconds, cr->ref_seconds, cr->ref_has_mags ? "true" : "false", sr->seconds);
-  if (cr->error || sr->error || sr->skipped) {
-    fputs(",\"message\":", f);
-    cli_json_string(f, cr->error ? cr->msg : sr->msg);
-    fputc('}', f);
-    return;
-  }
-  fputs(",\"outputs\":{", f);
-  for (int k = 0; k < sr->nout; k++) {
-    if (k) fputc(',', f);
-    json_output(f, &sr->out[k], !rep->cfg->measure_only);
-  }
-  fputs("}}", f);
-}
-
 static void print_json(const lce_prod_report *rep, int status, const char *why) {
   const lce_prod_config *cfg = rep->cfg;
   FILE *f = stdout;
@@ -178,9 +123,9 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
     cli_json_string(f, rep->golden_path[j]);
     fprintf(f, ",\"golden_found\":%s,\"mutant\":%s,\"cases\":[", rep->golden_found[j] ? "true" : "false",
             rep->mutant[j] ? "true" : "false");
-    for (size_t i = 0; i < rep->ncases; i++) {
+    for (size_t i = 0; i < rep->ncases; i++) { /* each case as `check --json` writes it */
       if (i) fputc(',', f);
-      json_case(f, rep, &rep->cases[i], j);
+      cli_json_case(f, &rep->cases[i].subj[j], !cfg->measure_only);
     }
     fputs("]}", f);
   }

@@ -15,7 +15,7 @@
 #define LCE_PRODUCTION_H
 
 #include "lce_device.h"
-#include "lce_judge.h"
+#include "lce_engine.h"
 
 #define LCE_PROD_MAX_SHAPES 16
 #define LCE_PROD_MAX_SUBJECTS 8
@@ -73,58 +73,20 @@ lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *
 size_t lce_prod_case_count(const lce_prod_config *cfg);
 lce_code lce_prod_case_at(const lce_prod_config *cfg, size_t i, lce_case *c, lce_status *st);
 
-typedef enum lce_prod_verdict {
-  LCE_PROD_MEASURED = 0, /* --measure-only: metrics, no bounds (class checks passed) */
-  LCE_PROD_PASS = 1,
-  LCE_PROD_FAIL = 2,     /* a metric above its bound */
-  LCE_PROD_CLASS_FAIL = 3 /* class check: non-finite positions, guards, an untouched buffer touched */
-} lce_prod_verdict;
-
-const char *lce_prod_verdict_name(lce_prod_verdict v); /* "measured", "pass", "FAIL", "CLASS FAIL" */
-
-typedef struct lce_prod_output_result {
-  lce_output_id output;
-  int64_t inner;             /* K for the bound */
-  int exact_only;            /* d_embedding: class check only, no metrics */
-  int class_ok;
-  char class_msg[256];
-  double v[LCE_METRIC_COUNT];
-  unsigned char defined[LCE_METRIC_COUNT];
-  double cond, neff;
-  int64_t compared;
-  double bound[LCE_METRIC_COUNT];    /* NaN where no bound applies */
-  double budget_pct[LCE_METRIC_COUNT];
-  unsigned char bounded[LCE_METRIC_COUNT]; /* a golden bound was applied */
-  lce_prod_verdict verdict;
-} lce_prod_output_result;
-
-/* One row of the production table from the judge's verdict of that output (lce_judge.h). */
-void lce_prod_row(lce_output_id o, int64_t inner, const lce_output_verdict *ov, int bounded, lce_prod_output_result *r);
-
 /* The outputs production judges for case c, in table order: loss, d_hidden, d_weight, and
  * d_embedding when untied. Returns the count (<= 4). */
 int lce_prod_outputs(const lce_case *c, lce_output_id out[4]);
 
 /* ---- results and the outcome (lce_production_outcome.c; rendered by conformance/cli/cli_production.c) */
-#define LCE_PROD_MAX_OUTPUTS 4
 
-typedef struct lce_prod_subject_result {
-  const char *subject, *golden_class;
-  int skipped, error;       /* skipped: capability or no bound file needed; error: run or compare failed */
-  char msg[768];
-  double seconds;           /* the subject's run() */
-  int nout;
-  lce_prod_output_result out[LCE_PROD_MAX_OUTPUTS];
-} lce_prod_subject_result;
-
+/* A case's results are the engine's (lce_engine.h): one lce_case_result per subject, its verdict
+ * covering the outputs lce_prod_outputs names. */
 typedef struct lce_prod_case_result {
   lce_case c;
   char id[192];
-  int error; /* generation or reference failed: no subject ran */
-  char msg[768];
   double gen_seconds, ref_seconds;
   int ref_has_mags;
-  lce_prod_subject_result subj[LCE_PROD_MAX_SUBJECTS];
+  lce_case_result subj[LCE_PROD_MAX_SUBJECTS];
 } lce_prod_case_result;
 
 
@@ -144,10 +106,8 @@ typedef struct lce_prod_report {
  * --measure-only: every class check passed) and every mutant failed wherever V >= 128k; 1 otherwise.
  * why receives the first reason for 1. */
 int lce_prod_exit_status(const lce_prod_report *rep, char *why, size_t size);
-/* "pass", "fail", "skip", "error" for one subject on one case (measure-only: pass = class checks ok). */
-const char *lce_prod_subject_status(const lce_prod_subject_result *s);
 /* For mutant subject j on case i: 1 killed (some output failed), 0 survived, -1 no verdict (measure
- * only, a missing bound, an error or a skip). */
+ * only, an error or a skip). */
 int lce_prod_mutant_killed(const lce_prod_report *rep, size_t i, int j);
 
 /* Runs every case of rep->cfg for every subject through the engine (lce_engine.h) against the fp64
@@ -155,8 +115,7 @@ int lce_prod_mutant_killed(const lce_prod_report *rep, size_t i, int j);
  * filling rep->cases (rep->ncases of them, allocated by the caller). Progress lines go to stderr
  * unless cfg->quiet. Returns LCE_OK when every case was attempted: per-case failures are in the
  * results (lce_production_run.c). */
-struct lce_subject;
-lce_code lce_prod_run(lce_prod_report *rep, const struct lce_subject *const *subjects, const lce_golden *const *goldens,
+lce_code lce_prod_run(lce_prod_report *rep, const lce_subject *const *subjects, const lce_golden *const *goldens,
                       lce_status *st);
 
 #endif

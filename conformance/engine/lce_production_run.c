@@ -5,52 +5,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lce_engine.h"
 #include "lce_production.h"
-
-typedef struct prod_sink {
-  lce_prod_report *rep;
-  const lce_subject *const *subjects;
-  const lce_golden *const *goldens;
-} prod_sink;
 
 static void progress(const lce_prod_report *rep, size_t i) {
   const lce_prod_case_result *cr = &rep->cases[i];
   fprintf(stderr, "[%zu/%zu] %s  gen %.1f s  fp64 %.1f s%s", i + 1, rep->ncases, cr->id, cr->gen_seconds,
           cr->ref_seconds, cr->ref_has_mags ? "" : " (no mags)");
   for (int j = 0; j < rep->cfg->nsubjects; j++)
-    fprintf(stderr, "  %s %s %.1f s", cr->subj[j].subject, lce_prod_subject_status(&cr->subj[j]), cr->subj[j].seconds);
+    fprintf(stderr, "  %s %s %.1f s", rep->cfg->subjects[j], lce_case_result_status(&cr->subj[j]),
+            cr->subj[j].subject_seconds);
   fputc('\n', stderr);
 }
 
 static void prod_case_done(void *ctx, const lce_engine_case *ec) {
-  prod_sink *ps = (prod_sink *)ctx;
-  lce_prod_case_result *cr = &ps->rep->cases[ec->index];
+  lce_prod_report *rep = (lce_prod_report *)ctx;
+  lce_prod_case_result *cr = &rep->cases[ec->index];
   cr->c = *ec->c;
   snprintf(cr->id, sizeof cr->id, "%s", ec->id);
   cr->gen_seconds = ec->gen_seconds;
   cr->ref_seconds = ec->ref ? ec->ref->seconds : 0.0;
   cr->ref_has_mags = ec->ref ? ec->ref->has_mags : 0;
-  lce_output_id outs[LCE_PROD_MAX_OUTPUTS];
-  const int nout = lce_prod_outputs(ec->c, outs);
-  for (int j = 0; j < ps->rep->cfg->nsubjects; j++) {
-    const lce_case_result *r = &ec->res[j];
-    const lce_subject *s = ps->subjects[j];
-    lce_prod_subject_result *sr = &cr->subj[j];
-    sr->subject = s->name, sr->golden_class = s->golden_class;
-    sr->skipped = r->skipped, sr->error = r->error;
-    sr->seconds = r->subject_seconds;
-    snprintf(sr->msg, sizeof sr->msg, "%s", r->status.msg);
-    if (r->skipped || r->error) continue;
-    sr->nout = nout;
-    for (int k = 0; k < nout; k++)
-      lce_prod_row(outs[k], lce_subject_inner(s, ec->c, outs[k]), &r->verdict.out[outs[k]], ps->goldens[j] != NULL,
-                   &sr->out[k]);
-  }
-  if (!ps->rep->cfg->quiet) progress(ps->rep, ec->index);
+  for (int j = 0; j < rep->cfg->nsubjects; j++) cr->subj[j] = ec->res[j];
+  if (!rep->cfg->quiet) progress(rep, ec->index);
 }
 
-lce_code lce_prod_run(lce_prod_report *rep, const struct lce_subject *const *subjects, const lce_golden *const *goldens,
+lce_code lce_prod_run(lce_prod_report *rep, const lce_subject *const *subjects, const lce_golden *const *goldens,
                       lce_status *st) {
   const lce_prod_config *cfg = rep->cfg;
   lce_case *cases = calloc(rep->ncases ? rep->ncases : 1, sizeof *cases);
@@ -63,8 +42,7 @@ lce_code lce_prod_run(lce_prod_report *rep, const struct lce_subject *const *sub
   const lce_engine_config ecfg = {.cases = cases, .ncases = rep->ncases, .subjects = subjects, .goldens = goldens,
                                   .nsubjects = (size_t)cfg->nsubjects, .tier = &lce_tier_fp64_gpu,
                                   .device_compare = 1, .prefetch = cfg->jobs, .outputs = outputs};
-  prod_sink ps = {rep, subjects, goldens};
-  if (rc == LCE_OK) rc = lce_engine_run(&ecfg, prod_case_done, &ps, st);
+  if (rc == LCE_OK) rc = lce_engine_run(&ecfg, prod_case_done, rep, st);
   free(cases);
   return rc;
 }

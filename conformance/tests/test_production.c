@@ -125,20 +125,19 @@ static lce_comparison synthetic(double shrink, double noise, int64_t n) {
   return cmp;
 }
 
-/* What the judge does with one device comparison, then the production row. rc: lce_bounds_apply's. */
+/* What the judge does with one device comparison: metrics, then the bounds (g NULL: measure only).
+ * rc: lce_bounds_apply's. */
 static lce_code judge_row(const lce_case *c, lce_output_id o, int64_t inner, const lce_comparison *cmp,
-                          const lce_golden *g, lce_prod_output_result *r) {
-  lce_output_verdict ov;
-  memset(&ov, 0, sizeof ov);
-  ov.judged = ov.pass = 1;
-  ov.class_ok = cmp->class_ok;
-  snprintf(ov.class_msg, sizeof ov.class_msg, "%s", cmp->class_msg);
-  for (int m = 0; m < LCE_METRIC_COUNT; m++) ov.metric_ok[m] = 1;
-  lce_metrics_from_comparison(cmp, &ov.metrics);
+                          const lce_golden *g, lce_output_verdict *ov) {
+  memset(ov, 0, sizeof *ov);
+  ov->judged = ov->pass = 1;
+  ov->class_ok = cmp->class_ok;
+  if (!ov->class_ok) ov->pass = 0;
+  snprintf(ov->class_msg, sizeof ov->class_msg, "%s", cmp->class_msg);
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1;
+  lce_metrics_from_comparison(cmp, &ov->metrics);
   lce_status st;
-  lce_code rc = g ? lce_bounds_apply(g, "unfused-cuda", lce_case_precision(c), o, inner, &ov, &st) : LCE_OK;
-  lce_prod_row(o, inner, &ov, g != NULL, r);
-  return rc;
+  return g ? lce_bounds_apply(g, "unfused-cuda", lce_case_precision(c), o, inner, ov, &st) : LCE_OK;
 }
 
 static void test_verdict(void) {
@@ -155,61 +154,66 @@ static void test_verdict(void) {
                      "unfused-cuda bf16 loss maxscaled const 1\n";
   lce_golden g;
   EXPECT(lce_golden_parse(text, strlen(text), "test", &g, &st) == LCE_OK, "golden: %s", st.msg);
-  lce_prod_output_result r;
+  lce_output_verdict r;
   const int64_t K = lce_inner_unchunked(&c, LCE_OUT_D_HIDDEN);
 
   lce_comparison cmp = synthetic(-1.2e-4, 1.6e-3, 1 << 20);
   EXPECT(judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r) == LCE_OK, "d_hidden judged");
   const double want_rel = sqrt(1.2e-4 * 1.2e-4 + 1.6e-3 * 1.6e-3), bound = 0x1p-12 + 2e-8 * 128256;
-  EXPECT(fabs(r.v[LCE_METRIC_RELERR] - want_rel) < 1e-12 && fabs(r.v[LCE_METRIC_BIAS] + 1.2e-4) < 1e-15,
-         "relerr %g bias %g", r.v[LCE_METRIC_RELERR], r.v[LCE_METRIC_BIAS]);
-  EXPECT(r.inner == 128256 && fabs(r.bound[LCE_METRIC_RELERR] - bound) < 1e-15, "K %lld bound %g", (long long)r.inner,
-         r.bound[LCE_METRIC_RELERR]);
-  EXPECT(fabs(r.cond - 3.0) < 1e-12 && fabs(r.neff - (double)(1 << 20)) < 1e-3, "cond %g neff %g", r.cond, r.neff);
-  EXPECT(r.verdict == LCE_PROD_PASS && r.bounded[LCE_METRIC_MAXSCALED] && !r.bounded[LCE_METRIC_ULPFRAC],
-         "a subject within budget: %s", lce_prod_verdict_name(r.verdict));
+  EXPECT(fabs(r.metrics.v[LCE_METRIC_RELERR] - want_rel) < 1e-12 && fabs(r.metrics.v[LCE_METRIC_BIAS] + 1.2e-4) < 1e-15,
+         "relerr %g bias %g", r.metrics.v[LCE_METRIC_RELERR], r.metrics.v[LCE_METRIC_BIAS]);
+  EXPECT(fabs(r.bound[LCE_METRIC_RELERR] - bound) < 1e-15, "bound %g at K 128256", r.bound[LCE_METRIC_RELERR]);
+  EXPECT(fabs(r.metrics.cond - 3.0) < 1e-12 && fabs(r.metrics.neff - (double)(1 << 20)) < 1e-3, "cond %g neff %g", r.metrics.cond, r.metrics.neff);
+  EXPECT(r.pass && r.bound[LCE_METRIC_MAXSCALED] == 0.5 && r.metrics.undefined[LCE_METRIC_ULPFRAC],
+         "a subject within budget must pass with maxscaled bounded and ulpfrac undefined");
   EXPECT(fabs(r.budget_pct[LCE_METRIC_BIAS] - 100.0 * 1.2e-4 / (1.5e-9 * 128256)) < 1e-9, "bias budget %g",
          r.budget_pct[LCE_METRIC_BIAS]);
 
   cmp = synthetic(-2.5e-4, 1.6e-3, 1 << 20); /* the shrink is over the bias bound 1.9e-4 */
   judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
-  EXPECT(r.verdict == LCE_PROD_FAIL && r.budget_pct[LCE_METRIC_BIAS] > 100.0, "a shrinking subject passed");
+  EXPECT(!r.pass && r.budget_pct[LCE_METRIC_BIAS] > 100.0, "a shrinking subject passed");
   cmp = synthetic(0.0, 6e-3, 1 << 20); /* noisy: relerr over 2.8e-3 */
   judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
-  EXPECT(r.verdict == LCE_PROD_FAIL && r.budget_pct[LCE_METRIC_RELERR] > 100.0, "a noisy subject passed");
+  EXPECT(!r.pass && r.budget_pct[LCE_METRIC_RELERR] > 100.0, "a noisy subject passed");
 
   /* d_weight has no entry: an error, as for every verb; without a golden: measured */
   cmp = synthetic(0.0, 1e-3, 1 << 20);
   EXPECT(judge_row(&c, LCE_OUT_D_WEIGHT, 8192, &cmp, &g, &r) == LCE_EINVAL, "a missing entry is not an error");
   judge_row(&c, LCE_OUT_D_WEIGHT, 8192, &cmp, NULL, &r);
-  EXPECT(r.verdict == LCE_PROD_MEASURED && isfinite(r.v[LCE_METRIC_RELERR]), "measure only");
+  EXPECT(r.pass && isfinite(r.metrics.v[LCE_METRIC_RELERR]) && r.bound[LCE_METRIC_RELERR] == 0,
+         "measure only: metrics, no bound applied");
 
   /* the loss: one element, so bias is undefined and not required; its cond bound applies */
   cmp = synthetic(3e-7, 0.0, 1);
   EXPECT(judge_row(&c, LCE_OUT_LOSS, 8192, &cmp, &g, &r) == LCE_OK, "loss judged");
-  EXPECT(!r.defined[LCE_METRIC_BIAS] && isnan(r.v[LCE_METRIC_BIAS]) && r.verdict == LCE_PROD_PASS,
-         "loss: bias defined %d, verdict %s", r.defined[LCE_METRIC_BIAS], lce_prod_verdict_name(r.verdict));
+  EXPECT(r.metrics.undefined[LCE_METRIC_BIAS] && isnan(r.metrics.v[LCE_METRIC_BIAS]) && r.pass,
+         "loss: bias must be undefined and the verdict pass");
   EXPECT(fabs(r.bound[LCE_METRIC_RELERR] - 3e-6) < 1e-18, "loss bound %g (cond 3)", r.bound[LCE_METRIC_RELERR]);
 
   /* without mags: cond 1, maxscaled undefined */
   cmp = synthetic(-1e-4, 1e-3, 1 << 20);
   cmp.has_emag = 0;
   judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
-  EXPECT(r.cond == 1.0 && !r.defined[LCE_METRIC_MAXSCALED] && r.verdict == LCE_PROD_PASS, "no mags: cond %g", r.cond);
+  EXPECT(r.metrics.cond == 1.0 && r.metrics.undefined[LCE_METRIC_MAXSCALED] && r.pass, "no mags: cond %g",
+         r.metrics.cond);
 
   /* class checks come first, whatever the metrics */
   cmp = synthetic(0.0, 0.0, 1 << 20);
   cmp.class_ok = 0;
   snprintf(cmp.class_msg, sizeof cmp.class_msg, "3 elements with the wrong class (NaN/Inf), first at 17");
   judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
-  EXPECT(r.verdict == LCE_PROD_CLASS_FAIL && strstr(r.class_msg, "first at 17"), "class: %s", r.class_msg);
+  EXPECT(!r.pass && !r.class_ok && strstr(r.class_msg, "first at 17"), "class: %s", r.class_msg);
   lce_golden_free(&g);
 }
 
-static void set_out(lce_prod_subject_result *s, lce_prod_verdict v) {
-  s->nout = 1;
-  s->out[0].verdict = v;
-  s->out[0].class_ok = v != LCE_PROD_CLASS_FAIL;
+/* Subject j on a case: judged with a verdict that passes (or not), a class failure, or skipped. */
+static void set_out(lce_case_result *r, int pass, int class_ok) {
+  memset(&r->verdict, 0, sizeof r->verdict);
+  r->skipped = r->error = 0;
+  r->verdict.pass = pass && class_ok;
+  r->verdict.out[LCE_OUT_D_HIDDEN].judged = 1;
+  r->verdict.out[LCE_OUT_D_HIDDEN].class_ok = class_ok;
+  snprintf(r->verdict.summary, sizeof r->verdict.summary, "%s", pass ? "pass" : "FAIL d_hidden relerr");
 }
 
 static void test_outcome(void) {
@@ -225,33 +229,31 @@ static void test_outcome(void) {
   rep.cfg = &cfg, rep.cases = cases, rep.ncases = 2, rep.mutant[1] = 1;
   char why[512];
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 3; j++) set_out(&cases[i].subj[j], j == 1 ? LCE_PROD_FAIL : LCE_PROD_PASS);
+    for (int j = 0; j < 3; j++) set_out(&cases[i].subj[j], j != 1, 1);
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "all well: %s", why);
-  set_out(&cases[0].subj[1], LCE_PROD_PASS); /* the mutant survives below 128k: allowed */
+  set_out(&cases[0].subj[1], 1, 1); /* the mutant survives below 128k: allowed */
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "mutant survival below 128k: %s", why);
-  set_out(&cases[1].subj[1], LCE_PROD_PASS); /* ... but not at 128k */
+  set_out(&cases[1].subj[1], 1, 1); /* ... but not at 128k */
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "survived"), "mutant survives 128k: %s", why);
-  EXPECT(lce_prod_mutant_killed(&rep, 1, 1) == 0 && strcmp(lce_prod_subject_status(&cases[1].subj[1]), "pass") == 0,
-         "killed / status");
-  set_out(&cases[1].subj[1], LCE_PROD_CLASS_FAIL); /* a class failure kills it too */
+  EXPECT(lce_prod_mutant_killed(&rep, 1, 1) == 0, "a surviving mutant counted as killed");
+  set_out(&cases[1].subj[1], 1, 0); /* a class failure kills it too */
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "class-failing mutant: %s", why);
-  set_out(&cases[0].subj[2], LCE_PROD_FAIL);
+  set_out(&cases[0].subj[2], 0, 1);
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "unfused-cuda"), "a failing subject: %s", why);
-  set_out(&cases[0].subj[2], LCE_PROD_PASS);
+  set_out(&cases[0].subj[2], 1, 1);
   cases[0].subj[0].skipped = 1; /* a skip is not a failure */
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0, "skip: %s", why);
-  cases[0].subj[0].error = 1;
-  snprintf(cases[0].subj[0].msg, sizeof cases[0].subj[0].msg, "boom");
+  cases[0].subj[0].skipped = 0, cases[0].subj[0].error = 1;
+  snprintf(cases[0].subj[0].status.msg, sizeof cases[0].subj[0].status.msg, "boom");
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "boom"), "error: %s", why);
-  EXPECT(strcmp(lce_prod_subject_status(&cases[0].subj[0]), "error") == 0, "error status");
-  cases[0].subj[0].error = 0, cases[0].subj[0].skipped = 0;
+  cases[0].subj[0].error = 0;
 
-  cfg.measure_only = 1; /* measured verdicts, the mutant unjudged: exit 0 */
+  cfg.measure_only = 1; /* no bounds: only class checks count, the mutant is unjudged */
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 3; j++) set_out(&cases[i].subj[j], LCE_PROD_MEASURED);
+    for (int j = 0; j < 3; j++) set_out(&cases[i].subj[j], 0, 1);
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 0 && lce_prod_mutant_killed(&rep, 1, 1) == -1,
          "measure only: %s", why);
-  set_out(&cases[1].subj[2], LCE_PROD_CLASS_FAIL);
+  set_out(&cases[1].subj[2], 0, 0);
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1, "a class failure while measuring passed");
 }
 
