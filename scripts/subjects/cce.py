@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lce_torch_common as common  # noqa: E402
 
 
-class CutCrossEntropy(common.Adapter):
+class CutCrossEntropy(common.LossFunctionAdapter):
     name = "cce"
     description = __doc__
     settings = ("default", "exact")
@@ -41,17 +41,6 @@ class CutCrossEntropy(common.Adapter):
         return self.lce(h, w, t.labels, ignore_index=case.ignore_index,
                         softcap=float(case.softcap) if case.softcap else None, reduction=reduction,
                         filter_eps=None if args.setting == "exact" else "high", impl="cce")
-
-    def run(self, case, t, args):
-        torch = self.torch
-        h = t.hidden.detach().requires_grad_()
-        w = t.w.detach().requires_grad_()
-        loss = self.call(case, t, args, h, w, case.reduction)
-        d_hidden, d_weight = torch.autograd.grad(loss, (h, w), t.grad_output_for(loss))
-        return common.RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
-
-    def per_token(self, case, t, args):
-        return self.call(case, t, args, t.hidden, t.w, "none")
 
 
 if __name__ == "__main__":

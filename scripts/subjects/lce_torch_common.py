@@ -289,6 +289,24 @@ class Adapter:
         return None
 
 
+class LossFunctionAdapter(Adapter):
+    """An adapter whose kernel is one loss function of (hidden, W, labels): call() invokes it with a
+    reduction; run() differentiates it once, per_token() calls it with reduction none."""
+
+    def call(self, case, t, args, h, w, reduction):
+        raise NotImplementedError
+
+    def run(self, case, t, args):
+        h = t.hidden.detach().requires_grad_()
+        w = t.w.detach().requires_grad_()
+        loss = self.call(case, t, args, h, w, case.reduction)
+        d_hidden, d_weight = self.torch.autograd.grad(loss, (h, w), t.grad_output_for(loss))
+        return RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
+
+    def per_token(self, case, t, args):
+        return self.call(case, t, args, t.hidden, t.w, "none")
+
+
 def build_parser(adapter):
     ap = argparse.ArgumentParser(
         prog=adapter.prog, formatter_class=argparse.RawDescriptionHelpFormatter,

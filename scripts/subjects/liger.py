@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lce_torch_common as common  # noqa: E402
 
 
-class Liger(common.Adapter):
+class Liger(common.LossFunctionAdapter):
     name = "liger"
     description = __doc__
     settings = ("default", "fp32-accum")
@@ -48,17 +48,6 @@ class Liger(common.Adapter):
             softcap=float(case.softcap) if case.softcap else None,
             accum_dtype=self.torch.float32 if args.setting == "fp32-accum" else None)
         return fn(w, h, t.labels)
-
-    def run(self, case, t, args):
-        torch = self.torch
-        h = t.hidden.detach().requires_grad_()
-        w = t.w.detach().requires_grad_()
-        loss = self.call(case, t, args, h, w, case.reduction)
-        d_hidden, d_weight = torch.autograd.grad(loss, (h, w), t.grad_output_for(loss))
-        return common.RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
-
-    def per_token(self, case, t, args):
-        return self.call(case, t, args, t.hidden, t.w, "none")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ usage() {
 usage: bash scripts/subjects/run_all.sh [options] EXPORT_DIR
 
 Copies EXPORT_DIR (written by `lcecheck export`) to OUT/<subject>/ per subject and setting, and runs
-that subject's adapter on the copy. Then judge each: lcecheck judge OUT/<subject> (the lead's CLI).
+that subject's adapter on the copy. Then judge each: lcecheck judge --dir OUT/<subject> ...
 
 options:
   --out DIR          where the per-subject copies go (default: EXPORT_DIR.results)
