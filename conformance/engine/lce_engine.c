@@ -25,30 +25,6 @@ static void result_error(lce_case_result *r, const lce_status *why) {
   r->status = *why;
 }
 
-/* ---- determinism (cfg->repeat) ---------------------------------------------------------------- */
-
-static int same_bits(const char *name, const void *a, const void *b, size_t elems, size_t elem_size, char *why,
-                     size_t why_size) {
-  if (a == NULL || b == NULL) return a == b;
-  const unsigned char *pa = a, *pb = b;
-  for (size_t i = 0; i < elems; i++)
-    if (memcmp(pa + i * elem_size, pb + i * elem_size, elem_size) != 0) {
-      snprintf(why, why_size, "%s element %zu differs between two runs", name, i);
-      return 0;
-    }
-  return 1;
-}
-
-static int outputs_identical(const lce_case *c, const lce_outputs *a, const lce_outputs *b, char *why, size_t size) {
-  const size_t n = (size_t)c->n, nh = (size_t)(c->n * c->h), vph = (size_t)(c->vp * c->h);
-  return same_bits("loss", a->loss, b->loss, 1, sizeof(float), why, size) &&
-         same_bits("loss_token", a->loss_token, b->loss_token, n, sizeof(float), why, size) &&
-         same_bits("lse", a->lse, b->lse, n, sizeof(float), why, size) &&
-         same_bits("d_hidden", a->d_hidden, b->d_hidden, nh, lce_dtype_size(c->dtype), why, size) &&
-         same_bits("grad_embedding", a->grad_embedding, b->grad_embedding, vph, sizeof(float), why, size) &&
-         same_bits("grad_weight", a->grad_weight, b->grad_weight, vph, sizeof(float), why, size);
-}
-
 typedef struct engine_state {
   const lce_engine_config *cfg;
   const lce_reference_tier *tier;
@@ -102,7 +78,7 @@ static int run_subject(const lce_engine_config *cfg, const lce_subject *s, const
     rc = lce_outputs_alloc(c, in, &again, &st);
     if (rc == LCE_OK) rc = lce_subject_run(s, c, in, &again, &st);
     if (rc == LCE_OK)
-      r->nondeterministic = !outputs_identical(c, out, &again, r->nondeterminism, sizeof r->nondeterminism);
+      r->nondeterministic = !lce_outputs_identical(c, out, &again, r->nondeterminism, sizeof r->nondeterminism);
     lce_outputs_free(&again);
   }
   if (rc == LCE_OK) return 1;

@@ -38,15 +38,6 @@ void fused_run_free(fused_run *r) {
   lce_test_set_case(NULL);
 }
 
-int fused_outputs_identical(const lce_case *c, const lce_outputs *a, const lce_outputs *b) {
-  size_t nh = (size_t)(c->n * c->h), vh = (size_t)(c->vp * c->h);
-  return memcmp(a->loss, b->loss, 4) == 0 && memcmp(a->loss_token, b->loss_token, (size_t)c->n * 4) == 0 &&
-         memcmp(a->lse, b->lse, (size_t)c->n * 4) == 0 &&
-         memcmp(a->d_hidden, b->d_hidden, nh * lce_dtype_size(c->dtype)) == 0 &&
-         memcmp(a->grad_embedding, b->grad_embedding, vh * 4) == 0 &&
-         (c->tied || memcmp(a->grad_weight, b->grad_weight, vh * 4) == 0);
-}
-
 const lce_subject *fused_test_subject(const char *name) {
   const lce_subject *s = lce_subject_find(name);
   EXPECT(s != NULL, "subject %s is not registered", name);

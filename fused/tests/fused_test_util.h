@@ -31,8 +31,6 @@ int fused_run_case(const lce_subject *s, const lce_case *c, fused_run *r);
 int fused_run_on(const lce_subject *s, const lce_case *c, const lce_tensors *in, lce_outputs *out);
 void fused_run_free(fused_run *r);
 
-/* 1 when every output buffer of a and b holds the same bytes (grad_weight only when untied). */
-int fused_outputs_identical(const lce_case *c, const lce_outputs *a, const lce_outputs *b);
 
 /* The subject registered under name; EXPECTs that it exists. */
 const lce_subject *fused_test_subject(const char *name);

@@ -53,7 +53,7 @@ static void test_bf16_dhidden_accum(void) {
       e_mut[k] = d_hidden_err(&ck, &om, &ref);
       printf("  %6lld  %10.3e  %10.3e\n", (long long)chunks[k], e_host[k], e_mut[k]);
       if (chunks[k] == 1)
-        EXPECT(fused_outputs_identical(&ck, &oh, &om), "one chunk, one shard: the mutant must equal fused-host");
+        EXPECT(lce_outputs_identical(&ck, &oh, &om, NULL, 0), "one chunk, one shard: the mutant must equal fused-host");
       else
         EXPECT(e_mut[k] > e_host[k], "%lld chunks: mutant error %.3e not above fused-host's %.3e",
                (long long)chunks[k], e_mut[k], e_host[k]);
@@ -87,7 +87,7 @@ static void test_bf16_dhidden_accum(void) {
   c.dtype = LCE_FP32, c.vocab_chunk = 16;
   fused_run rh = {0}, rm = {0};
   if (fused_run_case(host, &c, &rh) && fused_run_case(mut, &c, &rm))
-    EXPECT(fused_outputs_identical(&c, &rh.out, &rm.out), "fp32: the mutant must equal fused-host");
+    EXPECT(lce_outputs_identical(&c, &rh.out, &rm.out, NULL, 0), "fp32: the mutant must equal fused-host");
   fused_run_free(&rh), fused_run_free(&rm);
 }
 
@@ -106,7 +106,7 @@ static void test_tied_weight_when_untied(void) {
     if (fused_run_case(host, &c, &rh) && fused_run_case(mut, &c, &rm)) {
       const int64_t vh = c.vp * c.h;
       if (tied) {
-        EXPECT(fused_outputs_identical(&c, &rh.out, &rm.out), "tied: the mutant must equal fused-host");
+        EXPECT(lce_outputs_identical(&c, &rh.out, &rm.out, NULL, 0), "tied: the mutant must equal fused-host");
       } else {
         int64_t emb_changed = 0;
         for (int64_t e = 0; e < vh; e++) emb_changed += rm.out.grad_embedding[e] != rm.in.grad_embedding_prior[e];
@@ -228,7 +228,7 @@ static void test_mutant_table(void) {
     fused_run_free(&rh);
     if (row->control == NULL) continue;
     if (run_pair(host, m, row->control, &rh, &om))
-      EXPECT(fused_outputs_identical(&rh.c, &rh.out, &om), "%s differs from fused-host on the control case %s",
+      EXPECT(lce_outputs_identical(&rh.c, &rh.out, &om, NULL, 0), "%s differs from fused-host on the control case %s",
              row->mutant, row->control);
     lce_outputs_free(&om);
     fused_run_free(&rh);

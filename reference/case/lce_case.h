@@ -193,6 +193,9 @@ const float *lce_output_weight_prior(const lce_case *c, const lce_tensors *in);
 float *lce_output_weight_grad(const lce_case *c, const lce_outputs *out);
 
 lce_code lce_outputs_alloc(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
+/* 1 when every output buffer of a and b holds the same bytes (grad_weight only when untied);
+ * otherwise 0 and, when why is not NULL, which buffer and element differ first. */
+int lce_outputs_identical(const lce_case *c, const lce_outputs *a, const lce_outputs *b, char *why, size_t size);
 /* 1 when every guard element still holds the sentinel; otherwise 0 and names the buffer. */
 int lce_outputs_guards_intact(const lce_case *c, const lce_outputs *out, char *which, size_t size);
 void lce_outputs_free(lce_outputs *out);

@@ -100,3 +100,26 @@ void lce_outputs_free(lce_outputs *out) {
   }
   memset(out, 0, sizeof *out);
 }
+
+/* Buffer `name` of elems elements of elem_size bytes, bit for bit. */
+static int same_bits(const char *name, const void *a, const void *b, size_t elems, size_t elem_size, char *why,
+                     size_t size) {
+  if (a == NULL || b == NULL) return a == b;
+  const unsigned char *pa = a, *pb = b;
+  for (size_t i = 0; i < elems; i++)
+    if (memcmp(pa + i * elem_size, pb + i * elem_size, elem_size) != 0) {
+      if (why && size) snprintf(why, size, "%s element %zu differs", name, i);
+      return 0;
+    }
+  return 1;
+}
+
+int lce_outputs_identical(const lce_case *c, const lce_outputs *a, const lce_outputs *b, char *why, size_t size) {
+  const size_t n = (size_t)c->n, nh = (size_t)(c->n * c->h), vph = (size_t)(c->vp * c->h);
+  return same_bits("loss", a->loss, b->loss, 1, sizeof(float), why, size) &&
+         same_bits("loss_token", a->loss_token, b->loss_token, n, sizeof(float), why, size) &&
+         same_bits("lse", a->lse, b->lse, n, sizeof(float), why, size) &&
+         same_bits("d_hidden", a->d_hidden, b->d_hidden, nh, lce_dtype_size(c->dtype), why, size) &&
+         same_bits("grad_embedding", a->grad_embedding, b->grad_embedding, vph, sizeof(float), why, size) &&
+         (c->tied || same_bits("grad_weight", a->grad_weight, b->grad_weight, vph, sizeof(float), why, size));
+}
