@@ -36,47 +36,29 @@ typedef struct bench_args {
   int nshapes;
 } bench_args;
 
-static int parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  long long x = strtoll(s, &end, 10);
-  if (end == s || *end != '\0' || x < lo || x > hi) return 0;
-  *out = x;
-  return 1;
-}
-
 /* --shape's value: NxHxV[,NxHxV...], at most 8 shapes. */
 static int parse_shapes(const char *val, bench_args *a) {
-  for (const char *p = val;; p++) {
-    bench_shape s;
+  char buf[256], *items[8];
+  if (cli_split("--shape", val, buf, sizeof buf, items, 8, &a->nshapes) != CLI_PASS) return CLI_USAGE;
+  for (int i = 0; i < a->nshapes; i++) {
+    bench_shape *s = &a->shapes[i];
     int used = 0;
-    if (a->nshapes == 8 || sscanf(p, "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%n", &s.n, &s.h, &s.v, &used) != 3 ||
-        s.n < 1 || s.h < 1 || s.v < 1 || (p[used] != ',' && p[used] != '\0'))
+    if (sscanf(items[i], "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%n", &s->n, &s->h, &s->v, &used) != 3 ||
+        items[i][used] != '\0' || s->n < 1 || s->h < 1 || s->v < 1)
       return cli_fail(CLI_USAGE, "--shape wants NxHxV[,NxHxV...] (at most 8), got '%s'", val);
-    a->shapes[a->nshapes++] = s;
-    p += used;
-    if (*p == '\0') return CLI_PASS;
   }
+  return CLI_PASS;
 }
 
-/* cli_begin has checked the option names, their values' presence and that none repeats. */
-static int bench_parse(int argc, char **argv, bench_args *a) {
+static int bench_parse(bench_args *a) {
   memset(a, 0, sizeof *a);
-  a->reps = 20, a->warmup = 3, a->vocab_chunk = 8192;
-  for (int i = 2; i < argc; i++) {
-    const char *opt = argv[i];
-    int64_t x;
-    if (strcmp(opt, "--json") == 0) {
-      a->json = 1;
-      continue;
-    }
-    const char *val = argv[++i];
-    if (strcmp(opt, "--shape") == 0) {
-      if (parse_shapes(val, a) != CLI_PASS) return CLI_USAGE;
-    } else if (strcmp(opt, "--reps") == 0 && parse_int64(val, 10, 200, &x)) a->reps = (int)x;
-    else if (strcmp(opt, "--warmup") == 0 && parse_int64(val, 1, 100, &x)) a->warmup = (int)x;
-    else if (strcmp(opt, "--vocab-chunk") == 0 && parse_int64(val, 1, LCE_MAX_DIM, &x)) a->vocab_chunk = x;
-    else return cli_fail(CLI_USAGE, "bad value: %s %s (reps 10..200, warmup 1..100, vocab-chunk >= 1)", opt, val);
-  }
+  a->json = cli_opt("--json") != NULL;
+  uint64_t reps = 20, warmup = 3, chunk = 8192;
+  /* Each returns CLI_PASS (0) or, having said why, CLI_USAGE. */
+  if (cli_opt_uint("--reps", 10, 200, &reps) || cli_opt_uint("--warmup", 1, 100, &warmup) ||
+      cli_opt_uint("--vocab-chunk", 1, LCE_MAX_DIM, &chunk) || (cli_opt("--shape") && parse_shapes(cli_opt("--shape"), a)))
+    return CLI_USAGE;
+  a->reps = (int)reps, a->warmup = (int)warmup, a->vocab_chunk = (int64_t)chunk;
   if (a->nshapes == 0) {
     a->shapes[0] = (bench_shape){8192, 4096, 128256};
     a->shapes[1] = (bench_shape){4096, 4096, 262144};
@@ -119,9 +101,9 @@ static void print_json(const bench_args *a, const lce_cuda_bench_result *res, in
 }
 #endif
 
-int cli_bench(int argc, char **argv) {
+int cli_bench(void) {
   bench_args a;
-  int rc = bench_parse(argc, argv, &a);
+  int rc = bench_parse(&a);
   if (rc != CLI_PASS) return rc;
 #ifndef LCE_WITH_CUDA
   return cli_fail(CLI_SKIP, "this build has no fused-cuda (configured without a CUDA compiler): skipped");

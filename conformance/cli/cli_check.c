@@ -16,8 +16,7 @@
 
 
 typedef struct tally {
-  size_t pass, fail, skip, error;
-  size_t skip_nodev; /* skips because no device exists (status LCE_ENODEV) */
+  cli_counts n;
   int64_t inconclusive;
   /* Worst value per (output, dtype): budget % (check) and metric (|bias| for bias). */
   double worst_pct[LCE_OUT_COUNT][LCE_PREC_COUNT];
@@ -27,13 +26,8 @@ typedef struct tally {
 } tally;
 
 static void tally_add(tally *t, const lce_case_result *r) {
-  if (r->error) { t->error++; return; }
-  if (r->skipped) {
-    t->skip++;
-    t->skip_nodev += r->status.code == LCE_ENODEV;
-    return;
-  }
-  r->verdict.pass ? t->pass++ : t->fail++;
+  cli_counts_add(&t->n, r);
+  if (r->error || r->skipped) return;
   t->inconclusive += r->verdict.inconclusive;
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     const lce_output_verdict *ov = &r->verdict.out[o];
@@ -126,14 +120,16 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
     results = NULL;
   }
   const tally t = cs.t;
-  int ran = (int)(t.pass + t.fail);
+  const cli_counts c = t.n;
+  int ran = (int)(c.pass + c.fail);
   /* No case ran: a failure (nothing was shown), except in a shard that holds no case of its matrix
    * (more shards than cases), which the other shards cover. */
   const int empty_shard = a->shard_count && n == 0;
-  int code = (results == NULL || t.fail || t.error || (ran == 0 && !empty_shard)) ? CLI_FAIL : CLI_PASS;
-  const int no_device = results != NULL && n > 0 && t.skip_nodev == n;
+  int code = (results == NULL || c.fail || c.error || (ran == 0 && !empty_shard)) ? CLI_FAIL : CLI_PASS;
+  const int no_device = results != NULL && n > 0 && c.skip_nodev == n;
   if (a->json) {
-    printf("{\"verb\":\"%s\",\"subject\":", verb);
+    cli_json_begin(); /* {"verb":"check"|"measure"|"judge" */
+    printf(",\"subject\":");
     cli_json_string(stdout, s->name);
     printf(",\"golden_class\":");
     cli_json_string(stdout, s->golden_class);
@@ -153,7 +149,7 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
       cli_json_case(stdout, &results[i], !measure_only);
     }
     printf("],\"summary\":{\"cases\":%zu,\"pass\":%zu,\"fail\":%zu,\"skip\":%zu,\"error\":%zu,\"inconclusive\":%lld,"
-           "\"ok\":%s}}\n", n, t.pass, t.fail, t.skip, t.error, (long long)t.inconclusive, code == CLI_PASS ? "true" : "false");
+           "\"ok\":%s}}\n", n, c.pass, c.fail, c.skip, c.error, (long long)t.inconclusive, code == CLI_PASS ? "true" : "false");
   } else {
     if (measure_only) print_metric_table(&t);
     else print_budget_table(&t);
@@ -167,25 +163,21 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
       else printf("  %s: %s\n    repro: %s\n", r->id, r->verdict.summary, r->verdict.repro);
     }
     if (shown > 20) printf("  ... and %zu more\n", shown - 20);
-    printf("\ncases%s: %zu  pass %zu  fail %zu  skip %zu  error %zu  inconclusive oracle elements: %lld\n", shard, n, t.pass,
-           t.fail, t.skip, t.error, (long long)t.inconclusive);
+    printf("\ncases%s: %zu  pass %zu  fail %zu  skip %zu  error %zu  inconclusive oracle elements: %lld\n", shard, n, c.pass,
+           c.fail, c.skip, c.error, (long long)t.inconclusive);
     printf("%s\n", code == CLI_PASS ? "PASS"
                                     : no_device ? "SKIPPED: no device (every case needs a GPU)"
-                                                : (ran == 0 && !t.fail && !t.error ? "FAIL: no case ran" : "FAIL"));
+                                                : (ran == 0 && !c.fail && !c.error ? "FAIL: no case ran" : "FAIL"));
   }
   free(results);
   return no_device ? CLI_SKIP : code;
 }
 
-int cli_check(int argc, char **argv, int measure_only) {
+int cli_check(int measure_only) {
   const char *verb = measure_only ? "measure" : "check";
   cli_args a;
-  int rc = cli_parse_args(argc, argv, 2, 0, &a);
+  int rc = cli_parse_args(&a);
   if (rc != CLI_PASS) return rc;
-  if (measure_only && a.golden) {
-    fprintf(stderr, "lcecheck measure: --golden makes no sense here (measure uses no bounds)\n");
-    return CLI_USAGE;
-  }
   const lce_subject *s = cli_subject(&a);
   if (s == NULL) return CLI_USAGE;
   lce_golden g;

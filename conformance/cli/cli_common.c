@@ -1,5 +1,5 @@
-/* cli_common.c — the argument check and the one exit path of every verb, argument parsing, lookups
- * and result rendering shared by the verbs. */
+/* cli_common.c — the argument check and the one exit path of every verb, the options' values (the
+ * only place that reads argv), lookups and result rendering shared by the verbs. */
 #include "cli_common.h"
 #include "lce_matrix.h"
 
@@ -7,15 +7,24 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the verb being run: its name, --json, and whether its JSON object is out ---------------- */
+/* ---- the verb being run: its name, --json, whether its JSON object is out, its arguments ------ */
+
+/* An option cli_begin accepted and its value (a flag's value is its name). */
+typedef struct given_option {
+  const char *name, *value;
+} given_option;
 
 static struct {
   const char *verb; /* NULL before cli_begin: messages say just "lcecheck" */
   int json;
   int json_out;     /* the verb's object (or cli_fail's) has been printed */
+  given_option given[64];
+  int ngiven;
+  const char *positional;
 } run;
 
 static const char *status_name(int code) {
@@ -27,12 +36,10 @@ static int vfail(int code, const char *fmt, va_list ap) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   fprintf(stderr, "lcecheck%s%s: %s\n", run.verb ? " " : "", run.verb ? run.verb : "", msg);
   if (run.json && !run.json_out) {
-    printf("{\"verb\":");
-    cli_json_string(stdout, run.verb ? run.verb : "");
+    cli_json_begin();
     printf(",\"status\":\"%s\",\"exit\":%d,\"message\":", status_name(code), code);
     cli_json_string(stdout, msg);
     printf("}\n");
-    run.json_out = 1;
   }
   return code;
 }
@@ -93,91 +100,139 @@ void cli_start(const char *verb, int argc, char **argv) {
 
 int cli_begin(const cli_verb *verbs, const cli_verb *v, int argc, char **argv) {
   cli_start(v->name, argc, argv);
-  const char *seen[64];
-  int nseen = 0, positionals = 0;
   for (int i = 2; i < argc; i++) {
     const char *arg = argv[i];
     if (arg[0] != '-' || arg[1] == '\0') {
       if (v->positional == NULL) return cli_fail(CLI_USAGE, "unexpected argument '%s' (%s takes options only)", arg, v->name);
-      if (positionals++) return cli_fail(CLI_USAGE, "unexpected argument '%s': one %s only", arg, v->positional);
+      if (run.positional) return cli_fail(CLI_USAGE, "unexpected argument '%s': one %s only", arg, v->positional);
+      run.positional = arg;
       continue;
     }
     const cli_option *o = find_option(v, arg);
     if (o == NULL) return refuse_option(verbs, v, arg);
-    for (int k = 0; k < nseen; k++)
-      if (strcmp(seen[k], o->name) == 0) return cli_fail(CLI_USAGE, "%s given twice (each option at most once)", arg);
-    if (nseen < (int)(sizeof seen / sizeof seen[0])) seen[nseen++] = o->name;
-    if (o->value == NULL) continue;
-    if (i + 1 >= argc) return cli_fail(CLI_USAGE, "%s needs a value (%s %s)", arg, arg, o->value);
-    i++;
+    if (cli_opt(o->name)) return cli_fail(CLI_USAGE, "%s given twice (each option at most once)", arg);
+    if (o->value && i + 1 >= argc) return cli_fail(CLI_USAGE, "%s needs a value (%s %s)", arg, arg, o->value);
+    if (run.ngiven == (int)(sizeof run.given / sizeof run.given[0])) /* more than any verb has */
+      return cli_fail(CLI_USAGE, "too many options");
+    run.given[run.ngiven++] = (given_option){o->name, o->value ? argv[++i] : o->name};
   }
   return CLI_PASS;
 }
 
-/* A decimal number of digits only (no sign, no blank: strtoul would take both) at *p; advances *p. */
-static int parse_decimal(const char **p, unsigned long *out) {
-  if (!isdigit((unsigned char)**p)) return 0;
+const char *cli_opt(const char *name) {
+  for (int k = 0; k < run.ngiven; k++)
+    if (strcmp(run.given[k].name, name) == 0) return run.given[k].value;
+  return NULL;
+}
+
+const char *cli_positional(void) { return run.positional; }
+
+int cli_each_opt(int (*fn)(void *ctx, const char *name, const char *value), void *ctx) {
+  int rc = CLI_PASS;
+  for (int k = 0; k < run.ngiven && rc == CLI_PASS; k++) rc = fn(ctx, run.given[k].name, run.given[k].value);
+  return rc;
+}
+
+/* ---- values ---------------------------------------------------------------------------------- */
+
+/* A number of digits only (no sign, no blank: strtoull would take both) at *p, decimal or, where hex
+ * allows it, hexadecimal after 0x; advances *p. */
+static int parse_unsigned(const char **p, int hex, uint64_t *out) {
+  int base = 10;
+  if (hex && (*p)[0] == '0' && ((*p)[1] == 'x' || (*p)[1] == 'X')) *p += 2, base = 16;
+  if (!isxdigit((unsigned char)**p) || (base == 10 && !isdigit((unsigned char)**p))) return 0;
   char *end;
   errno = 0;
-  *out = strtoul(*p, &end, 10);
+  *out = strtoull(*p, &end, base);
   *p = end;
   return errno == 0;
+}
+
+int cli_uint(const char *option, const char *text, uint64_t lo, uint64_t hi, uint64_t *out) {
+  const char *p = text;
+  uint64_t x;
+  if (!parse_unsigned(&p, 1, &x) || *p != '\0' || x < lo || x > hi)
+    return cli_fail(CLI_USAGE, "%s: '%s' is not an integer in [%llu, %llu]", option, text, (unsigned long long)lo,
+                    (unsigned long long)hi);
+  *out = x;
+  return CLI_PASS;
+}
+
+int cli_opt_uint(const char *option, uint64_t lo, uint64_t hi, uint64_t *out) {
+  const char *text = cli_opt(option);
+  return text ? cli_uint(option, text, lo, hi, out) : CLI_PASS;
+}
+
+int cli_split(const char *option, const char *list, char *buf, size_t size, char **items, int max, int *count) {
+  if (strlen(list) >= size) return cli_fail(CLI_USAGE, "%s: '%.80s...' is too long", option, list);
+  snprintf(buf, size, "%s", list);
+  *count = 0;
+  for (char *p = buf, *next; p; p = next) {
+    next = strchr(p, ',');
+    if (next) *next++ = '\0';
+    if (*p == '\0') return cli_fail(CLI_USAGE, "%s: empty item in '%s'", option, list);
+    if (*count == max) return cli_fail(CLI_USAGE, "%s: more than %d items in '%s'", option, max, list);
+    items[(*count)++] = p;
+  }
+  return CLI_PASS;
+}
+
+int cli_name_mask(const char *option, const char *list, const char *what, int (*index)(const char *name),
+                  unsigned *mask) {
+  char buf[256], *items[32];
+  int n;
+  if (cli_split(option, list, buf, sizeof buf, items, 32, &n) != CLI_PASS) return CLI_USAGE;
+  *mask = 0;
+  for (int k = 0; k < n; k++) {
+    const int bit = index(items[k]);
+    if (bit < 0) return cli_fail(CLI_USAGE, "%s: unknown %s '%s'", option, what, items[k]);
+    *mask |= 1u << bit;
+  }
+  return CLI_PASS;
 }
 
 /* "--shard I/N" with integers 0 <= I < N. */
 static int parse_shard(const char *text, cli_args *a) {
   const char *p = text;
-  if (!parse_decimal(&p, &a->shard_index) || *p++ != '/' || !parse_decimal(&p, &a->shard_count) || *p != '\0')
+  uint64_t index, count;
+  if (!parse_unsigned(&p, 0, &index) || *p++ != '/' || !parse_unsigned(&p, 0, &count) || *p != '\0')
     return cli_fail(CLI_USAGE, "--shard wants I/N, two unsigned integers (e.g. 0/4), not '%s'", text);
-  if (a->shard_count == 0) return cli_fail(CLI_USAGE, "--shard %s: the shard count N must be at least 1", text);
-  if (a->shard_index >= a->shard_count)
-    return cli_fail(CLI_USAGE, "--shard %s: the shard index I must be below N (0 <= I < N)", text);
+  if (count == 0) return cli_fail(CLI_USAGE, "--shard %s: the shard count N must be at least 1", text);
+  if (index >= count) return cli_fail(CLI_USAGE, "--shard %s: the shard index I must be below N (0 <= I < N)", text);
+  a->shard_index = (unsigned long)index, a->shard_count = (unsigned long)count;
   return CLI_PASS;
 }
 
-/* "--outputs loss,d_hidden,d_weight": the outputs judged (the others are left unjudged, visibly). */
-static int parse_outputs(const char *text, cli_args *a) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", text);
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    lce_output_id o;
-    if (!lce_output_parse(tok, &o)) return cli_fail(CLI_USAGE, "--outputs: unknown output '%s'", tok);
-    a->outputs |= 1u << o;
-  }
-  if (a->outputs == 0) return cli_fail(CLI_USAGE, "--outputs needs at least one output name");
-  return CLI_PASS;
+static int output_index(const char *name) {
+  lce_output_id o;
+  return lce_output_parse(name, &o) ? (int)o : -1;
 }
 
-int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_args *a) {
+int cli_outputs(const char *option, const char *list, unsigned *mask) {
+  return cli_name_mask(option, list, "output", output_index, mask);
+}
+
+int cli_parse_args(cli_args *a) {
   memset(a, 0, sizeof *a);
-  const char *shard = NULL, *outputs = NULL;
-  for (int i = first; i < argc; i++) {
-    const char *arg = argv[i];
-    const char **slot = NULL;
-    if (strcmp(arg, "--json") == 0) { a->json = 1; continue; }
-    if (strcmp(arg, "--quiet") == 0) { a->quiet = 1; continue; }
-    if (strcmp(arg, "--on-device") == 0) { a->on_device = 1; continue; }
-    if (strcmp(arg, "--subject") == 0) slot = &a->subject;
-    else if (strcmp(arg, "--matrix") == 0) slot = &a->matrix;
-    else if (strcmp(arg, "--case") == 0) slot = &a->case_id;
-    else if (strcmp(arg, "--golden") == 0) slot = &a->golden;
-    else if (strcmp(arg, "--oracle") == 0) slot = &a->oracle;
-    else if (strcmp(arg, "--shard") == 0) slot = &shard;
-    else if (strcmp(arg, "--dir") == 0) slot = &a->dir;
-    else if (strcmp(arg, "--outputs") == 0) slot = &outputs;
-    else if (strcmp(arg, "--subject-name") == 0) slot = &a->subject_name;
-    else if (strcmp(arg, "--golden-class") == 0) slot = &a->golden_class;
-    else if (positional_case && arg[0] != '-') { a->case_id = arg; continue; }
-    else return cli_fail(CLI_USAGE, "unexpected argument '%s'", arg); /* cli_begin lets none through */
-    *slot = argv[++i]; /* cli_begin has checked that the value exists */
-  }
+  a->json = cli_opt("--json") != NULL;
+  a->quiet = cli_opt("--quiet") != NULL;
+  a->on_device = cli_opt("--on-device") != NULL;
+  a->subject = cli_opt("--subject");
+  a->matrix = cli_opt("--matrix");
+  a->case_id = cli_opt("--case") ? cli_opt("--case") : cli_positional();
+  a->golden = cli_opt("--golden");
+  a->oracle = cli_opt("--oracle");
+  a->dir = cli_opt("--dir");
+  a->subject_name = cli_opt("--subject-name");
+  a->golden_class = cli_opt("--golden-class");
+  const char *shard = cli_opt("--shard"), *outputs = cli_opt("--outputs");
   if (a->oracle && lce_reference_tier_find(a->oracle) == NULL)
     return cli_fail(CLI_USAGE, "unknown oracle '%s' (mpfr or fp64-gpu)", a->oracle);
   if (a->matrix && a->case_id) return cli_fail(CLI_USAGE, "give --matrix or --case, not both");
   if (a->on_device && (a->oracle == NULL || lce_reference_tier_find(a->oracle)->compare == NULL))
     return cli_fail(CLI_USAGE, "--on-device needs a reference that can compare on the device (--oracle fp64-gpu)");
   if (shard && parse_shard(shard, a) != CLI_PASS) return CLI_USAGE;
-  if (outputs && parse_outputs(outputs, a) != CLI_PASS) return CLI_USAGE;
+  if (outputs && cli_outputs("--outputs", outputs, &a->outputs) != CLI_PASS) return CLI_USAGE;
   if (shard && a->case_id) return cli_fail(CLI_USAGE, "--shard splits a matrix, not a single case");
   return CLI_PASS;
 }
@@ -221,6 +276,18 @@ int cli_cases(const cli_args *a, lce_case **cases, size_t *count) {
     if (i % a->shard_count == a->shard_index) (*cases)[kept++] = (*cases)[i];
   *count = kept;
   return CLI_PASS;
+}
+
+void cli_counts_add(cli_counts *c, const lce_case_result *r) {
+  if (r->error) c->error++;
+  else if (r->skipped) c->skip++, c->skip_nodev += r->status.code == LCE_ENODEV;
+  else if (r->verdict.pass) c->pass++;
+  else c->fail++;
+}
+
+void cli_cell(char *buf, size_t size, double x, const char *fmt) {
+  if (isfinite(x)) snprintf(buf, size, fmt, x);
+  else snprintf(buf, size, "-");
 }
 
 void cli_json_string(FILE *f, const char *s) {

@@ -3,6 +3,7 @@
 #ifndef LCE_CLI_COMMON_H
 #define LCE_CLI_COMMON_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "lce_engine.h"
@@ -26,7 +27,7 @@ typedef struct cli_option {
  * the argument check lets through (each at most once). The table is lcecheck_main.c's. */
 typedef struct cli_verb {
   const char *name;
-  int (*run)(int argc, char **argv);
+  int (*run)(void);             /* reads its options with cli_opt / cli_parse_args */
   const char *summary;          /* one line for `lcecheck --help` */
   const char *positional;       /* the name of a positional argument (repro's "ID"), or NULL: none */
   const char *details;          /* a paragraph for `lcecheck <verb> --help`: defaults, exclusions */
@@ -37,9 +38,34 @@ typedef struct cli_verb {
  * first; main alone calls it, for a verb that does not exist). */
 void cli_start(const char *verb, int argc, char **argv);
 /* Starts verb v of the table verbs (terminated by a NULL name) on argv[2..]: records the verb and
- * --json for cli_fail, then checks the arguments: every option is one of v's, given once, with its
- * value; a positional argument only where v has one, once. CLI_PASS, or CLI_USAGE after cli_fail. */
+ * --json for cli_fail, then checks the arguments and keeps them for cli_opt: every option is one of
+ * v's, given once, with its value; a positional argument only where v has one, once. CLI_PASS, or
+ * CLI_USAGE after cli_fail. After it, no verb reads argv. */
 int cli_begin(const cli_verb *verbs, const cli_verb *v, int argc, char **argv);
+
+/* ---- the values of the options cli_begin accepted ---------------------------------------------- */
+
+/* The value of option name (a flag's value is its name), or NULL when it was not given. */
+const char *cli_opt(const char *name);
+/* The positional argument (repro's ID), or NULL. */
+const char *cli_positional(void);
+/* Calls fn for every option given, in the order given (value as cli_opt returns it), until one
+ * call returns other than CLI_PASS; returns that, or CLI_PASS. */
+int cli_each_opt(int (*fn)(void *ctx, const char *name, const char *value), void *ctx);
+/* text, the value of option, as an integer in [lo, hi] (digits only, decimal or 0x hexadecimal) into
+ * *out; else CLI_USAGE after cli_fail("--tiles: '0' is not an integer in [1, 1048576]"). */
+int cli_uint(const char *option, const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
+/* The same for option's value; *out is left as it is when the option was not given. */
+int cli_opt_uint(const char *option, uint64_t lo, uint64_t hi, uint64_t *out);
+/* option's comma list, copied into buf (size bytes), as at most max non-empty items (pointing into
+ * buf); *count receives how many. CLI_USAGE after cli_fail on an empty item, too many or too long. */
+int cli_split(const char *option, const char *list, char *buf, size_t size, char **items, int max, int *count);
+/* option's comma list of names as a bit mask: index(name) gives a name's bit, negative for one that
+ * does not exist ("--outputs: unknown output 'lossy'", what naming the kind). */
+int cli_name_mask(const char *option, const char *list, const char *what, int (*index)(const char *name),
+                  unsigned *mask);
+/* A list of lce_output names (--outputs, compare's --predict-outputs) as a bit per lce_output_id. */
+int cli_outputs(const char *option, const char *list, unsigned *mask);
 
 /* Every error, skip and usage exit of a verb goes through here: prints "lcecheck <verb>: <message>"
  * on stderr and, under --json, unless the verb's object is already out, one object on stdout:
@@ -54,7 +80,7 @@ int cli_json_mode(void);
  * `,"key":value` and close with `}\n`; afterwards cli_fail prints its message on stderr only. */
 void cli_json_begin(void);
 /* Called by main with the verb's exit status: a usage error (CLI_USAGE) under --json that printed no
- * object (a verb's own parser) gets cli_fail's object, with the message pointing at stderr. Returns rc. */
+ * object gets cli_fail's object, with the message pointing at stderr. Returns rc. */
 int cli_finish(int rc);
 
 typedef struct cli_args {
@@ -75,10 +101,9 @@ typedef struct cli_args {
   unsigned long shard_index, shard_count;
 } cli_args;
 
-/* Parses argv[first..] into a (cli_begin has checked them against the verb's options); CLI_USAGE,
- * after cli_fail, on a bad value or a bad combination. positional_case: a bare argument is the case
- * id (repro). */
-int cli_parse_args(int argc, char **argv, int first, int positional_case, cli_args *a);
+/* The options of the table above that the verb was given, into a (a positional argument is the case
+ * id: repro's); CLI_USAGE, after cli_fail, on a bad value or a bad combination. */
+int cli_parse_args(cli_args *a);
 
 /* Finds subject a->subject (default "fused-host"); when unknown, cli_fail(CLI_USAGE) with the known
  * names and NULL. */
@@ -91,6 +116,16 @@ int cli_load_golden(const cli_args *a, const lce_subject *s, lce_golden *g, char
 /* Cases selected by --case or --matrix (default "default"), only shard --shard's among them; free()
  * *cases. cli_fail(CLI_USAGE) on a bad id or matrix. */
 int cli_cases(const cli_args *a, lce_case **cases, size_t *count);
+
+/* How a verb counts its case results: an error, a skip (skip_nodev too: for want of a device), or
+ * a pass or fail by the verdict. */
+typedef struct cli_counts {
+  size_t pass, fail, skip, error, skip_nodev;
+} cli_counts;
+void cli_counts_add(cli_counts *c, const lce_case_result *r);
+
+/* A table cell: x in fmt, or "-" where x is NaN or infinite (not computed, not applicable). */
+void cli_cell(char *buf, size_t size, double x, const char *fmt);
 
 void cli_json_string(FILE *f, const char *s);
 /* A number as JSON: %.9g, or null for NaN and Inf (JSON has neither). */
@@ -108,14 +143,14 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
                      const char *golden_path, const char *scope_key, const char *scope, const lce_case *cases,
                      size_t n);
 
-int cli_list(int argc, char **argv);
-int cli_check(int argc, char **argv, int measure_only);
-int cli_repro(int argc, char **argv);
-int cli_bench(int argc, char **argv);      /* cli_bench.c: CLI_SKIP where no GPU exists */
-int cli_probe(int argc, char **argv);      /* cli_probe.c: tensor-core MMA probe (CLI_SKIP without GPU, except --replay) */
-int cli_compare(int argc, char **argv);    /* cli_compare.c: several subjects on the same case, one oracle */
-int cli_production(int argc, char **argv); /* cli_production.c: production shapes vs the fp64 GPU tier (CLI_SKIP without GPU) */
-int cli_export(int argc, char **argv);     /* cli_export.c: cases written for a runner in any language */
-int cli_judge(int argc, char **argv);      /* cli_judge.c: a runner's answers judged as check judges */
+int cli_list(void);
+int cli_check(int measure_only);
+int cli_repro(void);
+int cli_bench(void);      /* cli_bench.c: CLI_SKIP where no GPU exists */
+int cli_probe(void);      /* cli_probe.c: tensor-core MMA probe (CLI_SKIP without GPU, except --replay) */
+int cli_compare(void);    /* cli_compare.c: several subjects on the same case, one oracle */
+int cli_production(void); /* cli_production.c: production shapes vs the fp64 GPU tier (CLI_SKIP without GPU) */
+int cli_export(void);     /* cli_export.c: cases written for a runner in any language */
+int cli_judge(void);      /* cli_judge.c: a runner's answers judged as check judges */
 
 #endif

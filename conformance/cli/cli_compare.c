@@ -30,7 +30,7 @@
  * (bf16, fp16, tf32), which dominate the gradients' error, but neither CUDA's expf/logf (the forward
  * outputs) nor cuBLAS's fp32 SGEMM summation order; the triangle check still covers every output.
  *
- * This file parses the arguments, runs the subjects and the oracle and makes the pairwise checks;
+ * This file reads the arguments, runs the subjects and the oracle and makes the pairwise checks;
  * cli_compare_report.c prints them (cli_compare.h: the types both use).
  *
  * Exit status: 0 when every subject that ran passed its golden and every check held and at least
@@ -46,105 +46,38 @@
 
 /* ---- arguments ------------------------------------------------------------------------------- */
 
-static int parse_subjects(const char *list, compare_args *a) {
-  const char *p = list;
-  while (*p) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    char name[128];
-    if (len == 0 || len >= sizeof name || a->count == COMPARE_MAX_SUBJECTS) {
-      fprintf(stderr, "lcecheck compare: bad --subjects '%s' (comma-separated names, at most %d)\n", list,
-              COMPARE_MAX_SUBJECTS);
-      return CLI_USAGE;
-    }
-    memcpy(name, p, len);
-    name[len] = '\0';
-    cli_args one;
-    memset(&one, 0, sizeof one);
-    one.subject = name;
-    if ((a->subj[a->count++] = cli_subject(&one)) == NULL) return CLI_USAGE;
-    p = end ? end + 1 : p + len;
-  }
-  return CLI_PASS;
+static int precision_index(const char *name) {
+  lce_precision t;
+  return lce_precision_parse(name, &t) ? (int)t : -1;
 }
 
-/* "--predict-outputs d_hidden,d_weight" or "--predict-precisions bf16,fp16,tf32" into a bit mask. */
-static int parse_scope(const char *opt, const char *list, unsigned *mask) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", list);
-  *mask = 0;
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    lce_output_id o;
-    lce_precision t;
-    int ok = strcmp(opt, "--predict-outputs") == 0 ? lce_output_parse(tok, &o) : lce_precision_parse(tok, &t);
-    if (!ok) {
-      fprintf(stderr, "lcecheck compare: %s: unknown name '%s'\n", opt, tok);
-      return 0;
-    }
-    *mask |= 1u << (strcmp(opt, "--predict-outputs") == 0 ? (unsigned)o : (unsigned)t);
-  }
-  if (*mask == 0) fprintf(stderr, "lcecheck compare: %s needs at least one name\n", opt);
-  return *mask != 0;
-}
-
-static int parse_compare_args(int argc, char **argv, compare_args *a) {
+static int parse_compare_args(compare_args *a) {
   memset(a, 0, sizeof *a);
-  a->tier = lce_reference_tier_default();
   a->predict_outputs = ~0u, a->predict_precisions = ~0u;
-  const char *subjects = NULL;
-  for (int i = 2; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "--json") == 0) { a->json = 1; continue; }
-    if (strcmp(arg, "--quiet") == 0) { a->quiet = 1; continue; }
-    if (strcmp(arg, "--shard") == 0) { /* check's and measure's option: say so, not "unknown" */
-      fprintf(stderr, "lcecheck compare: --shard is for check and measure only\n");
-      return CLI_USAGE;
-    }
-    int known = strcmp(arg, "--subjects") == 0 || strcmp(arg, "--case") == 0 || strcmp(arg, "--matrix") == 0 ||
-                strcmp(arg, "--oracle") == 0 || strcmp(arg, "--predict-factor") == 0 ||
-                strcmp(arg, "--predict-outputs") == 0 || strcmp(arg, "--predict-precisions") == 0;
-    if (!known) {
-      fprintf(stderr, "lcecheck compare: unknown argument '%s' (see lcecheck --help)\n", arg);
-      return CLI_USAGE;
-    }
-    if (i + 1 >= argc) {
-      fprintf(stderr, "lcecheck compare: %s needs a value\n", arg);
-      return CLI_USAGE;
-    }
-    const char *val = argv[++i];
-    if (strcmp(arg, "--subjects") == 0) subjects = val;
-    else if (strcmp(arg, "--case") == 0) a->sel.case_id = val;
-    else if (strcmp(arg, "--matrix") == 0) a->sel.matrix = val;
-    else if (strcmp(arg, "--oracle") == 0) {
-      if ((a->tier = lce_reference_tier_find(val)) == NULL) {
-        fprintf(stderr, "lcecheck compare: unknown oracle '%s' (mpfr or fp64-gpu)\n", val);
-        return CLI_USAGE;
-      }
-    } else if (strcmp(arg, "--predict-outputs") == 0 || strcmp(arg, "--predict-precisions") == 0) {
-      if (!parse_scope(arg, val, arg[10] == 'o' ? &a->predict_outputs : &a->predict_precisions)) return CLI_USAGE;
-    } else {
-      char *end;
-      a->predict_factor = strtod(val, &end);
-      if (*end != '\0' || !(a->predict_factor >= 1.0) || !isfinite(a->predict_factor)) {
-        fprintf(stderr, "lcecheck compare: --predict-factor needs a finite number >= 1, not '%s'\n", val);
-        return CLI_USAGE;
-      }
-    }
+  if (cli_parse_args(&a->sel) != CLI_PASS) return CLI_USAGE;
+  a->tier = cli_tier(&a->sel);
+  const char *subjects = cli_opt("--subjects"), *factor = cli_opt("--predict-factor");
+  const char *outputs = cli_opt("--predict-outputs"), *precisions = cli_opt("--predict-precisions");
+  if (subjects == NULL) return cli_fail(CLI_USAGE, "--subjects A,B[,C...] is required");
+  if (factor) {
+    char *end;
+    a->predict_factor = strtod(factor, &end);
+    if (*end != '\0' || !(a->predict_factor >= 1.0) || !isfinite(a->predict_factor))
+      return cli_fail(CLI_USAGE, "--predict-factor needs a finite number >= 1, not '%s'", factor);
   }
-  if (subjects == NULL) {
-    fprintf(stderr, "lcecheck compare: --subjects A,B[,C...] is required\n");
+  if (outputs && cli_outputs("--predict-outputs", outputs, &a->predict_outputs) != CLI_PASS) return CLI_USAGE;
+  if (precisions &&
+      cli_name_mask("--predict-precisions", precisions, "dtype", precision_index, &a->predict_precisions) != CLI_PASS)
     return CLI_USAGE;
-  }
-  if (a->sel.matrix && a->sel.case_id) {
-    fprintf(stderr, "lcecheck compare: give --matrix or --case, not both\n");
+  char buf[4096], *names[COMPARE_MAX_SUBJECTS];
+  if (cli_split("--subjects", subjects, buf, sizeof buf, names, COMPARE_MAX_SUBJECTS, &a->count) != CLI_PASS)
     return CLI_USAGE;
+  for (int k = 0; k < a->count; k++) {
+    const cli_args one = {.subject = names[k]};
+    if ((a->subj[k] = cli_subject(&one)) == NULL) return CLI_USAGE;
   }
-  int rc = parse_subjects(subjects, a);
-  if (rc == CLI_PASS && a->count < 2) {
-    fprintf(stderr, "lcecheck compare: --subjects needs at least two subjects\n");
-    return CLI_USAGE;
-  }
-  return rc;
+  if (a->count < 2) return cli_fail(CLI_USAGE, "--subjects needs at least two subjects");
+  return CLI_PASS;
 }
 
 /* ---- one pair on one output ------------------------------------------------------------------ */
@@ -256,8 +189,8 @@ static void compare_case_done(void *ctx, const lce_engine_case *ec) {
       }
     }
   compare_tally_case(a, run, cs->t);
-  if (a->json) compare_print_case_json(a, run, ec->index == 0);
-  else if (!a->quiet || compare_case_failed(a, run)) compare_print_case_text(a, run, ec->index, ec->ncases);
+  if (a->sel.json) compare_print_case_json(a, run, ec->index == 0);
+  else if (!a->sel.quiet || compare_case_failed(a, run)) compare_print_case_text(a, run, ec->index, ec->ncases);
 }
 
 /* ---- the verb -------------------------------------------------------------------------------- */
@@ -268,9 +201,9 @@ static int exit_code(const compare_tally *t) {
   return CLI_PASS;
 }
 
-int cli_compare(int argc, char **argv) {
+int cli_compare(void) {
   compare_args a;
-  int rc = parse_compare_args(argc, argv, &a);
+  int rc = parse_compare_args(&a);
   if (rc != CLI_PASS) return rc;
   lce_golden goldens[COMPARE_MAX_SUBJECTS];
   memset(goldens, 0, sizeof goldens);
@@ -282,13 +215,13 @@ int cli_compare(int argc, char **argv) {
   compare_tally *t = calloc(1, sizeof *t);
   case_run *run = malloc(sizeof *run);
   if (rc == CLI_PASS && (t == NULL || run == NULL)) {
-    fprintf(stderr, "lcecheck compare: out of memory\n");
-    rc = CLI_FAIL;
+    rc = cli_fail(CLI_FAIL, "out of memory");
   }
   if (rc == CLI_PASS) {
     const char *scope = a.sel.case_id ? a.sel.case_id : (a.sel.matrix ? a.sel.matrix : "default");
-    if (a.json) {
-      printf("{\"verb\":\"compare\",\"subjects\":[");
+    if (a.sel.json) {
+      cli_json_begin();
+      printf(",\"subjects\":[");
       for (int k = 0; k < a.count; k++) {
         if (k) putchar(',');
         cli_json_string(stdout, a.subj[k]->name);
@@ -312,11 +245,11 @@ int cli_compare(int argc, char **argv) {
     lce_status est;
     lce_status_clear(&est);
     if (lce_engine_run(&cfg, compare_case_done, &cs, &est) != LCE_OK) {
-      fprintf(stderr, "lcecheck compare: %s\n", est.msg);
+      cli_fail(CLI_FAIL, "%s", est.msg);
       t->failed = 1;
     }
     rc = exit_code(t);
-    if (a.json) {
+    if (a.sel.json) {
       printf("],\"summary\":{\"cases\":%zu,\"pairs_measured\":%zu,\"device_skips\":%zu,\"ok\":%s}}\n", t->cases,
              t->pairs_measured, t->device_skips, rc == CLI_PASS ? "true" : "false");
     } else {

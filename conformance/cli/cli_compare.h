@@ -16,12 +16,11 @@
 typedef struct compare_args {
   const lce_subject *subj[COMPARE_MAX_SUBJECTS];
   int count;
-  cli_args sel; /* --case / --matrix, for cli_cases */
+  cli_args sel; /* --case, --matrix, --oracle, --json, --quiet */
   const lce_reference_tier *tier;
   double predict_factor; /* 0: no prediction check */
   unsigned predict_outputs;    /* bit per lce_output_id the prediction is checked on */
   unsigned predict_precisions; /* bit per lce_precision (lce_case_precision) it is checked on */
-  int json, quiet;
 } compare_args;
 
 /* One output of one pair on one case. */
@@ -41,8 +40,7 @@ typedef struct pair_tally {
 } pair_tally;
 
 typedef struct compare_tally {
-  size_t subj_pass[COMPARE_MAX_SUBJECTS], subj_fail[COMPARE_MAX_SUBJECTS], subj_skip[COMPARE_MAX_SUBJECTS],
-      subj_error[COMPARE_MAX_SUBJECTS];
+  cli_counts subj[COMPARE_MAX_SUBJECTS];
   pair_tally pair[COMPARE_MAX_SUBJECTS][COMPARE_MAX_SUBJECTS][LCE_OUT_COUNT];
   size_t device_skips, pairs_measured, cases;
   int failed;

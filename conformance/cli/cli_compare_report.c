@@ -21,13 +21,7 @@ int compare_case_failed(const compare_args *a, const case_run *run) {
 void compare_tally_case(const compare_args *a, const case_run *run, compare_tally *t) {
   t->cases++;
   t->device_skips += run->device_skip;
-  for (int k = 0; k < a->count; k++) {
-    const lce_case_result *r = &run->res[k];
-    if (r->error) t->subj_error[k]++;
-    else if (r->skipped || !run->ran[k]) t->subj_skip[k]++;
-    else if (r->verdict.pass) t->subj_pass[k]++;
-    else t->subj_fail[k]++;
-  }
+  for (int k = 0; k < a->count; k++) cli_counts_add(&t->subj[k], &run->res[k]);
   for (int i = 0; i < a->count; i++)
     for (int j = i + 1; j < a->count; j++) {
       int any = 0;
@@ -51,16 +45,12 @@ void compare_tally_case(const compare_args *a, const case_run *run, compare_tall
   t->failed |= compare_case_failed(a, run);
 }
 
-static const char *subject_status(const case_run *run, int k) {
-  return run->res[k].error ? "error" : (run->res[k].skipped || !run->ran[k]) ? "skip" : lce_case_result_status(&run->res[k]);
-}
-
 void compare_print_case_text(const compare_args *a, const case_run *run, size_t index, size_t total) {
   printf("\n[%zu/%zu] %s  %s\n", index + 1, total, run->res[0].id, compare_case_failed(a, run) ? "FAIL" : "ok");
   for (int k = 0; k < a->count; k++) {
     const lce_case_result *r = &run->res[k];
     const char *detail = (r->error || !run->ran[k]) ? r->status.msg : r->verdict.summary;
-    printf("  %-36s %-5s %s\n", a->subj[k]->name, subject_status(run, k), detail[0] ? detail : "-");
+    printf("  %-36s %-5s %s\n", a->subj[k]->name, lce_case_result_status(r), detail[0] ? detail : "-");
   }
   printf("  %-12s %-44s %12s %12s  %s\n", "output", "subject / pair A - B", "relerr|dist", "bias", "check");
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
@@ -68,8 +58,8 @@ void compare_print_case_text(const compare_args *a, const case_run *run, size_t 
     for (int k = 0; k < a->count; k++) {
       const lce_output_verdict *ov = &run->res[k].verdict.out[o];
       if (!run->ran[k] || run->res[k].error || !ov->judged) continue;
-      char bias[16] = "-"; /* undefined over too few elements (lce_metrics.h) */
-      if (!ov->metrics.undefined[LCE_METRIC_BIAS]) snprintf(bias, sizeof bias, "%.4e", ov->metrics.v[LCE_METRIC_BIAS]);
+      char bias[16]; /* undefined over too few elements (lce_metrics.h) */
+      cli_cell(bias, sizeof bias, ov->metrics.undefined[LCE_METRIC_BIAS] ? NAN : ov->metrics.v[LCE_METRIC_BIAS], "%.4e");
       printf("  %-12s %-44s %12.4e %12s  %s\n", oname, a->subj[k]->name, ov->metrics.v[LCE_METRIC_RELERR], bias,
              ov->pass ? "golden ok" : "golden FAIL");
     }
@@ -134,8 +124,8 @@ void compare_print_case_json(const compare_args *a, const case_run *run, int fir
 void compare_print_final_table(const compare_args *a, const compare_tally *t) {
   printf("\n%-36s %6s %6s %6s %6s\n", "subject (against its golden)", "pass", "fail", "skip", "error");
   for (int k = 0; k < a->count; k++)
-    printf("%-36s %6zu %6zu %6zu %6zu\n", a->subj[k]->name, t->subj_pass[k], t->subj_fail[k], t->subj_skip[k],
-           t->subj_error[k]);
+    printf("%-36s %6zu %6zu %6zu %6zu\n", a->subj[k]->name, t->subj[k].pass, t->subj[k].fail, t->subj[k].skip,
+           t->subj[k].error);
   printf("\n%-44s %-12s %6s %12s %12s %9s %9s %9s\n", "pair A - B", "output", "cases", "max dist", "max |bias|",
          "max use", "triangle", "predict");
   for (int i = 0; i < a->count; i++)

@@ -21,9 +21,9 @@ static int64_t input_bytes(const lce_case *c) {
   return bytes;
 }
 
-int cli_export(int argc, char **argv) {
+int cli_export(void) {
   cli_args a;
-  int rc = cli_parse_args(argc, argv, 2, 0, &a);
+  int rc = cli_parse_args(&a);
   if (rc != CLI_PASS) return rc;
   if (a.dir == NULL) return cli_fail(CLI_USAGE, "--dir D is required (where the cases are written)");
   if (a.matrix == NULL && a.case_id == NULL) return cli_fail(CLI_USAGE, "give --matrix M or --case ID");

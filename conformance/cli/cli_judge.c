@@ -10,9 +10,9 @@
 #include "lce_exchange.h"
 #include "lce_exec_subject.h"
 
-int cli_judge(int argc, char **argv) {
+int cli_judge(void) {
   cli_args a;
-  int rc = cli_parse_args(argc, argv, 2, 0, &a);
+  int rc = cli_parse_args(&a);
   if (rc != CLI_PASS) return rc;
   if (a.dir == NULL || a.subject_name == NULL || a.golden_class == NULL)
     return cli_fail(CLI_USAGE, "--dir D, --subject-name NAME and --golden-class C are required");

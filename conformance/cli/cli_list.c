@@ -12,9 +12,9 @@ static const struct { unsigned bit; const char *name; } CAPS[] = {
     {LCE_CAP_PRIOR_GRAD, "prior-grad"}, {LCE_CAP_MUTANT, "mutant"}, {LCE_CAP_NEEDS_GPU, "gpu"},
 };
 
-int cli_list(int argc, char **argv) {
+int cli_list(void) {
   cli_args a;
-  int rc = cli_parse_args(argc, argv, 2, 0, &a);
+  int rc = cli_parse_args(&a);
   if (rc != CLI_PASS) return rc;
   size_t ns = lce_subject_count(), nm = lce_matrix_count(), ncaps = sizeof CAPS / sizeof CAPS[0];
   if (a.json) {

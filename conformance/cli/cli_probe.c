@@ -19,7 +19,6 @@
  * Seed: --seed, else $LCE_SEED, else PROBE_DEFAULT_SEED. Exit status: 0 every vector bit-exact
  * (and the curve's operands re-drawn identically on the host), 1 a mismatch or a failed run, 2 bad
  * usage or an invalid dump, 77 (CLI_SKIP) without a GPU (or in a build without CUDA), except --replay. */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +33,7 @@
 #define PROBE_MAX_CURVE 16
 
 typedef struct probe_args {
-  int formats[LCE_MMA_FORMATS];
+  unsigned formats; /* a bit per lce_mma_format */
   long tiles;
   uint64_t seed;
   const char *arch, *dump, *replay;
@@ -57,74 +56,41 @@ typedef struct probe_report {
   int ncurve;
 } probe_report;
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  const long long x = strtoll(s, &end, 0);
-  if (end == s || *end != '\0' || x < lo || x > hi) return 0;
-  *out = (long)x;
-  return 1;
+static int format_index(const char *name) {
+  lce_mma_format f;
+  return probe_format_parse(name, &f) ? (int)f : -1;
 }
 
-static int parse_formats(const char *s, probe_args *a) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "%s", s);
-  memset(a->formats, 0, sizeof a->formats);
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    lce_mma_format f;
-    if (!probe_format_parse(tok, &f)) return 0;
-    a->formats[f] = 1;
-  }
-  return a->formats[0] || a->formats[1] || a->formats[2];
-}
-
-static int parse_curve_k(const char *s, probe_args *a) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", s);
-  a->ncurve = 0;
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    long k;
-    if (a->ncurve == PROBE_MAX_CURVE || !parse_long(tok, 1, 1L << 22, &k)) return 0;
-    a->curve_k[a->ncurve++] = k;
-  }
-  return a->ncurve > 0;
-}
-
-static int probe_parse(int argc, char **argv, probe_args *a) {
+static int probe_parse(probe_args *a) {
   static const int64_t default_k[] = {256, 1024, 4096, 16384, 65536, 131072, 262144};
   memset(a, 0, sizeof *a);
-  a->formats[0] = a->formats[1] = a->formats[2] = 1;
-  a->tiles = 800, a->mma = a->curve = 1, a->show = 8;
-  a->curve_mn = 2048, a->curve_sample = 512;
+  a->formats = (1u << LCE_MMA_FORMATS) - 1;
   a->ncurve = (int)(sizeof default_k / sizeof default_k[0]);
   memcpy(a->curve_k, default_k, sizeof default_k);
   const char *env = getenv("LCE_SEED");
   a->seed = env ? strtoull(env, NULL, 0) : PROBE_DEFAULT_SEED;
-  /* cli_begin has checked the option names, their values' presence and that none repeats. */
-  for (int i = 2; i < argc; i++) {
-    const char *opt = argv[i], *val = argv[i + 1];
-    long x;
-    if (strcmp(opt, "--json") == 0) { a->json = 1; continue; }
-    if (strcmp(opt, "--curve") == 0 || strcmp(opt, "--no-curve") == 0) {
-      if (!a->mma || !a->curve) return cli_fail(CLI_USAGE, "give --curve or --no-curve, not both");
-      const int curve_only = strcmp(opt, "--curve") == 0;
-      a->mma = !curve_only, a->curve = curve_only;
-      continue;
+  a->arch = cli_opt("--arch"), a->dump = cli_opt("--dump"), a->replay = cli_opt("--replay");
+  a->json = cli_opt("--json") != NULL;
+  if (cli_opt("--curve") && cli_opt("--no-curve")) return cli_fail(CLI_USAGE, "give --curve or --no-curve, not both");
+  a->mma = cli_opt("--curve") == NULL, a->curve = cli_opt("--no-curve") == NULL;
+  uint64_t tiles = 800, mn = 2048, sample = 512, show = 8;
+  const char *formats = cli_opt("--formats"), *curve_k = cli_opt("--curve-k");
+  /* Each returns CLI_PASS (0) or, having said why, CLI_USAGE. */
+  if (cli_opt_uint("--tiles", 1, 1u << 20, &tiles) || cli_opt_uint("--seed", 0, UINT64_MAX, &a->seed) ||
+      cli_opt_uint("--curve-mn", 16, 16384, &mn) || cli_opt_uint("--curve-sample", 16, 1u << 16, &sample) ||
+      cli_opt_uint("--show", 0, 1000, &show) ||
+      (formats && cli_name_mask("--formats", formats, "format", format_index, &a->formats)))
+    return CLI_USAGE;
+  a->tiles = (long)tiles, a->curve_mn = (long)mn, a->curve_sample = (long)sample, a->show = (int)show;
+  if (curve_k) {
+    char buf[256], *items[PROBE_MAX_CURVE];
+    if (cli_split("--curve-k", curve_k, buf, sizeof buf, items, PROBE_MAX_CURVE, &a->ncurve) != CLI_PASS)
+      return CLI_USAGE;
+    for (int c = 0; c < a->ncurve; c++) {
+      uint64_t k;
+      if (cli_uint("--curve-k", items[c], 1, 1u << 22, &k) != CLI_PASS) return CLI_USAGE;
+      a->curve_k[c] = (int64_t)k;
     }
-    i++;
-    if (strcmp(opt, "--formats") == 0 && parse_formats(val, a)) continue;
-    if (strcmp(opt, "--tiles") == 0 && parse_long(val, 1, 1L << 20, &x)) { a->tiles = x; continue; }
-    if (strcmp(opt, "--seed") == 0) { char *end; a->seed = strtoull(val, &end, 0); if (*end == '\0') continue; }
-    if (strcmp(opt, "--arch") == 0) { a->arch = val; continue; }
-    if (strcmp(opt, "--dump") == 0) { a->dump = val; continue; }
-    if (strcmp(opt, "--replay") == 0) { a->replay = val; continue; }
-    if (strcmp(opt, "--curve-k") == 0 && parse_curve_k(val, a)) continue;
-    if (strcmp(opt, "--curve-mn") == 0 && parse_long(val, 16, 16384, &x)) { a->curve_mn = x; continue; }
-    if (strcmp(opt, "--curve-sample") == 0 && parse_long(val, 16, 1 << 16, &x)) { a->curve_sample = x; continue; }
-    if (strcmp(opt, "--show") == 0 && parse_long(val, 0, 1000, &x)) { a->show = (int)x; continue; }
-    return cli_fail(CLI_USAGE,
-                    "bad value: %s %s (formats: bf16,fp16,tf32; tiles 1..2^20; curve-k 1..2^22; curve-mn 16..16384; "
-                    "curve-sample 16..65536; show 0..1000)",
-                    opt, val);
   }
   if (a->replay && (a->dump || !a->mma))
     return cli_fail(CLI_USAGE, "--replay re-checks a dump: no --dump or --curve with it");
@@ -297,7 +263,7 @@ static int probe_mma_part(const probe_args *a, probe_report *r, lce_status *st) 
   snprintf(d.model, sizeof d.model, "%s", r->arch->name);
   int rc = CLI_PASS;
   for (int f = 0; f < LCE_MMA_FORMATS && rc == CLI_PASS; f++) {
-    if (!a->formats[f]) continue;
+    if (!(a->formats >> f & 1u)) continue;
     probe_tileset *ts = &d.set[d.sections];
     if (probe_tileset_alloc(ts, (lce_mma_format)f, (size_t)a->tiles, st) != LCE_OK) {
       rc = fail_run("allocation", st);
@@ -346,9 +312,9 @@ static int probe_run(const probe_args *a, probe_report *r) {
 }
 #endif
 
-int cli_probe(int argc, char **argv) {
+int cli_probe(void) {
   probe_args a;
-  int rc = probe_parse(argc, argv, &a);
+  int rc = probe_parse(&a);
   if (rc != CLI_PASS) return rc;
   probe_report r;
   memset(&r, 0, sizeof r);

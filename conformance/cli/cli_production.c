@@ -20,18 +20,7 @@
 #include "cli_common.h"
 #include "lce_production.h"
 
-static void print_usage_hint(void) {
-  fprintf(stderr, "usage: lcecheck production [--shapes small|all|NxHxV,...] [--subjects a,b,...] [--tp 1,8]\n"
-                  "         [--embeddings tied,untied] [--vocab-chunk C] [--seed S] [--jobs J] [--golden-dir DIR]\n"
-                  "         [--measure-only] [--json] [--quiet]\n");
-}
-
 /* ---- the table ----------------------------------------------------------------------------------- */
-static void cell(char *buf, size_t size, double x, const char *fmt) {
-  if (isfinite(x)) snprintf(buf, size, fmt, x);
-  else snprintf(buf, size, "-");
-}
-
 /* One row per judged output: its metrics, bounds and verdict, as the judge gave them. */
 static void print_output_row(const lce_prod_report *rep, const lce_prod_case_result *cr, int j, lce_output_id o) {
   const lce_output_verdict *ov = &cr->subj[j].verdict.out[o];
@@ -39,10 +28,10 @@ static void print_output_row(const lce_prod_report *rep, const lce_prod_case_res
   const int exact = o == LCE_OUT_D_EMBEDDING, bounded = !rep->cfg->measure_only;
   char shape[48], rel[16], bias[16], brel[16], bbias[16], verdict[48];
   snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)cr->c.n, (long long)cr->c.h, (long long)cr->c.v);
-  cell(rel, sizeof rel, exact ? NAN : ov->metrics.v[LCE_METRIC_RELERR], "%.3e");
-  cell(bias, sizeof bias, exact ? NAN : ov->metrics.v[LCE_METRIC_BIAS], "%+.2e");
-  cell(brel, sizeof brel, bounded && !exact ? ov->bound[LCE_METRIC_RELERR] : NAN, "%.2e");
-  cell(bbias, sizeof bbias, bounded && !exact ? ov->bound[LCE_METRIC_BIAS] : NAN, "%.2e");
+  cli_cell(rel, sizeof rel, exact ? NAN : ov->metrics.v[LCE_METRIC_RELERR], "%.3e");
+  cli_cell(bias, sizeof bias, exact ? NAN : ov->metrics.v[LCE_METRIC_BIAS], "%+.2e");
+  cli_cell(brel, sizeof brel, bounded && !exact ? ov->bound[LCE_METRIC_RELERR] : NAN, "%.2e");
+  cli_cell(bbias, sizeof bbias, bounded && !exact ? ov->bound[LCE_METRIC_BIAS] : NAN, "%.2e");
   double worst = -1.0;
   for (int m = 0; bounded && !exact && m < LCE_METRIC_COUNT; m++)
     if (!ov->metrics.undefined[m] && ov->budget_pct[m] > worst) worst = ov->budget_pct[m];
@@ -107,7 +96,8 @@ static void print_table(const lce_prod_report *rep) {
 static void print_json(const lce_prod_report *rep, int status, const char *why) {
   const lce_prod_config *cfg = rep->cfg;
   FILE *f = stdout;
-  fputs("{\"verb\":\"production\",\"device\":{\"name\":", f);
+  cli_json_begin();
+  fputs(",\"device\":{\"name\":", f);
   cli_json_string(f, rep->dev.name);
   fprintf(f, ",\"arch\":\"%s\",\"driver\":%d,\"runtime\":%d,\"total_bytes\":%.0f}", rep->dev.arch, rep->dev.driver,
           rep->dev.runtime, rep->dev.total_bytes);
@@ -145,10 +135,7 @@ static int load_golden(const lce_prod_config *cfg, lce_prod_report *rep, const l
     lce_production_golden_path(s, rep->golden_path[j], sizeof rep->golden_path[j]);
   memset(g, 0, sizeof *g);
   lce_status st;
-  if (lce_golden_load(rep->golden_path[j], g, &st) != LCE_OK) {
-    fprintf(stderr, "lcecheck production: %s\n", st.msg);
-    return CLI_USAGE;
-  }
+  if (lce_golden_load(rep->golden_path[j], g, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);
   rep->golden_found[j] = 1;
   return CLI_PASS;
 }
@@ -158,10 +145,7 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
   memset(&rep, 0, sizeof rep);
   rep.cfg = cfg;
   char why[512];
-  if (!lce_device_query(&rep.dev, why, sizeof why)) {
-    fprintf(stderr, "lcecheck production: no usable GPU (%s): skipped\n", why);
-    return CLI_SKIP;
-  }
+  if (!lce_device_query(&rep.dev, why, sizeof why)) return cli_fail(CLI_SKIP, "no usable GPU (%s): skipped", why);
   lce_golden goldens[LCE_PROD_MAX_SUBJECTS];
   const lce_golden *gp[LCE_PROD_MAX_SUBJECTS];
   memset(goldens, 0, sizeof goldens);
@@ -176,23 +160,16 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
   }
   rep.ncases = lce_prod_case_count(cfg);
   rep.cases = rc == CLI_PASS ? calloc(rep.ncases ? rep.ncases : 1, sizeof *rep.cases) : NULL;
-  if (rc == CLI_PASS && rep.cases == NULL) {
-    fprintf(stderr, "lcecheck production: out of memory for %zu case results\n", rep.ncases);
-    rc = CLI_FAIL;
-  }
+  if (rc == CLI_PASS && rep.cases == NULL) rc = cli_fail(CLI_FAIL, "out of memory for %zu case results", rep.ncases);
   if (rc == CLI_PASS) {
     if (!cfg->quiet)
       fprintf(stderr, "lcecheck production: %s (%s), %zu cases x %d subjects, %d generator threads\n", rep.dev.name,
               rep.dev.arch, rep.ncases, cfg->nsubjects, cfg->jobs);
     lce_status st;
     lce_code code = lce_prod_run(&rep, subjects, gp, &st);
-    if (code == LCE_ENODEV) {
-      fprintf(stderr, "lcecheck production: %s: skipped\n", st.msg);
-      rc = CLI_SKIP;
-    } else if (code != LCE_OK) {
-      fprintf(stderr, "lcecheck production: %s\n", st.msg);
-      rc = CLI_FAIL;
-    } else {
+    if (code == LCE_ENODEV) rc = cli_fail(CLI_SKIP, "%s: skipped", st.msg);
+    else if (code != LCE_OK) rc = cli_fail(CLI_FAIL, "%s", st.msg);
+    else {
       rc = lce_prod_exit_status(&rep, why, sizeof why);
       if (cfg->json) print_json(&rep, rc, why);
       else print_table(&rep);
@@ -204,23 +181,22 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
   return rc;
 }
 
-int cli_production(int argc, char **argv) {
-  lce_prod_config cfg;
+/* One option given, set in the plan (whose rules for the values are the engine's). */
+static int set_option(void *cfg, const char *name, const char *value) {
   lce_status st;
-  if (lce_prod_parse_args(argc, argv, 2, &cfg, &st) != LCE_OK) {
-    fprintf(stderr, "lcecheck production: %s\n", st.msg);
-    print_usage_hint();
-    return CLI_USAGE;
-  }
+  if (lce_prod_config_set(cfg, name, value, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);
+  return CLI_PASS;
+}
+
+int cli_production(void) {
+  lce_prod_config cfg;
+  lce_prod_config_default(&cfg);
+  const int rc = cli_each_opt(set_option, &cfg);
+  if (rc != CLI_PASS) return rc;
   const lce_subject *subjects[LCE_PROD_MAX_SUBJECTS];
   for (int j = 0; j < cfg.nsubjects; j++) {
-    subjects[j] = lce_subject_find(cfg.subjects[j]);
-    if (subjects[j] == NULL) {
-      fprintf(stderr, "lcecheck production: unknown subject '%s'; known subjects:", cfg.subjects[j]);
-      for (size_t i = 0; i < lce_subject_count(); i++) fprintf(stderr, " %s", lce_subject_at(i)->name);
-      fputc('\n', stderr);
-      return CLI_USAGE;
-    }
+    const cli_args one = {.subject = cfg.subjects[j]};
+    if ((subjects[j] = cli_subject(&one)) == NULL) return CLI_USAGE;
   }
   return run_production(&cfg, subjects);
 }

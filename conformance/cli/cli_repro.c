@@ -17,14 +17,11 @@ static void print_case(const lce_case *c) {
          (unsigned long long)c->seed);
 }
 
-int cli_repro(int argc, char **argv) {
+int cli_repro(void) {
   cli_args a;
-  int rc = cli_parse_args(argc, argv, 2, 1, &a);
+  int rc = cli_parse_args(&a);
   if (rc != CLI_PASS) return rc;
-  if (a.case_id == NULL || a.matrix) {
-    fprintf(stderr, "lcecheck repro: give exactly one case id (see lcecheck --help)\n");
-    return CLI_USAGE;
-  }
+  if (a.case_id == NULL) return cli_fail(CLI_USAGE, "give exactly one case id (see lcecheck help repro)");
   const lce_reference_tier *tier = cli_tier(&a);
   const lce_subject *s = cli_subject(&a);
   if (s == NULL) return CLI_USAGE;
@@ -54,7 +51,8 @@ int cli_repro(int argc, char **argv) {
     return cli_fail(rc, "%s: skipped: %s", r.id, r.status.msg);
   }
   if (a.json) {
-    printf("{\"verb\":\"repro\",\"subject\":");
+    cli_json_begin();
+    printf(",\"subject\":");
     cli_json_string(stdout, s->name);
     printf(",\"golden\":");
     cli_json_string(stdout, golden_path);

@@ -107,7 +107,7 @@ static const cli_option EXPORT_OPTIONS[] = {
     OPT_MATRIX,
     OPT_CASE,
     {"--dir", "D", "where the cases are written (required): new, empty, or an earlier export, which is replaced"},
-    {"--quiet", NULL, "no per-case progress lines on stderr"},
+    OPT_QUIET,
     OPT_JSON,
     {NULL, NULL, NULL}};
 
@@ -123,8 +123,8 @@ static const cli_option JUDGE_OPTIONS[] = {
     OPT_JSON,
     {NULL, NULL, NULL}};
 
-static int run_check(int argc, char **argv) { return cli_check(argc, argv, 0); }
-static int run_measure(int argc, char **argv) { return cli_check(argc, argv, 1); }
+static int run_check(void) { return cli_check(0); }
+static int run_measure(void) { return cli_check(1); }
 
 static const cli_verb VERBS[] = {
     {"list", cli_list, "subjects (with the mutants), matrices, oracles, MPFR version", NULL, NULL, LIST_OPTIONS},
@@ -226,6 +226,6 @@ int main(int argc, char **argv) {
       return CLI_PASS;
     }
   int rc = cli_begin(VERBS, v, argc, argv);
-  if (rc == CLI_PASS) rc = v->run(argc, argv);
+  if (rc == CLI_PASS) rc = v->run();
   return cli_finish(rc);
 }

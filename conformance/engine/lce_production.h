@@ -58,12 +58,14 @@ typedef struct lce_prod_config {
  * tp 1 and 8, tied then untied, vocab chunk 4096, seed 1, 3 generator jobs. */
 void lce_prod_config_default(lce_prod_config *cfg);
 
-/* Parses `lcecheck production` options from argv[first..]:
+/* Sets one `lcecheck production` option from its value (the command line's argument check is the
+ * CLI's; value is ignored for a flag):
  *   --shapes small|all|NxHxV[,NxHxV...]  --subjects a[,b...]  --tp 1[,8...]  --embeddings tied,untied
- *   --vocab-chunk C  --seed S  --jobs J  --golden-dir DIR  --json  --measure-only  --quiet
- * LCE_EINVAL with a message naming the option on anything else; subject names are not looked up
- * here (the registry of the build decides). */
-lce_code lce_prod_parse_args(int argc, char **argv, int first, lce_prod_config *cfg, lce_status *st);
+ *   --vocab-chunk C  --seed S  --jobs J  --golden-dir DIR (values kept, not copied)
+ *   --json  --measure-only  --quiet (flags)
+ * LCE_EINVAL with a message naming the option on a bad value, a missing one or an unknown option;
+ * subject names are not looked up here (the registry of the build decides). */
+lce_code lce_prod_config_set(lce_prod_config *cfg, const char *option, const char *value, lce_status *st);
 /* A --shapes value: "small", "all", or a comma list of NxHxV (each >= 1, at most LCE_MAX_DIM). */
 lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *st);
 

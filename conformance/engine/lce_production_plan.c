@@ -1,4 +1,4 @@
-/* lce_production_plan.c — what a production run covers: its options, the shape sets, the cases, and
+/* lce_production_plan.c — what a production run covers: its options' values, the shape sets, the cases, and
  * the GEMM inner size K per subject class and output (see lce_production.h). No GPU needed. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -120,36 +120,31 @@ static lce_code parse_embeddings(const char *s, lce_prod_config *cfg, lce_status
   return LCE_OK;
 }
 
-lce_code lce_prod_parse_args(int argc, char **argv, int first, lce_prod_config *cfg, lce_status *st) {
-  lce_prod_config_default(cfg);
-  for (int i = first; i < argc; i++) {
-    const char *opt = argv[i];
-    if (strcmp(opt, "--json") == 0) { cfg->json = 1; continue; }
-    if (strcmp(opt, "--measure-only") == 0) { cfg->measure_only = 1; continue; }
-    if (strcmp(opt, "--quiet") == 0) { cfg->quiet = 1; continue; }
-    LCE_CHECK(st, strncmp(opt, "--", 2) == 0, LCE_EINVAL, "unexpected argument '%s'", opt);
-    LCE_CHECK(st, i + 1 < argc, LCE_EINVAL, "%s needs a value (or is unknown)", opt);
-    const char *val = argv[++i];
-    int64_t x;
-    if (strcmp(opt, "--shapes") == 0) LCE_TRY(lce_prod_parse_shapes(val, cfg, st));
-    else if (strcmp(opt, "--subjects") == 0) LCE_TRY(parse_subjects(val, cfg, st));
-    else if (strcmp(opt, "--tp") == 0) LCE_TRY(parse_tps(val, cfg, st));
-    else if (strcmp(opt, "--embeddings") == 0) LCE_TRY(parse_embeddings(val, cfg, st));
-    else if (strcmp(opt, "--golden-dir") == 0) cfg->golden_dir = val;
-    else if (strcmp(opt, "--vocab-chunk") == 0) {
-      LCE_CHECK(st, parse_i64(val, 1, LCE_MAX_DIM, &x), LCE_EINVAL, "--vocab-chunk: '%s' is not in [1, %lld]", val,
-                (long long)LCE_MAX_DIM);
-      cfg->vocab_chunk = x;
-    } else if (strcmp(opt, "--seed") == 0) {
-      LCE_CHECK(st, parse_i64(val, 0, INT64_MAX, &x), LCE_EINVAL, "--seed: '%s' is not a non-negative integer", val);
-      cfg->seed = (uint64_t)x;
-    } else if (strcmp(opt, "--jobs") == 0) {
-      LCE_CHECK(st, parse_i64(val, 1, 16, &x), LCE_EINVAL, "--jobs: '%s' is not in [1, 16]", val);
-      cfg->jobs = (int)x;
-    } else {
-      LCE_CHECK(st, 0, LCE_EINVAL, "unknown option '%s'", opt);
-    }
+lce_code lce_prod_config_set(lce_prod_config *cfg, const char *option, const char *value, lce_status *st) {
+  if (strcmp(option, "--json") == 0) return cfg->json = 1, LCE_OK;
+  if (strcmp(option, "--measure-only") == 0) return cfg->measure_only = 1, LCE_OK;
+  if (strcmp(option, "--quiet") == 0) return cfg->quiet = 1, LCE_OK;
+  LCE_CHECK(st, value != NULL, LCE_EINVAL, "%s needs a value (or is unknown)", option);
+  int64_t x;
+  if (strcmp(option, "--shapes") == 0) return lce_prod_parse_shapes(value, cfg, st);
+  if (strcmp(option, "--subjects") == 0) return parse_subjects(value, cfg, st);
+  if (strcmp(option, "--tp") == 0) return parse_tps(value, cfg, st);
+  if (strcmp(option, "--embeddings") == 0) return parse_embeddings(value, cfg, st);
+  if (strcmp(option, "--golden-dir") == 0) return cfg->golden_dir = value, LCE_OK;
+  if (strcmp(option, "--vocab-chunk") == 0) {
+    LCE_CHECK(st, parse_i64(value, 1, LCE_MAX_DIM, &x), LCE_EINVAL, "--vocab-chunk: '%s' is not in [1, %lld]", value,
+              (long long)LCE_MAX_DIM);
+    return cfg->vocab_chunk = x, LCE_OK;
   }
+  if (strcmp(option, "--seed") == 0) {
+    LCE_CHECK(st, parse_i64(value, 0, INT64_MAX, &x), LCE_EINVAL, "--seed: '%s' is not a non-negative integer", value);
+    return cfg->seed = (uint64_t)x, LCE_OK;
+  }
+  if (strcmp(option, "--jobs") == 0) {
+    LCE_CHECK(st, parse_i64(value, 1, 16, &x), LCE_EINVAL, "--jobs: '%s' is not in [1, 16]", value);
+    return cfg->jobs = (int)x, LCE_OK;
+  }
+  LCE_CHECK(st, 0, LCE_EINVAL, "unknown option '%s'", option);
   return LCE_OK;
 }
 
