@@ -198,6 +198,8 @@ typedef struct oracle_work {
   lce_mp_array prod;        /* max(v, n + 1) products for the backward sums */
   mpfr_t out, g, sw;        /* sw: the mean's divisor, sum of w_label over valid tokens */
   double sw_rel;
+  const lce_oracle_subset *sub; /* NULL: every element (lce_oracle_run_subset) */
+  int all_rows;             /* every token's forward is needed */
 } oracle_work;
 
 static void work_free(oracle_work *w) {
@@ -378,6 +380,7 @@ static void row_backward(oracle_ctx *cx, int64_t n, int64_t y, double g_rel, dou
     mpfr_set(w->dz.x[j * c->n + na], dz[j], MPFR_RNDN);
   }
   for (int64_t k = 0; k < H; k++) {
+    if (w->sub && !(w->sub->d_hidden && w->sub->d_hidden[n * H + k])) continue;
     double mag, emag;
     mpfr_clear_underflow();
     double e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_err, w->dz_row_mag, w->dz_row_emag, &emag,
@@ -388,6 +391,12 @@ static void row_backward(oracle_ctx *cx, int64_t n, int64_t y, double g_rel, dou
   }
 }
 
+static int row_asked(const unsigned char *flags, int64_t count) {
+  for (int64_t i = 0; i < count; i++)
+    if (flags[i]) return 1;
+  return 0;
+}
+
 /* Per token: lse, loss, dz, and the d_hidden row. Returns the number of rows with non-zero g. */
 static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
   const lce_case *c = cx->c;
@@ -396,6 +405,8 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
   for (int64_t n = 0; n < c->n; n++) {
     const int64_t y = in->labels[n];
     const int valid = y != c->ignore_index;
+    if (!w->all_rows && !(w->sub->row && w->sub->row[n]) && !(w->sub->d_hidden && row_asked(w->sub->d_hidden + n * H, H)))
+      continue;
     if (w->bad_w || w->bad_h[n]) {
       poisoned_row(cx, n, valid, w);
       continue;
@@ -469,6 +480,7 @@ static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, 
   for (int64_t j = 0; j < c->v; j++) {
     for (int64_t k = 0; k < H; k++) {
       const int64_t i = j * H + k, col = j * c->n;
+      if (w->sub && !(w->sub->d_weight && w->sub->d_weight[i])) continue;
       if (w->poisoned_grad || !isfinite(prior[i])) { /* NaN, or a non-finite prior plus finite terms */
         finish_exact(cx, LCE_OUT_D_WEIGHT, i, w->poisoned_grad ? NAN : prior[i]);
         continue;
@@ -483,6 +495,7 @@ static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, 
       cx->res->out[LCE_OUT_D_WEIGHT].emag[i] = emag + gemm_floor(c, LCE_OUT_D_WEIGHT, na);
     }
   }
+  if (w->sub) return; /* the exact copies below are never escalated */
   for (int64_t i = c->v * H; i < c->vp * H; i++) finish_exact(cx, LCE_OUT_D_WEIGHT, i, prior[i]);
   if (!c->tied)
     for (int64_t i = 0; i < c->vp * H; i++) finish_exact(cx, LCE_OUT_D_EMBEDDING, i, in->grad_embedding_prior[i]);
@@ -490,23 +503,41 @@ static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, 
 
 static lce_code run_body(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, lce_oracle_result *res,
                          lce_oracle_mp *mp, oracle_work *w, lce_status *st) {
+  if (w->sub && !w->sub->loss && !(w->sub->d_weight && row_asked(w->sub->d_weight, c->v * c->h)) &&
+      !(w->sub->row && row_asked(w->sub->row, c->n)) && !(w->sub->d_hidden && row_asked(w->sub->d_hidden, c->n * c->h)))
+    return alloc_results(c, prec, res, mp, st); /* nothing asked */
   LCE_TRY(load_inputs(c, in, w, st));
   LCE_TRY(alloc_work(c, in, prec, w, st));
   LCE_TRY(alloc_results(c, prec, res, mp, st));
   oracle_ctx cx = {.c = c, .prec = prec, .res = res, .mp = mp};
   mpfr_inits2(prec, cx.diff, cx.exact, (mpfr_ptr)0);
   w->sw_rel = lce_valid_weight_sum(c, in, w->sw);
+  w->all_rows = w->sub == NULL || w->sub->loss || (w->sub->d_weight && row_asked(w->sub->d_weight, c->v * c->h));
   int64_t na = run_rows(&cx, in, w);
-  run_loss(&cx, w);
-  run_weight_grads(&cx, in, na, w);
+  if (!w->sub || w->sub->loss) run_loss(&cx, w);
+  if (!w->sub || w->all_rows) run_weight_grads(&cx, in, na, w);
   mpfr_clears(cx.diff, cx.exact, (mpfr_ptr)0);
   res->n_valid = lce_count_valid(c, in);
   res->precision_bits = (int)prec;
   return LCE_OK;
 }
 
+static lce_code run_checked(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, const lce_oracle_subset *sub,
+                           lce_oracle_result *res, lce_oracle_mp *mp, lce_status *st);
+
 lce_code lce_oracle_run_prec(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, lce_oracle_result *res,
                              lce_oracle_mp *mp, lce_status *st) {
+  return run_checked(c, in, prec, NULL, res, mp, st);
+}
+
+lce_code lce_oracle_run_subset(const lce_case *c, const lce_tensors *in, const lce_oracle_subset *sub,
+                               lce_oracle_result *res, lce_status *st) {
+  LCE_CHECK(st, sub != NULL, LCE_EINVAL, "oracle subset is NULL");
+  return run_checked(c, in, LCE_ORACLE_PREC, sub, res, NULL, st);
+}
+
+static lce_code run_checked(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, const lce_oracle_subset *sub,
+                           lce_oracle_result *res, lce_oracle_mp *mp, lce_status *st) {
   LCE_CHECK(st, res != NULL, LCE_EINVAL, "oracle result is NULL");
   memset(res, 0, sizeof *res);
   if (mp != NULL) memset(mp, 0, sizeof *mp);
@@ -520,6 +551,7 @@ lce_code lce_oracle_run_prec(const lce_case *c, const lce_tensors *in, mpfr_prec
   mpfr_set_emax(mpfr_get_emax_max());
   oracle_work w;
   memset(&w, 0, sizeof w);
+  w.sub = sub;
   mpfr_inits2(prec, w.out, w.g, w.sw, (mpfr_ptr)0);
   lce_code rc = run_body(c, in, prec, res, mp, &w, st);
   mpfr_clears(w.out, w.g, w.sw, (mpfr_ptr)0);

@@ -211,6 +211,26 @@ lce_code lce_oracle_run_prec(const lce_case *c, const lce_tensors *in, mpfr_prec
                              lce_oracle_mp *mp, lce_status *st);
 void lce_oracle_mp_free(lce_oracle_mp *mp);
 
+/* ---- escalation: tier 0 for a few elements (the fast tier, lce_fast.h) ----------------------- */
+
+/* Which elements lce_oracle_run_subset computes. row[n]: the token's forward (lse, loss_token);
+ * d_hidden[n*h + k] and d_weight[j*h + k] (real rows j < v): those gradient elements; loss: the
+ * reduced loss. A d_weight element or the loss needs the forward of every token, so those run all
+ * rows' forward (and dz) but still write only the elements asked for. NULL arrays ask for none. */
+typedef struct lce_oracle_subset {
+  const unsigned char *row;
+  const unsigned char *d_hidden;
+  const unsigned char *d_weight;
+  int loss;
+} lce_oracle_subset;
+
+/* lce_oracle_run for the elements sub names: res is allocated at full size as by lce_oracle_run, but
+ * only the elements asked for are written (every other element is unspecified, and res->decisive,
+ * res->total and res->worst_rel_err count only what was written). Same values, bounds and flags as
+ * the full run for every element written. */
+lce_code lce_oracle_run_subset(const lce_case *c, const lce_tensors *in, const lce_oracle_subset *sub,
+                               lce_oracle_result *res, lce_status *st);
+
 /* The scalar whose gradient the backward computes, J = sum_n g[n] * loss[n] (sum and mean:
  * grad_output[0] * loss), evaluated at precision prec for arbitrary real inputs: hidden [n*h]
  * and w [v*h] (real rows only) as MPFR numbers of any precision, used as given (tf32 rounding is
