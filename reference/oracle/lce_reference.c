@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lce_fast.h"
 #include "lce_oracle.h"
 #include "lce_time.h"
 
@@ -35,6 +36,24 @@ const lce_reference_tier lce_tier_mpfr = {
     "mpfr", 0, "MPFR on the CPU: correctly rounded logits, 160-bit math, a certified bound per element (the truth)",
     mpfr_available, mpfr_prepare, NULL, host_release};
 
+/* ---- tier 1 ---------------------------------------------------------------------------------- */
+
+static lce_code fast_prepare(const lce_case *c, const lce_tensors *in, lce_ref_mode mode, lce_reference *ref,
+                             lce_status *st) {
+  (void)mode; /* host values only */
+  LCE_TRY(lce_fast_run(c, in, &ref->host, NULL, st));
+  ref->mode = LCE_REF_HOST;
+  ref->n_valid = ref->host.n_valid;
+  ref->decisive = ref->host.decisive, ref->total = ref->host.total;
+  ref->worst_rel_err = ref->host.worst_rel_err;
+  ref->has_mags = 1;
+  return LCE_OK;
+}
+
+static const lce_reference_tier lce_tier_fast = {
+    "fast", 1, "double on the CPU with compensated sums and a certified bound per element; MPFR for what it cannot decide",
+    mpfr_available, fast_prepare, NULL, host_release};
+
 /* ---- tier 2 where the build has no CUDA ------------------------------------------------------- */
 #ifndef LCE_WITH_REF64
 static int none_available(char *why, size_t size) {
@@ -47,7 +66,7 @@ const lce_reference_tier lce_tier_fp64_gpu = {"fp64-gpu", 2, "fp64 on the GPU (n
 
 /* ---- registry -------------------------------------------------------------------------------- */
 
-static const lce_reference_tier *const TIERS[] = {&lce_tier_mpfr, &lce_tier_fp64_gpu};
+static const lce_reference_tier *const TIERS[] = {&lce_tier_mpfr, &lce_tier_fast, &lce_tier_fp64_gpu};
 
 size_t lce_reference_tier_count(void) { return sizeof TIERS / sizeof TIERS[0]; }
 

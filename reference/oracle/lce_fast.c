@@ -1,0 +1,498 @@
+/* lce_fast.c — tier 1's driver (lce_fast.h): inputs, the token rows in parallel (logits, lse, loss,
+ * dz and the d_hidden row), the reduced loss, d_weight, certification of every element and the
+ * escalation of the undecided ones to tier 0. The row math and its bounds: lce_fast_row.c.
+ *
+ * Gradients. d_hidden[n, k] = sum_v ds_v W_vk and d_weight[j, k] = prior + sum_n ds_nj h_nk, each a
+ * split dot product (fast_dot_add: d's top 26 bits and the rest, each times a dtype value exactly,
+ * the first through TwoSum; fast_dot_bound). ds carries err_v <= a term_v + b (a = max err/term over
+ * terms >= 2^-900, b = max err over the others; term_v: tier 0's dz term magnitude), so
+ *     |dh - DH| <= a T1 + b W1 + fast_dot_bound(dh, 1.01 T1 + a T1 + b W1, V),
+ * T1 = sum_v term_v |W_vk|, W1 = sum_v |W_vk| (|DS_v| <= 1.01 term_v: the magnitudes bound the
+ * terms; every double sum of non-negative products is made an upper bound by lce_sum_bound). For
+ * d_weight, a_n <= alpha cond_n with alpha = max_n a_n / cond_n (cond_n = 1 + the row's largest
+ * logit scale, tier 0's softmax condition), so with B = sum_n cond_n term_nj |h_nk| (tier 0's emag
+ * sum) and Cb = sum_n b_n |h_nk|,
+ *     |dw - DW| <= alpha B + Cb + fast_dot_bound(dw, |prior| + 1.01 A + alpha B + Cb, na + 1),
+ * A = sum_n term_nj |h_nk|. mag and emag are tier 0's sums (term + floor, cond term + floor, plus
+ * gemm_floor), regrouped: equal to tier 0's to rounding.
+ *
+ * Reduction. sum_n W_n (mean's divisor) by Sum2 (exact without class weights), g = grad_output / SW
+ * within g_rel = 1.01 (sw_rel + u); the loss is Sum2 of the token losses with the sum of their bounds,
+ * divided for the mean as tier 0 does (lce_oracle.c, run_loss). */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lce_fast_internal.h"
+#include "lce_parallel.h"
+
+/* ---- certification ---------------------------------------------------------------------------- */
+
+static void put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
+                double mag, double emag) {
+  lce_ref_output *r = &res->out[o];
+  const lce_dtype fmt = lce_output_format(c, o);
+  if (!isfinite(value) || !(err >= 0.0)) err = INFINITY;
+  double rounded = lce_round_to(fmt, value);
+  int decisive = err == 0.0 || lce_round_certain(fmt, value, err, &rounded);
+  r->value[i] = value, r->err[i] = err, r->mag[i] = mag, r->emag[i] = emag;
+  r->rounded[i] = rounded, r->decisive[i] = (unsigned char)decisive;
+}
+
+/* An element known exactly (tier 0's finish_exact). */
+static void put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double x) {
+  lce_ref_output *r = &res->out[o];
+  const double mag = isfinite(x) ? fabs(x) : 0.0;
+  r->value[i] = x, r->err[i] = 0.0, r->mag[i] = mag, r->emag[i] = mag;
+  r->rounded[i] = lce_round_to(lce_output_format(c, o), x), r->decisive[i] = 1;
+}
+
+static lce_code alloc_results(const lce_case *c, lce_oracle_result *res, lce_status *st) {
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    int64_t n = lce_output_count(c, (lce_output_id)o);
+    if (n == 0) continue;
+    lce_ref_output *r = &res->out[o];
+    r->count = n;
+    r->value = malloc((size_t)n * sizeof *r->value);
+    r->err = malloc((size_t)n * sizeof *r->err);
+    r->mag = malloc((size_t)n * sizeof *r->mag);
+    r->emag = malloc((size_t)n * sizeof *r->emag);
+    r->rounded = malloc((size_t)n * sizeof *r->rounded);
+    r->decisive = malloc((size_t)n);
+    LCE_CHECK(st, r->value && r->err && r->mag && r->emag && r->rounded && r->decisive, LCE_ENOMEM,
+              "out of memory for tier 1's %s (%lld elements)", lce_output_name((lce_output_id)o), (long long)n);
+  }
+  return LCE_OK;
+}
+
+/* ---- the work --------------------------------------------------------------------------------- */
+
+typedef struct fast_work {
+  const lce_case *c;
+  const lce_tensors *in;
+  lce_oracle_result *res;
+  fast_opts opts;
+  fast_in fin;
+  double *hidden, *habs, *w, *w1;   /* inputs, |hidden|, W; w1[k] = sum_v |W_vk| */
+  int *lsb_h, *lsb_w;
+  unsigned char *bad_h;
+  int bad_w;
+  unsigned char *poison_valid, *failed; /* [n] per row, reduced after the parallel loop */
+  double *ds, *term;                /* [n*v] ds and its term magnitude, rows with g != 0 */
+  unsigned char *active;            /* [n] g != 0 and not poisoned */
+  double *cond, *a, *b, *floor;     /* [n] softmax condition, bound slopes, dz floor */
+  double *loss, *loss_err;          /* [n] token losses as the reduction adds them */
+  int64_t *inexact;                 /* [n] logits of the row not proven exact */
+  double sw, sw_rel;
+  int64_t inexact_logits;
+} fast_work;
+
+static void work_free(fast_work *w) {
+  free(w->hidden), free(w->habs), free(w->w), free(w->w1), free(w->lsb_h), free(w->lsb_w), free(w->bad_h);
+  free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->active);
+  free(w->cond), free(w->a), free(w->b), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact);
+}
+
+/* The exponent of the lowest set bit of a finite non-zero double. */
+static int lsb_exp(double x) {
+  int e;
+  double f = frexp(fabs(x), &e);
+  uint64_t m = (uint64_t)ldexp(f, 53);
+  return e - 53 + __builtin_ctzll(m);
+}
+
+static int row_lsb(const double *x, int64_t n) {
+  int m = INT_MAX / 4;
+  for (int64_t i = 0; i < n; i++)
+    if (x[i] != 0.0 && isfinite(x[i])) {
+      int e = lsb_exp(x[i]);
+      if (e < m) m = e;
+    }
+  return m;
+}
+
+static double input(const lce_case *c, const void *buf, int64_t i) {
+  double x = lce_load(c->dtype, buf, (size_t)i);
+  return c->gemm == LCE_GEMM_TF32 ? lce_round_tf32(x) : x;
+}
+
+static lce_code load(fast_work *w, lce_status *st) {
+  const lce_case *c = w->c;
+  const int64_t N = c->n, H = c->h, V = c->v;
+  const void *wt = lce_output_weight(c, w->in);
+#define FAST_ALLOC(p, count) LCE_ALLOC_CHECK(st, (p) = calloc((size_t)(count), sizeof *(p)))
+  FAST_ALLOC(w->hidden, N * H);
+  FAST_ALLOC(w->habs, N * H);
+  FAST_ALLOC(w->w, V * H);
+  FAST_ALLOC(w->w1, H);
+  FAST_ALLOC(w->lsb_h, N);
+  FAST_ALLOC(w->lsb_w, V);
+  FAST_ALLOC(w->bad_h, N);
+  FAST_ALLOC(w->poison_valid, N);
+  FAST_ALLOC(w->failed, N);
+  FAST_ALLOC(w->ds, N * V);
+  FAST_ALLOC(w->term, N * V);
+  FAST_ALLOC(w->active, N);
+  FAST_ALLOC(w->cond, N);
+  FAST_ALLOC(w->a, N);
+  FAST_ALLOC(w->b, N);
+  FAST_ALLOC(w->floor, N);
+  FAST_ALLOC(w->loss, N);
+  FAST_ALLOC(w->loss_err, N);
+  for (int64_t i = 0; i < N * H; i++) {
+    w->hidden[i] = input(c, w->in->hidden, i);
+    w->habs[i] = fabs(w->hidden[i]);
+    if (!isfinite(w->hidden[i])) w->bad_h[i / H] = 1;
+  }
+  for (int64_t i = 0; i < V * H; i++) {
+    w->w[i] = input(c, wt, i);
+    if (!isfinite(w->w[i])) w->bad_w = 1;
+  }
+  for (int64_t n = 0; n < N; n++) w->lsb_h[n] = row_lsb(w->hidden + n * H, H);
+  for (int64_t v = 0; v < V; v++) {
+    w->lsb_w[v] = row_lsb(w->w + v * H, H);
+    for (int64_t k = 0; k < H; k++) w->w1[k] += fabs(w->w[v * H + k]);
+  }
+  FAST_ALLOC(w->inexact, N);
+  w->fin = (fast_in){N, H, V, w->hidden, w->w, w->lsb_h, w->lsb_w};
+#undef FAST_ALLOC
+  return LCE_OK;
+}
+
+/* sum_n W_n over valid tokens and its relative bound (tier 0's lce_valid_weight_sum). */
+static void valid_weight_sum(fast_work *w) {
+  const lce_case *c = w->c;
+  double s = 0.0, lo = 0.0, m = 0.0, e;
+  for (int64_t n = 0; n < c->n; n++) {
+    const int64_t y = w->in->labels[n];
+    if (y == c->ignore_index) continue;
+    const double x = c->class_weights ? w->in->class_weight[y] : 1.0;
+    s = fast_two_sum(s, x, &e);
+    lo += e;
+    m += x;
+  }
+  w->sw = s + lo;
+  w->sw_rel = (c->class_weights && w->sw > 0.0)
+                  ? nextafter(fast_sum2_bound(w->sw, lce_sum_bound(m, c->n), c->n) / w->sw, INFINITY)
+                  : 0.0;
+}
+
+/* g of token n and its relative bound (tier 0's lce_token_g); 0 for ignored tokens. */
+static double token_g(const fast_work *w, int64_t n, double *g_rel) {
+  const lce_case *c = w->c;
+  *g_rel = 0.0;
+  if (w->in->labels[n] == c->ignore_index || (c->reduction == LCE_RED_MEAN && w->sw == 0.0)) return 0.0;
+  const double go = w->in->grad_output[c->reduction == LCE_RED_NONE ? n : 0];
+  if (c->reduction != LCE_RED_MEAN) return go;
+  *g_rel = lce_mul_up(1.01, lce_add_up(w->sw_rel, FAST_U));
+  return go / w->sw;
+}
+
+/* Tier 0's gemm_floor (lce_oracle.c). */
+static double gemm_floor(const lce_case *c, lce_output_id o, int64_t terms) {
+  return (double)terms * 0x1p-126 + ldexp(1.0, lce_dtype_emin(lce_output_format(c, o)));
+}
+
+/* d += x * y for the split dot product (fast_dot_bound): dh = d's top 26 bits, exact products. */
+static inline double top26(double d) {
+  uint64_t b;
+  memcpy(&b, &d, sizeof b);
+  b &= ~(((uint64_t)1 << 27) - 1);
+  memcpy(&d, &b, sizeof d);
+  return d;
+}
+
+static void poisoned_row(fast_work *w, int64_t n, int valid) {
+  const lce_case *c = w->c;
+  const double x = valid ? NAN : 0.0;
+  put_exact(c, w->res, LCE_OUT_LSE, n, NAN);
+  put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, x);
+  w->loss[n] = x, w->loss_err[n] = 0.0;
+  for (int64_t k = 0; k < c->h; k++) put_exact(c, w->res, LCE_OUT_D_HIDDEN, n * c->h + k, x);
+  w->poison_valid[n] = (unsigned char)valid;
+}
+
+/* err_v <= a term_v + b over the row (see Gradients above). */
+static void row_slopes(fast_work *w, int64_t n, const double *err) {
+  const int64_t V = w->c->v;
+  double a = 0.0, b = 0.0;
+  for (int64_t v = 0; v < V; v++) {
+    const double t = w->term[n * V + v];
+    if (t >= 0x1p-900) a = fmax(a, nextafter(err[v] / t, INFINITY));
+    else b = fmax(b, err[v]);
+  }
+  w->a[n] = a, w->b[n] = b;
+}
+
+static void row_d_hidden(fast_work *w, int64_t n, double *hi, double *lo, double *t1) {
+  const lce_case *c = w->c;
+  const int64_t H = c->h, V = c->v;
+  for (int64_t k = 0; k < H; k++) hi[k] = lo[k] = t1[k] = 0.0;
+  for (int64_t v = 0; v < V; v++) {
+    const double d = w->ds[n * V + v], dh = top26(d), dl = d - dh, t = w->term[n * V + v];
+    const double *wv = w->w + v * H;
+    for (int64_t k = 0; k < H; k++) {
+      double e, s = fast_two_sum(hi[k], dh * wv[k], &e);
+      hi[k] = s;
+      lo[k] += e + dl * wv[k];
+      t1[k] += t * fabs(wv[k]);
+    }
+  }
+  const double a = w->a[n], b = w->b[n], cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
+  for (int64_t k = 0; k < H; k++) {
+    const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V), w1u = lce_sum_bound(w->w1[k], V);
+    const double prop = lce_add_up(lce_mul_up(a, t1u), lce_mul_up(b, w1u));
+    const double err = lce_add_up(prop, fast_dot_bound(value, lce_add_up(lce_mul_up(1.01, t1u), prop), V));
+    put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, t1[k] + fl * w->w1[k],
+        cond * t1[k] + fl * w->w1[k] + gf);
+  }
+}
+
+/* One token: lse, loss, dz and its d_hidden row. */
+static void run_row(fast_work *w, int64_t n) {
+  const lce_case *c = w->c;
+  const int64_t V = c->v, H = c->h, y = w->in->labels[n];
+  const int valid = y != c->ignore_index;
+  if (w->bad_w || w->bad_h[n]) {
+    poisoned_row(w, n, valid);
+    return;
+  }
+  double *buf = malloc((size_t)(5 * V + 3 * H) * sizeof *buf);
+  if (buf == NULL) {
+    w->failed[n] = 1;
+    return;
+  }
+  fast_row r = {.v = V, .z = buf, .f = buf + V, .t = buf + 2 * V, .term = buf + 3 * V};
+  double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H;
+  fast_row_logits(&r, &w->fin, &w->opts, n);
+  fast_row_forward(&r, &w->opts, valid ? y : -1);
+  put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
+      lce_add_up(r.mag_lse, r.term_max));
+  if (valid) {
+    fast_row_loss(&r, &w->opts, y);
+    put(c, w->res, LCE_OUT_LOSS_TOKEN, n, r.loss, r.err_loss, r.mag_loss, r.mag_loss);
+    w->loss[n] = r.loss, w->loss_err[n] = r.err_loss;
+  } else {
+    put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, 0.0);
+  }
+  double g_rel, g = token_g(w, n, &g_rel);
+  if (g == 0.0) {
+    for (int64_t k = 0; k < H; k++) put_exact(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0);
+  } else {
+    fast_row_dz(&r, &w->opts, y, g, g_rel, w->ds + n * V, err, w->term + n * V);
+    w->active[n] = 1;
+    w->cond[n] = 1.0 + r.term_max;
+    w->floor[n] = fabs(g) * ldexp(1.0, lce_dtype_emin(c->dtype));
+    row_slopes(w, n, err);
+    row_d_hidden(w, n, hi, lo, t1);
+  }
+  w->inexact[n] = r.inexact_logits;
+  free(buf);
+}
+
+static void run_loss(fast_work *w, int poisoned) {
+  const lce_case *c = w->c;
+  if (poisoned) return put_exact(c, w->res, LCE_OUT_LOSS, 0, NAN);
+  if (c->reduction == LCE_RED_MEAN && w->sw == 0.0) return put_exact(c, w->res, LCE_OUT_LOSS, 0, 0.0);
+  double hi = 0.0, lo = 0.0, m = 0.0, e = 0.0, mag = 0.0, t;
+  for (int64_t n = 0; n < c->n; n++) {
+    hi = fast_two_sum(hi, w->loss[n], &t);
+    lo += t;
+    m += fabs(w->loss[n]);
+    e = lce_add_up(e, w->loss_err[n]);
+    mag += w->res->out[LCE_OUT_LOSS_TOKEN].mag[n];
+  }
+  double value = hi + lo;
+  e = lce_add_up(e, fast_sum2_bound(value, lce_sum_bound(m, c->n), c->n));
+  if (c->reduction == LCE_RED_MEAN) {
+    e = lce_add_up(e, lce_mul_up(lce_add_up(fabs(value), e), w->sw_rel));
+    e = nextafter(e / w->sw, INFINITY);
+    value /= w->sw;
+    e = fast_add_err(value, e, 0.0);
+    mag /= w->sw;
+  }
+  put(c, w->res, LCE_OUT_LOSS, 0, value, e, mag, mag);
+}
+
+/* Row j of d_weight (a real vocab row). */
+static void weight_row(fast_work *w, int64_t j, int poisoned, double *acc) {
+  const lce_case *c = w->c;
+  const int64_t H = c->h, V = c->v, N = c->n;
+  const float *prior = lce_output_weight_prior(c, w->in);
+  double *hi = acc, *lo = acc + H, *A = acc + 2 * H, *B = acc + 3 * H, *C = acc + 4 * H, *Cb = acc + 5 * H;
+  for (int64_t k = 0; k < H; k++) hi[k] = prior[j * H + k], lo[k] = A[k] = B[k] = C[k] = Cb[k] = 0.0;
+  double alpha = 0.0;
+  int64_t na = 0;
+  for (int64_t n = 0; n < N; n++) {
+    if (!w->active[n]) continue;
+    na++;
+    alpha = fmax(alpha, nextafter(w->a[n] / w->cond[n], INFINITY));
+    const double d = w->ds[n * V + j], dh = top26(d), dl = d - dh, t = w->term[n * V + j];
+    const double tc = t * w->cond[n], fl = w->floor[n], bn = w->b[n];
+    const double *h = w->hidden + n * H, *ha = w->habs + n * H;
+    for (int64_t k = 0; k < H; k++) {
+      double e, s = fast_two_sum(hi[k], dh * h[k], &e);
+      hi[k] = s;
+      lo[k] += e + dl * h[k];
+      A[k] += t * ha[k];
+      B[k] += tc * ha[k];
+      C[k] += fl * ha[k];
+      Cb[k] += bn * ha[k];
+    }
+  }
+  const double gf = gemm_floor(c, LCE_OUT_D_WEIGHT, na);
+  for (int64_t k = 0; k < H; k++) {
+    const int64_t i = j * H + k;
+    const double p = prior[i];
+    if (poisoned || !isfinite(p)) {
+      put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, poisoned ? NAN : p);
+      continue;
+    }
+    const double value = hi[k] + lo[k], au = lce_sum_bound(A[k], na), bu = lce_sum_bound(B[k], na);
+    const double cbu = lce_sum_bound(Cb[k], na);
+    const double prop = lce_add_up(lce_mul_up(alpha, bu), cbu);
+    const double m = lce_add_up(lce_add_up(fabs(p), lce_mul_up(1.01, au)), prop);
+    const double err = na == 0 ? 0.0 : lce_add_up(prop, fast_dot_bound(value, m, na + 1));
+    put(c, w->res, LCE_OUT_D_WEIGHT, i, value, err, fabs(p) + A[k] + C[k], fabs(p) + B[k] + C[k] + gf);
+  }
+}
+
+/* ---- escalation ------------------------------------------------------------------------------- */
+
+static void copy_element(lce_ref_output *dst, const lce_ref_output *src, int64_t i) {
+  dst->value[i] = src->value[i], dst->err[i] = src->err[i], dst->mag[i] = src->mag[i];
+  dst->emag[i] = src->emag[i], dst->rounded[i] = src->rounded[i], dst->decisive[i] = src->decisive[i];
+}
+
+/* Every element tier 1 could not decide is recomputed by tier 0 (lce_oracle_run_subset); a token
+ * whose lse or loss escalates takes both from tier 0. */
+static lce_code escalate(fast_work *w, lce_fast_stats *stats, lce_status *st) {
+  const lce_case *c = w->c;
+  const int64_t N = c->n, H = c->h, V = c->v;
+  lce_oracle_result *res = w->res;
+  unsigned char *row = calloc((size_t)N, 1), *dh = calloc((size_t)(N * H), 1), *dw = calloc((size_t)(V * H), 1);
+  lce_code rc = LCE_OK;
+  if (row == NULL || dh == NULL || dw == NULL) {
+    rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory for tier 1's escalation masks");
+    goto done;
+  }
+  int64_t count = 0, rows = 0;
+  int any = 0, all_rows = 0;
+  for (int64_t n = 0; n < N; n++) {
+    const int lse = !res->out[LCE_OUT_LSE].decisive[n], loss = !res->out[LCE_OUT_LOSS_TOKEN].decisive[n];
+    row[n] = (unsigned char)(lse || loss);
+    count += lse + loss;
+  }
+  for (int64_t i = 0; i < N * H; i++) dh[i] = !res->out[LCE_OUT_D_HIDDEN].decisive[i], count += dh[i];
+  for (int64_t i = 0; i < V * H; i++) dw[i] = !res->out[LCE_OUT_D_WEIGHT].decisive[i], count += dw[i], all_rows |= dw[i];
+  const int loss = !res->out[LCE_OUT_LOSS].decisive[0];
+  count += loss;
+  all_rows |= loss;
+  any = count > 0;
+  for (int64_t n = 0; n < N; n++) {
+    int asked = row[n];
+    for (int64_t k = 0; k < H && !asked; k++) asked = dh[n * H + k];
+    rows += all_rows || asked;
+  }
+  if (stats) stats->escalated = count, stats->recomputed_rows = any ? rows : 0;
+  if (!any) goto done;
+  lce_oracle_subset sub = {row, dh, dw, loss};
+  lce_oracle_result t0;
+  rc = lce_oracle_run_subset(c, w->in, &sub, &t0, st);
+  if (rc != LCE_OK) goto done;
+  for (int64_t n = 0; n < N; n++)
+    if (row[n]) copy_element(&res->out[LCE_OUT_LSE], &t0.out[LCE_OUT_LSE], n),
+                copy_element(&res->out[LCE_OUT_LOSS_TOKEN], &t0.out[LCE_OUT_LOSS_TOKEN], n);
+  for (int64_t i = 0; i < N * H; i++)
+    if (dh[i]) copy_element(&res->out[LCE_OUT_D_HIDDEN], &t0.out[LCE_OUT_D_HIDDEN], i);
+  for (int64_t i = 0; i < V * H; i++)
+    if (dw[i]) copy_element(&res->out[LCE_OUT_D_WEIGHT], &t0.out[LCE_OUT_D_WEIGHT], i);
+  if (loss) copy_element(&res->out[LCE_OUT_LOSS], &t0.out[LCE_OUT_LOSS], 0);
+  lce_oracle_free(&t0);
+done:
+  free(row), free(dh), free(dw);
+  return rc;
+}
+
+/* ---- the run ---------------------------------------------------------------------------------- */
+
+static void count_elements(lce_oracle_result *res) {
+  res->decisive = res->total = 0;
+  res->worst_rel_err = 0.0;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_ref_output *r = &res->out[o];
+    for (int64_t i = 0; i < r->count; i++) {
+      res->total++;
+      res->decisive += r->decisive[i];
+      const double scale = fmax(fabs(r->value[i]), r->mag[i]);
+      if (isfinite(r->err[i]) && scale > 0.0 && r->err[i] / scale > res->worst_rel_err)
+        res->worst_rel_err = r->err[i] / scale;
+    }
+  }
+}
+
+static lce_code run_body(fast_work *w, int do_escalate, lce_fast_stats *stats, lce_status *st) {
+  const lce_case *c = w->c;
+  const int64_t N = c->n, H = c->h, V = c->v;
+  LCE_TRY(load(w, st));
+  LCE_TRY(alloc_results(c, w->res, st));
+  fast_opts_init(&w->opts, c, w->in->class_weight);
+  valid_weight_sum(w);
+  const int parallel = N > 1 && H * V >= LCE_PARALLEL_MIN_MACS;
+  LCE_PARALLEL_FOR_IF(parallel)
+  for (int64_t n = 0; n < N; n++) run_row(w, n);
+  int poisoned = 0;
+  for (int64_t n = 0; n < N; n++) {
+    LCE_CHECK(st, !w->failed[n], LCE_ENOMEM, "out of memory for tier 1's row scratch");
+    poisoned |= w->poison_valid[n];
+    if (stats) stats->inexact_logits += w->inexact[n];
+  }
+  if (stats) stats->logits = N * V;
+  run_loss(w, poisoned);
+  unsigned char *failed = calloc((size_t)V, 1);
+  LCE_ALLOC_CHECK(st, failed);
+  LCE_PARALLEL_FOR_IF(V > 1 && N * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t j = 0; j < V; j++) {
+    double *acc = malloc((size_t)(6 * H) * sizeof *acc);
+    if (acc == NULL) {
+      failed[j] = 1;
+      continue;
+    }
+    weight_row(w, j, poisoned, acc);
+    free(acc);
+  }
+  int any_failed = 0;
+  for (int64_t j = 0; j < V; j++) any_failed |= failed[j];
+  free(failed);
+  LCE_CHECK(st, !any_failed, LCE_ENOMEM, "out of memory for tier 1's d_weight scratch");
+  const float *prior = lce_output_weight_prior(c, w->in);
+  for (int64_t i = V * H; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, prior[i]);
+  if (!c->tied)
+    for (int64_t i = 0; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_EMBEDDING, i, w->in->grad_embedding_prior[i]);
+  if (do_escalate) LCE_TRY(escalate(w, stats, st));
+  count_elements(w->res);
+  w->res->n_valid = lce_count_valid(c, w->in);
+  w->res->precision_bits = 53;
+  return LCE_OK;
+}
+
+lce_code lce_fast_run_opts(const lce_case *c, const lce_tensors *in, int do_escalate, lce_oracle_result *res,
+                           lce_fast_stats *stats, lce_status *st) {
+  LCE_CHECK(st, res != NULL, LCE_EINVAL, "tier 1 result is NULL");
+  memset(res, 0, sizeof *res);
+  if (stats) memset(stats, 0, sizeof *stats);
+  LCE_TRY(lce_case_validate(c, st));
+  LCE_TRY(lce_tensors_validate(c, in, st));
+  fast_work w;
+  memset(&w, 0, sizeof w);
+  w.c = c, w.in = in, w.res = res;
+  lce_code rc = run_body(&w, do_escalate, stats, st);
+  work_free(&w);
+  if (rc != LCE_OK) lce_oracle_free(res);
+  return rc;
+}
+
+lce_code lce_fast_run(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_fast_stats *stats,
+                      lce_status *st) {
+  return lce_fast_run_opts(c, in, 1, res, stats, st);
+}

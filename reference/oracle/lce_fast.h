@@ -1,0 +1,34 @@
+/* lce_fast.h — tier 1, "fast": the FLCE reference in double on the CPU, with a rigorous error bound
+ * per element, and tier 0 (MPFR) only for the elements that bound cannot decide.
+ *
+ * Logits are exact where plain double is provably exact (bf16 and fp16 inputs nearly always) and
+ * compensated (Sum2 of exact products) elsewhere; exp, log, log1p, tanh and cosh come from libm with
+ * a stated accuracy; every sum over the vocab or the tokens is compensated, and the gradient GEMMs
+ * are Dot2 (FMA TwoProduct, TwoSum). The derivation of every bound is in lce_fast_row.c (row math)
+ * and lce_fast.c (gradients, reduction). Each element is then certified exactly as tier 0 does
+ * (lce_round_certain): an element whose bound cannot make its rounded value certain is recomputed
+ * by tier 0 (lce_oracle_run_subset) and takes tier 0's value, bound and flags, so the result is as
+ * decisive as tier 0's. mag and emag are tier 0's definitions, equal to them to rounding. The
+ * non-finite semantics are tier 0's (lce_oracle.c). Token rows run in parallel (OpenMP) with the same
+ * bits for any thread count. Memory: doubles only (dz and its magnitudes for every token, N*V). */
+#ifndef LCE_FAST_H
+#define LCE_FAST_H
+
+#include "lce_reference_result.h"
+
+typedef struct lce_fast_stats {
+  int64_t escalated;   /* elements tier 1 could not decide, recomputed by tier 0 */
+  int64_t recomputed_rows; /* token forwards tier 0 ran for them (all N when a d_weight or the loss escalated) */
+  int64_t inexact_logits;  /* logits not proven exact in plain double (compensated instead) */
+  int64_t logits;
+} lce_fast_stats;
+
+/* Runs forward and backward; rejects invalid cases or tensors with LCE_EINVAL before computing.
+ * stats may be NULL. escalate = 0 skips the escalation (for tests: the elements tier 1 cannot decide
+ * stay non-decisive, with their tier-1 value and bound). */
+lce_code lce_fast_run_opts(const lce_case *c, const lce_tensors *in, int escalate, lce_oracle_result *res,
+                           lce_fast_stats *stats, lce_status *st);
+lce_code lce_fast_run(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_fast_stats *stats,
+                      lce_status *st);
+
+#endif

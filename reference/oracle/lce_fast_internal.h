@@ -1,0 +1,97 @@
+/* lce_fast_internal.h — tier 1's pieces shared by lce_fast.c (driver, gradients, reduction) and
+ * lce_fast_row.c (one token row: logits, lse, loss, dz), and its error-free transformations.
+ * Bounds are doubles rounded upward (lce_add_up, lce_mul_up from lce_oracle_internal.h). */
+#ifndef LCE_FAST_INTERNAL_H
+#define LCE_FAST_INTERNAL_H
+
+#include "lce_fast.h"
+#include "lce_oracle_internal.h"
+
+#define FAST_U 0x1p-53          /* unit roundoff of double */
+#define FAST_LIBM (5.0 * FAST_U) /* relative accuracy taken for libm's exp, log, log1p, tanh, cosh */
+#define FAST_TINY 0x1p-1074     /* absolute error of one rounding into the subnormal range */
+
+/* TwoSum (Knuth): s + e = a + b exactly, also with gradual underflow. */
+static inline double fast_two_sum(double a, double b, double *e) {
+  double s = a + b, bb = s - a;
+  *e = (a - (s - bb)) + (b - bb);
+  return s;
+}
+
+/* gamma_n^2 = (n u / (1 - n u))^2, rounded up; n u < 1/2. */
+static inline double fast_gamma2(int64_t n) {
+  double g = nextafter((double)n * FAST_U / (1.0 - (double)n * FAST_U), INFINITY);
+  return lce_mul_up(g, g);
+}
+
+/* Bound on |res - sum| for res from Sum2 or Dot2 over n terms (Ogita, Rump, Oishi 2005, Prop. 4.5
+ * and 5.5: |res - S| <= u |S| + gamma_n^2 sum |terms|), given m >= sum |terms|. With |S| <= |res| +
+ * err this is err (1 - u) <= u |res| + gamma_n^2 m; each TwoProduct whose low part falls below
+ * the normal range adds at most 2^-1074. */
+static inline double fast_sum2_bound(double res, double m, int64_t n) {
+  double e = lce_add_up(lce_mul_up(FAST_U, fabs(res)), lce_mul_up(fast_gamma2(n), m));
+  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), (double)n * FAST_TINY);
+}
+
+/* Bound on |res - S| for the split dot product of lce_fast.c (fast_dot_add): each term d x with x
+ * of at most 24 significant bits is the exact sum of dh x + dl x (dh: d's top 26 bits, |dl| <=
+ * 2^-25 |d|); the dh x go through TwoSum (exact), the TwoSum errors and the dl x into a plain sum lo,
+ * 2n additions: |lo - LO| <= gamma_2n (sum |TwoSum errors| + sum |dl x|) <= gamma_2n (n u (1 + gamma_n)
+ * + 2^-25) m <= gamma_2n 2^-24 m (n u <= 2^-29), and res = RN(hi + lo) adds u |res|; products
+ * below the normal range add 2^-1074 each. m >= sum |terms|. */
+static inline double fast_dot_bound(double res, double m, int64_t n) {
+  double g = nextafter((double)(2 * n) * FAST_U / (1.0 - (double)(2 * n) * FAST_U), INFINITY);
+  double e = lce_add_up(lce_mul_up(FAST_U, fabs(res)), lce_mul_up(lce_mul_up(g, 0x1p-24), m));
+  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), (double)(2 * n + 1) * FAST_TINY);
+}
+
+/* Running bounds (tier 0's lce_add_err / lce_mul_err in double): r = RN(a op b) from computed a, b
+ * within ea, eb of the exact operands; RN adds u |r| (and 2^-1074 in the subnormal range). */
+static inline double fast_add_err(double r, double ea, double eb) {
+  return lce_add_up(lce_add_up(ea, eb), lce_add_up(lce_mul_up(FAST_U, fabs(r)), FAST_TINY));
+}
+static inline double fast_mul_err(double r, double a, double ea, double b, double eb) {
+  double e = lce_add_up(lce_add_up(lce_mul_up(fabs(a), eb), lce_mul_up(fabs(b), ea)), lce_mul_up(ea, eb));
+  return fast_add_err(r, e, 0.0);
+}
+
+/* The case's loss options in double (tier 0's lce_row_opts). */
+typedef struct fast_opts {
+  double softcap, lambda;
+  int smoothing;
+  const float *class_weight; /* [v], NULL: every weight 1 */
+  double ome, e_ome;         /* 1 - e */
+  double ev, e_ev;           /* e / V */
+  double sw, e_sw;           /* sum_v w_v */
+} fast_opts;
+
+/* The inputs as the math reads them (exact doubles, tf32-rounded with tf32 GEMMs), and per row the
+ * exponent of its lowest set bit (the exactness proof of the logits, lce_fast_row.c). */
+typedef struct fast_in {
+  int64_t n, h, v;
+  const double *hidden, *w; /* [n*h], [v*h] */
+  const int *lsb_h, *lsb_w; /* [n], [v]; INT_MAX/4 for an all-zero row */
+} fast_in;
+
+/* One token row's state (per thread). */
+typedef struct fast_row {
+  int64_t v;
+  double *z, *f, *t, *term; /* [v] logits, softcap factors, exp(z - max), logit error scales */
+  double ez, rf;            /* bound on |z_v - Z_v| (all v); relative bound of every f_v */
+  double rho, rs, rsy;      /* relative bounds: each t_v, S, S_y (against their exact values) */
+  double s, s_y;            /* sum_v t_v, sum_{v != y} t_v */
+  int certified;
+  int64_t inexact_logits;
+  double lse, err_lse, mag_lse, ce, err_ce, loss, err_loss, mag_loss, term_max, cy, e_cy;
+} fast_row;
+
+void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight);
+void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n);
+void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y);
+void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);
+/* ds (dz times f) of a valid label with g != 0 (relative error g_rel) into ds[0..v), bounds into
+ * err (+Inf when the row is not certified), tier 0's term magnitudes into mag. */
+void fast_row_dz(fast_row *r, const fast_opts *o, int64_t y, double g, double g_rel, double *ds, double *err,
+                 double *mag);
+
+#endif
