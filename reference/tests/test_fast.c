@@ -1,0 +1,153 @@
+/* test_fast.c — tier 1 (lce_fast.h) against tier 0 (lce_oracle.h), element by element, over every
+ * dtype, reduction, loss option and input distribution (poisoned inputs and priors included):
+ *   - every element decisive in both tiers has the same rounded value (a zero's sign is that of each
+ *     tier's approximation of a value below the format's range, so +0 and -0 count as equal);
+ *   - |value_fast - value_mpfr| <= err_fast + err_mpfr (tier 1's bound holds: tier 0 is ~1e-45);
+ *   - non-finite elements identical (class, err 0, decisive);
+ *   - mag and emag equal to tier 0's within 1e-12 relative (the same sums, regrouped);
+ *   - tier 1 is as decisive as tier 0 (escalation), and without escalation its own bound already
+ *     decides most elements;
+ *   - the same bits with 1 and 4 threads;
+ * and a negative control: the tier-1 values pushed by 3x their bound must fail the bound check.
+ * Prints the elements compared, the worst |fast - mpfr| / (err_fast + err_mpfr) and escalations.
+ * Seed: $LCE_TEST_SEED (default 1); failures print the case id. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "lce_fast.h"
+#include "lce_oracle.h"
+#include "lce_test.h"
+
+static int64_t compared, escalated, undecided_alone, total_alone;
+static double worst_ratio;
+
+static void gen(const lce_case *c, lce_tensors *t) {
+  lce_status st = {0};
+  if (lce_case_generate(c, t, &st) != LCE_OK) {
+    fprintf(stderr, "generate: %s\n", st.msg);
+    exit(2);
+  }
+}
+
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Compares fast against mpfr; returns how many elements violate |fast - mpfr| <= err sum. */
+static int64_t compare(const lce_case *c, const lce_oracle_result *f, const lce_oracle_result *m, int report) {
+  int64_t bad = 0;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_ref_output *a = &f->out[o], *b = &m->out[o];
+    if (report) EXPECT(a->count == b->count, "%s count %lld vs %lld", lce_output_name(o), (long long)a->count, (long long)b->count);
+    for (int64_t i = 0; i < a->count && i < b->count; i++) {
+      const double va = a->value[i], vb = b->value[i];
+      if (!isfinite(vb) || !isfinite(va)) {
+        if (report)
+          EXPECT(same_bits(va, vb) || (isnan(va) && isnan(vb)), "%s[%lld] class %g vs tier 0 %g", lce_output_name(o),
+                 (long long)i, va, vb);
+        continue;
+      }
+      const double lim = a->err[i] + b->err[i], d = fabs(va - vb);
+      if (d > lim * (1 + 0x1p-50)) bad++;
+      if (!report) continue;
+      compared++;
+      if (lim > 0 && d / lim > worst_ratio) worst_ratio = d / lim;
+      EXPECT(d <= lim * (1 + 0x1p-50), "%s[%lld] fast %a vs mpfr %a: |diff| %.3g > err %.3g + %.3g", lce_output_name(o),
+             (long long)i, va, vb, d, a->err[i], b->err[i]);
+      if (a->decisive[i] && b->decisive[i])
+        EXPECT(a->rounded[i] == b->rounded[i], "%s[%lld] rounded %a vs tier 0 %a", lce_output_name(o),
+               (long long)i, a->rounded[i], b->rounded[i]);
+      EXPECT(a->decisive[i] >= b->decisive[i], "%s[%lld] decisive in tier 0 only (err %.3g)", lce_output_name(o),
+             (long long)i, a->err[i]);
+      EXPECT(fabs(a->mag[i] - b->mag[i]) <= 1e-12 * b->mag[i] && fabs(a->emag[i] - b->emag[i]) <= 1e-12 * b->emag[i],
+             "%s[%lld] mag %.17g emag %.17g vs tier 0 %.17g %.17g", lce_output_name(o), (long long)i, a->mag[i],
+             a->emag[i], b->mag[i], b->emag[i]);
+    }
+  }
+  return bad;
+}
+
+static void check_case(const lce_case *c) {
+  lce_test_set_case(c);
+  lce_tensors t;
+  gen(c, &t);
+  lce_oracle_result f, f0, m;
+  lce_fast_stats stats, stats0;
+  lce_status st = {0};
+  EXPECT(lce_oracle_run(c, &t, &m, &st) == LCE_OK, "tier 0: %s", st.msg);
+  EXPECT(lce_fast_run(c, &t, &f, &stats, &st) == LCE_OK, "tier 1: %s", st.msg);
+  EXPECT(lce_fast_run_opts(c, &t, 0, &f0, &stats0, &st) == LCE_OK, "tier 1 alone: %s", st.msg);
+  compare(c, &f, &m, 1);
+  EXPECT(f.decisive >= m.decisive, "decisive %lld < tier 0's %lld", (long long)f.decisive, (long long)m.decisive);
+  escalated += stats.escalated;
+  undecided_alone += f0.total - f0.decisive;
+  total_alone += f0.total;
+  /* Negative control: a value moved by 3x its bound (where the other tier's bound is smaller) must
+   * be caught by the same check. */
+  lce_ref_output *dh = &f0.out[LCE_OUT_D_HIDDEN];
+  int64_t moved = 0;
+  for (int64_t i = 0; i < dh->count; i++)
+    if (isfinite(dh->value[i]) && dh->err[i] > m.out[LCE_OUT_D_HIDDEN].err[i] && dh->err[i] > 0)
+      dh->value[i] += 3.0 * dh->err[i], moved++;
+  if (moved) EXPECT(compare(c, &f0, &m, 0) == moved, "negative control: %lld moved values, not all caught", (long long)moved);
+#ifdef _OPENMP
+  /* The same bits with any thread count. */
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(saved > 1 ? 1 : 4);
+  lce_oracle_result g;
+  EXPECT(lce_fast_run(c, &t, &g, NULL, &st) == LCE_OK, "tier 1: %s", st.msg);
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    for (int64_t i = 0; i < f.out[o].count; i++)
+      EXPECT(same_bits(f.out[o].value[i], g.out[o].value[i]) && same_bits(f.out[o].err[i], g.out[o].err[i]),
+             "%s[%lld] differs with another thread count", lce_output_name(o), (long long)i);
+  lce_oracle_free(&g);
+  omp_set_num_threads(saved);
+#endif
+  lce_oracle_free(&f);
+  lce_oracle_free(&f0);
+  lce_oracle_free(&m);
+  lce_tensors_free(&t);
+}
+
+static lce_case make(lce_dtype dt, int64_t n, int64_t h, int64_t v, lce_dist d, lce_reduction r, int tied) {
+  lce_case c = lce_case_default();
+  c.dtype = dt, c.n = n, c.h = h, c.v = v, c.vp = v, c.dist = d, c.reduction = r, c.tied = tied;
+  c.seed = lce_test_seed();
+  return c;
+}
+
+int main(void) {
+  int cases = 0;
+  for (int d = 0; d < LCE_DIST_COUNT; d++)
+    for (int dt = 0; dt < 4; dt++) { /* bf16, fp16, fp32, fp32 with tf32 GEMMs */
+      lce_case c = make(dt == 3 ? LCE_FP32 : (lce_dtype)dt, 12, 16 + 8 * (d % 3), 60 + d, (lce_dist)d,
+                        (lce_reduction)((d + dt) % 3), (d + dt) % 2);
+      c.gemm = dt == 3 ? LCE_GEMM_TF32 : LCE_GEMM_IEEE;
+      c.vp = c.v + 4, c.tp = 1, c.ignore_pct = 15;
+      c.prior_grad = (d + dt) % 2 || !c.tied;
+      switch ((d + dt) % 5) { /* every loss option, and all together */
+        case 1: c.softcap = 30; break;
+        case 2: c.smoothing = LCE_SMOOTH_PYTORCH, c.smoothing_permille = 100, c.class_weights = 1; break;
+        case 3: c.z_loss_e5 = 100, c.smoothing = LCE_SMOOTH_MEGATRON, c.smoothing_permille = 50; break;
+        case 4: c.softcap = 15, c.z_loss_e5 = 10, c.class_weights = 1, c.smoothing = LCE_SMOOTH_PYTORCH,
+                c.smoothing_permille = 200; break;
+        default: break;
+      }
+      check_case(&c);
+      cases++;
+    }
+  /* A larger case with the default options (the default matrix's shape class). */
+  lce_case big = make(LCE_BF16, 32, 64, 512, LCE_DIST_HARD, LCE_RED_MEAN, 1);
+  check_case(&big);
+  cases++;
+  printf("test_fast: %d cases, %lld elements compared, worst |fast - mpfr| / (err_fast + err_mpfr) = %.3g, "
+         "%lld escalated; without escalation %lld of %lld elements undecided (%.3f%%)\n",
+         cases, (long long)compared, worst_ratio, (long long)escalated, (long long)undecided_alone,
+         (long long)total_alone, 100.0 * (double)undecided_alone / (double)(total_alone ? total_alone : 1));
+  EXPECT(compared > 100000, "only %lld elements compared", (long long)compared);
+  EXPECT(worst_ratio > 0.0, "no element differs from tier 0: the comparison is vacuous");
+  return lce_test_finish("test_fast");
+}
