@@ -5,6 +5,9 @@
  *                 N=16, H=64, V=512 in milliseconds
  *   fma chain     acc = mpfr_fma(a, b, acc) at 128 bits, inputs bf16 values
  *   exact + sum   exact double products set into MPFR, one mpfr_sum per 256 of them
+ *   tier 1        lce_fast_run on the same case (escalations to tier 0 included, and counted), and
+ *                 the same without escalating (tier 1's own arithmetic)
+ *   plain double  a double dot product of bf16 values, 256 terms (the speed of light)
  * Usage: bench_oracle [--json] [--n N] [--h H] [--v V]. Progress goes to stderr; the table (or one
  * JSON object with --json) to stdout. Timings are printed, never asserted: not a ctest. */
 #include <mpfr.h>
@@ -12,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_fast.h"
 #include "lce_oracle.h"
 #include "lce_prng.h"
 #include "lce_time.h"
@@ -40,6 +44,44 @@ static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total) 
   lce_oracle_free(&r);
   lce_tensors_free(&t);
   return dt;
+}
+
+/* Seconds for one tier-1 run of c; exits on error. */
+static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats) {
+  lce_tensors t;
+  lce_oracle_result r;
+  lce_status st = {0};
+  if (lce_case_generate(c, &t, &st) != LCE_OK) {
+    fprintf(stderr, "bench_oracle: %s\n", st.msg);
+    exit(1);
+  }
+  double t0 = lce_now_seconds();
+  if (lce_fast_run_opts(c, &t, escalate, &r, stats, &st) != LCE_OK) {
+    fprintf(stderr, "bench_oracle: %s\n", st.msg);
+    exit(1);
+  }
+  double dt = lce_now_seconds() - t0;
+  lce_oracle_free(&r);
+  lce_tensors_free(&t);
+  return dt;
+}
+
+/* Multiply-adds per second of a plain double dot product over 256 bf16 values. */
+static double rate_plain_dot(long macs) {
+  enum { K = 256 };
+  double a[K], b[K];
+  for (int i = 0; i < K; i++) a[i] = bf16_sample(5, (uint64_t)i), b[i] = bf16_sample(6, (uint64_t)i);
+  volatile double sink = 0.0;
+  long rounds = macs / K;
+  double t0 = lce_now_seconds();
+  for (long r = 0; r < rounds; r++) {
+    double s = 0.0, shift = (double)(r & 7);
+    for (int i = 0; i < K; i++) s += a[i] * (b[i] + shift);
+    sink += s;
+  }
+  double dt = lce_now_seconds() - t0;
+  (void)sink;
+  return (double)(rounds * K) / dt;
 }
 
 /* Multiply-adds per second of an mpfr_fma chain at 128 bits. */
@@ -122,14 +164,25 @@ int main(int argc, char **argv) {
   fprintf(stderr, "bench_oracle: exact products + mpfr_sum ...\n");
   double sum_rate = rate_exact_sum(8000000);
   double oracle_rate = macs / oracle_s;
+  fprintf(stderr, "bench_oracle: tier 1 on %s ...\n", id);
+  lce_fast_stats fs;
+  double fast_s = time_fast(&c, 1, &fs);
+  double fast_rate = macs / fast_s;
+  lce_fast_stats fs_alone;
+  double alone_rate = macs / time_fast(&c, 0, &fs_alone);
+  fprintf(stderr, "bench_oracle: plain double dot ...\n");
+  double plain_rate = rate_plain_dot(200000000);
 
   if (json) {
     printf("{\"case\": \"%s\", \"precision_bits\": %d, \"oracle_seconds\": %.6f, \"oracle_macs_per_s\": %.6g, "
            "\"fma_chain_macs_per_s\": %.6g, \"exact_sum_macs_per_s\": %.6g, \"oracle_over_fma\": %.4f, "
            "\"oracle_over_exact_sum\": %.4f, \"decisive\": %lld, \"total\": %lld, "
-           "\"small_case_ms\": %.3f, \"small_decisive\": %lld, \"small_total\": %lld}\n",
+           "\"small_case_ms\": %.3f, \"small_decisive\": %lld, \"small_total\": %lld, "
+           "\"fast_seconds\": %.6f, \"fast_macs_per_s\": %.6g, \"fast_escalated\": %lld, \"fast_alone_macs_per_s\": %.6g, "
+           "\"plain_dot_macs_per_s\": %.6g}\n",
            id, LCE_ORACLE_PREC, oracle_s, oracle_rate, fma_rate, sum_rate, oracle_rate / fma_rate,
-           oracle_rate / sum_rate, (long long)d, (long long)tot, small_s * 1e3, (long long)sd, (long long)stot);
+           oracle_rate / sum_rate, (long long)d, (long long)tot, small_s * 1e3, (long long)sd, (long long)stot, fast_s, fast_rate,
+           (long long)fs.escalated, alone_rate, plain_rate);
     return 0;
   }
   printf("tier-0 oracle throughput (%d-bit MPFR %s)\n", LCE_ORACLE_PREC, mpfr_get_version());
@@ -137,6 +190,12 @@ int main(int argc, char **argv) {
   printf("  %-34s %14.3e %10s\n", "oracle fwd+bwd (3·N·H·V MACs)", oracle_rate, "1.00");
   printf("  %-34s %14.3e %10.2f\n", "mpfr_fma chain, 128 bits", fma_rate, fma_rate / oracle_rate);
   printf("  %-34s %14.3e %10.2f\n", "exact products + mpfr_sum", sum_rate, sum_rate / oracle_rate);
+  printf("  %-34s %14.3e %10.2f\n", "tier 1 fwd+bwd (fast)", fast_rate, fast_rate / oracle_rate);
+  printf("  %-34s %14.3e %10.2f\n", "tier 1 without its escalations", alone_rate, alone_rate / oracle_rate);
+  printf("  %-34s %14.3e %10.2f\n", "plain double dot, 256 terms", plain_rate, plain_rate / oracle_rate);
+  printf("  tier 1: %.3f s, %lld elements escalated to tier 0 (%lld token forwards), %lld of %lld logits not "
+         "proven exact\n", fast_s, (long long)fs.escalated, (long long)fs.recomputed_rows,
+         (long long)fs.inexact_logits, (long long)fs.logits);
   printf("  case %s: %.3f s, decisive %lld/%lld\n", id, oracle_s, (long long)d, (long long)tot);
   printf("  small case n16 h64 v512: %.1f ms (best of 3), decisive %lld/%lld\n", small_s * 1e3, (long long)sd,
          (long long)stot);
