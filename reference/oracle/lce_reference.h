@@ -8,9 +8,10 @@
  * Tiers, numbered as what they are:
  *   0  mpfr      MPFR on the CPU: correctly rounded logits, 160-bit math, a rigorous bound per
  *                element; the truth (reference/oracle/lce_oracle.h)
+ *   1  fast      double on the CPU with error-free transformations and a rigorous bound per element;
+ *                what it cannot decide is recomputed by tier 0 (reference/oracle/lce_fast.h)
  *   2  fp64-gpu  fp64 on the GPU with a stated a-priori bound, certified against tier 0; for shapes
- *                tier 0 cannot reach (reference/gpu/lce_ref64.h); CUDA builds only
- * (tier 1, a certified fast host tier, slots in between). */
+ *                tier 0 cannot reach (reference/gpu/lce_ref64.h); CUDA builds only */
 #ifndef LCE_REFERENCE_H
 #define LCE_REFERENCE_H
 
