@@ -18,37 +18,21 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "lce_production.h"
 #ifdef LCE_WITH_CUDA
 #include "fused_cuda.h"
 #endif
 
 #define BENCH_RATIO_TARGET 1.3
 #define BENCH_MEM_TARGET_BYTES 1e9
-
-typedef struct bench_shape {
-  int64_t n, h, v;
-} bench_shape;
+#define BENCH_MAX_SHAPES 8
 
 typedef struct bench_args {
   int json, reps, warmup;
   int64_t vocab_chunk;
-  bench_shape shapes[8];
+  lce_prod_shape shapes[BENCH_MAX_SHAPES];
   int nshapes;
 } bench_args;
-
-/* --shape's value: NxHxV[,NxHxV...], at most 8 shapes. */
-static int parse_shapes(const char *val, bench_args *a) {
-  char buf[256], *items[8];
-  if (cli_split("--shape", val, buf, sizeof buf, items, 8, &a->nshapes) != CLI_PASS) return CLI_USAGE;
-  for (int i = 0; i < a->nshapes; i++) {
-    bench_shape *s = &a->shapes[i];
-    int used = 0;
-    if (sscanf(items[i], "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%n", &s->n, &s->h, &s->v, &used) != 3 ||
-        items[i][used] != '\0' || s->n < 1 || s->h < 1 || s->v < 1)
-      return cli_fail(CLI_USAGE, "--shape wants NxHxV[,NxHxV...] (at most 8), got '%s'", val);
-  }
-  return CLI_PASS;
-}
 
 static int bench_parse(bench_args *a) {
   memset(a, 0, sizeof *a);
@@ -56,19 +40,23 @@ static int bench_parse(bench_args *a) {
   uint64_t reps = 20, warmup = 3, chunk = 8192;
   /* Each returns CLI_PASS (0) or, having said why, CLI_USAGE. */
   if (cli_opt_uint("--reps", 10, 200, &reps) || cli_opt_uint("--warmup", 1, 100, &warmup) ||
-      cli_opt_uint("--vocab-chunk", 1, LCE_MAX_DIM, &chunk) || (cli_opt("--shape") && parse_shapes(cli_opt("--shape"), a)))
+      cli_opt_uint("--vocab-chunk", 1, LCE_MAX_DIM, &chunk))
     return CLI_USAGE;
+  lce_status st;
+  const char *shapes = cli_opt("--shape");
+  if (shapes && lce_prod_parse_shape_list("--shape", shapes, a->shapes, BENCH_MAX_SHAPES, &a->nshapes, &st) != LCE_OK)
+    return cli_fail(CLI_USAGE, "%s", st.msg);
   a->reps = (int)reps, a->warmup = (int)warmup, a->vocab_chunk = (int64_t)chunk;
   if (a->nshapes == 0) {
-    a->shapes[0] = (bench_shape){8192, 4096, 128256};
-    a->shapes[1] = (bench_shape){4096, 4096, 262144};
+    a->shapes[0] = (lce_prod_shape){8192, 4096, 128256};
+    a->shapes[1] = (lce_prod_shape){4096, 4096, 262144};
     a->nshapes = 2;
   }
   return CLI_PASS;
 }
 
 #ifdef LCE_WITH_CUDA
-static void print_row(const bench_shape *s, int64_t chunk, const lce_cuda_bench_result *r, int first) {
+static void print_row(const lce_prod_shape *s, int64_t chunk, const lce_cuda_bench_result *r, int first) {
   const double total = r->fwd_ms + r->bwd_ms, ratio = total / r->gemm_total_ms;
   const double tflop = 4.0 * 2.0 * (double)s->n * (double)s->h * (double)s->v / 1e12;
   printf("%6" PRId64 " %5" PRId64 " %7" PRId64 " %6" PRId64 " %8.2f %8.2f %8.2f | %7.2f %7.2f %7.2f %7.2f %8.2f %6.0f | %5.2fx %5.2fx %-5s"
@@ -87,7 +75,7 @@ static void print_json(const bench_args *a, const lce_cuda_bench_result *res, in
          a->reps, a->warmup, BENCH_RATIO_TARGET, BENCH_MEM_TARGET_BYTES);
   for (int i = 0; i < ran; i++) {
     const lce_cuda_bench_result *r = &res[i];
-    const bench_shape *s = &a->shapes[i];
+    const lce_prod_shape *s = &a->shapes[i];
     const double total = r->fwd_ms + r->bwd_ms;
     printf("%s{\"n\":%" PRId64 ",\"h\":%" PRId64 ",\"v\":%" PRId64 ",\"vocab_chunk\":%" PRId64
            ",\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,\"total_ms\":%.4f,\"gemm_ms\":[%.4f,%.4f,%.4f,%.4f],\"gemm_total_ms\":%.4f,"
@@ -110,7 +98,7 @@ int cli_bench(void) {
 #else
   char why[256];
   if (!lce_device_query(NULL, why, sizeof why)) return cli_fail(CLI_SKIP, "%s: skipped", why);
-  lce_cuda_bench_result res[8];
+  lce_cuda_bench_result res[BENCH_MAX_SHAPES];
   int ran = 0;
   if (!a.json)
     printf("lcecheck bench: fused-cuda vs plain cuBLAS GEMMs, bf16, untied, mean; median of %d after %d warm-up, "

@@ -68,6 +68,9 @@ void lce_prod_config_default(lce_prod_config *cfg);
 lce_code lce_prod_config_set(lce_prod_config *cfg, const char *option, const char *value, lce_status *st);
 /* A --shapes value: "small", "all", or a comma list of NxHxV (each >= 1, at most LCE_MAX_DIM). */
 lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *st);
+/* A comma list of NxHxV, the value of option (named in the messages), into at most max shapes. */
+lce_code lce_prod_parse_shape_list(const char *option, const char *s, lce_prod_shape *shapes, int max, int *count,
+                                   lce_status *st);
 
 /* Cases of the plan: shapes (outer) x embeddings x tp (inner), each bf16, reduction mean,
  * LCE_PROD_DEFAULT_IGNORE_PCT% ignored tokens, normal logits, fresh gradients, vp = v rounded up to

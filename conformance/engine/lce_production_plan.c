@@ -37,6 +37,34 @@ static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   return 1;
 }
 
+lce_code lce_prod_parse_shape_list(const char *option, const char *s, lce_prod_shape *shapes, int max, int *count,
+                                   lce_status *st) {
+  int n = 0;
+  for (const char *p = s; *p;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    char item[64], tail;
+    lce_prod_shape sh;
+    LCE_CHECK(st, len > 0 && len < sizeof item, LCE_EINVAL, "%s: empty or overlong item in '%.80s'", option, s);
+    memcpy(item, p, len);
+    item[len] = '\0';
+    LCE_CHECK(st, sscanf(item, "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%c", &sh.n, &sh.h, &sh.v, &tail) == 3,
+              LCE_EINVAL, "%s: '%s' is not NxHxV", option, item);
+    LCE_CHECK(st, sh.n >= 1 && sh.h >= 1 && sh.v >= 1 && sh.n <= LCE_MAX_DIM && sh.h <= LCE_MAX_DIM &&
+                      sh.v <= LCE_MAX_DIM, LCE_EINVAL, "%s: '%s' has a size outside [1, %lld]", option, item,
+              (long long)LCE_MAX_DIM);
+    LCE_CHECK(st, n < max, LCE_EINVAL, "%s: more than %d shapes", option, max);
+    shapes[n++] = sh;
+    p += len;
+    if (*p == ',') {
+      p++;
+      LCE_CHECK(st, *p != '\0', LCE_EINVAL, "%s: trailing comma in '%.80s'", option, s);
+    }
+  }
+  *count = n;
+  return LCE_OK;
+}
+
 lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *st) {
   LCE_CHECK(st, s != NULL && *s, LCE_EINVAL, "--shapes needs small, all or NxHxV[,NxHxV...]");
   const lce_prod_shape *set = NULL;
@@ -49,29 +77,7 @@ lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *
     snprintf(cfg->shape_set, sizeof cfg->shape_set, "%s", s);
     return LCE_OK;
   }
-  int n = 0;
-  for (const char *p = s; *p;) {
-    const char *comma = strchr(p, ',');
-    size_t len = comma ? (size_t)(comma - p) : strlen(p);
-    char item[64], tail;
-    lce_prod_shape sh;
-    LCE_CHECK(st, len > 0 && len < sizeof item, LCE_EINVAL, "--shapes: empty or overlong item in '%.80s'", s);
-    memcpy(item, p, len);
-    item[len] = '\0';
-    LCE_CHECK(st, sscanf(item, "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%c", &sh.n, &sh.h, &sh.v, &tail) == 3,
-              LCE_EINVAL, "--shapes: '%s' is not NxHxV (or small, all)", item);
-    LCE_CHECK(st, sh.n >= 1 && sh.h >= 1 && sh.v >= 1 && sh.n <= LCE_MAX_DIM && sh.h <= LCE_MAX_DIM &&
-                      sh.v <= LCE_MAX_DIM, LCE_EINVAL, "--shapes: '%s' has a size outside [1, %lld]", item,
-              (long long)LCE_MAX_DIM);
-    LCE_CHECK(st, n < LCE_PROD_MAX_SHAPES, LCE_EINVAL, "--shapes: more than %d shapes", LCE_PROD_MAX_SHAPES);
-    cfg->shapes[n++] = sh;
-    p += len;
-    if (*p == ',') {
-      p++;
-      LCE_CHECK(st, *p != '\0', LCE_EINVAL, "--shapes: trailing comma in '%.80s'", s);
-    }
-  }
-  cfg->nshapes = n;
+  LCE_TRY(lce_prod_parse_shape_list("--shapes", s, cfg->shapes, LCE_PROD_MAX_SHAPES, &cfg->nshapes, st));
   snprintf(cfg->shape_set, sizeof cfg->shape_set, "custom");
   return LCE_OK;
 }
