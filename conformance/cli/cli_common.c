@@ -226,8 +226,12 @@ int cli_parse_args(cli_args *a) {
   a->subject_name = cli_opt("--subject-name");
   a->golden_class = cli_opt("--golden-class");
   const char *shard = cli_opt("--shard"), *outputs = cli_opt("--outputs");
-  if (a->oracle && lce_reference_tier_find(a->oracle) == NULL)
-    return cli_fail(CLI_USAGE, "unknown oracle '%s' (mpfr or fp64-gpu)", a->oracle);
+  if (a->oracle && lce_reference_tier_find(a->oracle) == NULL) {
+    char names[256] = "";
+    for (size_t t = 0; t < lce_reference_tier_count(); t++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", t ? ", " : "", lce_reference_tier_at(t)->name);
+    return cli_fail(CLI_USAGE, "unknown oracle '%s' (the tiers: %s)", a->oracle, names);
+  }
   if (a->matrix && a->case_id) return cli_fail(CLI_USAGE, "give --matrix or --case, not both");
   if (a->on_device && (a->oracle == NULL || lce_reference_tier_find(a->oracle)->compare == NULL))
     return cli_fail(CLI_USAGE, "--on-device needs a reference that can compare on the device (--oracle fp64-gpu)");
