@@ -4,17 +4,26 @@
  *
  * Gradients. d_hidden[n, k] = sum_v ds_v W_vk and d_weight[j, k] = prior + sum_n ds_nj h_nk, each a
  * split dot product (fast_dot_add: d's top 26 bits and the rest, each times a dtype value exactly,
- * the first through TwoSum; fast_dot_bound). ds carries err_v <= a term_v + b (a = max err/term over
- * terms >= 2^-900, b = max err over the others; term_v: tier 0's dz term magnitude), so
- *     |dh - DH| <= a T1 + b W1 + fast_dot_bound(dh, 1.01 T1 + a T1 + b W1, V),
- * T1 = sum_v term_v |W_vk|, W1 = sum_v |W_vk| (|DS_v| <= 1.01 term_v: the magnitudes bound the
- * terms; every double sum of non-negative products is made an upper bound by lce_sum_bound). For
- * d_weight, a_n <= alpha cond_n with alpha = max_n a_n / cond_n (cond_n = 1 + the row's largest
- * logit scale, tier 0's softmax condition), so with B = sum_n cond_n term_nj |h_nk| (tier 0's emag
- * sum) and Cb = sum_n b_n |h_nk|,
- *     |dw - DW| <= alpha B + Cb + fast_dot_bound(dw, |prior| + 1.01 A + alpha B + Cb, na + 1),
+ * the first through TwoSum; fast_dot_bound). Each ds_v carries its own bound err_v, so for d_hidden
+ *     |dh - DH| <= E + fast_dot_bound(dh, 1.01 T1 + E, V),   E = sum_v err_v |W_vk|,
+ * T1 = sum_v term_v |W_vk| (term_v: tier 0's dz term magnitude; |DS_v| <= 1.01 term_v, so
+ * |ds_v| <= 1.01 term_v + err_v; every double sum of non-negative products is made an upper bound by
+ * lce_sum_bound, and a NaN E (an infinite err_v times a zero W_vk) counts as +Inf). For d_weight the
+ * dz rows are not kept with their bounds: err_nj <= a_n term_nj + b_n over j != y_n (a_n: max err/term
+ * over the row's terms >= 2^-900 other than the label's, b_n: max err over the others) and
+ * err_ny <= ey_n, the label's own bound — the label's term (the split label term |g| (1 - e) w_y) is
+ * far above its error, so it is kept out of the slope. With e_nj that bound (rounded upward),
+ *     |dw - DW| <= E + fast_dot_bound(dw, |prior| + 1.01 A + E, na + 1),   E = sum_n e_nj |h_nk|,
  * A = sum_n term_nj |h_nk|. mag and emag are tier 0's sums (term + floor, cond term + floor, plus
- * gemm_floor), regrouped: equal to tier 0's to rounding.
+ * gemm_floor; cond_n = 1 + the row's largest logit scale), regrouped: equal to tier 0's to rounding.
+ *
+ * Exact zeros. A column k of W holding one finite value c makes d_hidden[n, k] = c sum_v DS_v for
+ * the exact DS. Without softcap (ds = dz), sum_v DZ_v = g ((1 - e) w_y (sum_v P_v - 1) +
+ * (e / V) (SW sum_v P_v - sum_v w_v) + 2 lambda lse sum_v P_v) = 2 g lambda lse, since sum_v P_v = 1
+ * and SW = sum_v w_v exactly (tier 0's lce_row_dz, lce_oracle_loss.c); so without softcap and z-loss,
+ * or when c = 0, d_hidden[n, k] is exactly 0 for every active row, and is reported as 0 with err 0
+ * (its mag and emag stay tier 0's). Tier 0 reaches the same 0 within its bound (~1e-58), never
+ * exactly: its sum is rounded at 160 bits.
  *
  * Reduction. sum_n W_n (mean's divisor) by Sum2 (exact without class weights), g = grad_output / SW
  * within g_rel = 1.01 (sw_rel + u); the loss is Sum2 of the token losses with the sum of their bounds,
@@ -80,7 +89,9 @@ typedef struct fast_work {
   unsigned char *poison_valid, *failed; /* [n] per row, reduced after the parallel loop */
   double *ds, *term;                /* [n*v] ds and its term magnitude, rows with g != 0 */
   unsigned char *active;            /* [n] g != 0 and not poisoned */
-  double *cond, *a, *b, *floor;     /* [n] softmax condition, bound slopes, dz floor */
+  double *cond, *a, *b, *floor;     /* [n] softmax condition, bound slopes (v != y), dz floor */
+  double *ey;                       /* [n] bound on |ds_y - DS_y| of the label */
+  unsigned char *col_zero;          /* [h] d_hidden[n, k] is exactly 0 for every active row (see run_row) */
   double *loss, *loss_err;          /* [n] token losses as the reduction adds them */
   int64_t *inexact;                 /* [n] logits of the row not proven exact */
   double sw, sw_rel;
@@ -90,7 +101,7 @@ typedef struct fast_work {
 static void work_free(fast_work *w) {
   free(w->hidden), free(w->habs), free(w->w), free(w->w1), free(w->lsb_h), free(w->lsb_w), free(w->bad_h);
   free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->active);
-  free(w->cond), free(w->a), free(w->b), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact);
+  free(w->cond), free(w->a), free(w->b), free(w->ey), free(w->col_zero), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact);
 }
 
 /* The exponent of the lowest set bit of a finite non-zero double. */
@@ -136,6 +147,8 @@ static lce_code load(fast_work *w, lce_status *st) {
   FAST_ALLOC(w->cond, N);
   FAST_ALLOC(w->a, N);
   FAST_ALLOC(w->b, N);
+  FAST_ALLOC(w->ey, N);
+  FAST_ALLOC(w->col_zero, H);
   FAST_ALLOC(w->floor, N);
   FAST_ALLOC(w->loss, N);
   FAST_ALLOC(w->loss_err, N);
@@ -147,6 +160,15 @@ static lce_code load(fast_work *w, lce_status *st) {
   for (int64_t i = 0; i < V * H; i++) {
     w->w[i] = input(c, wt, i);
     if (!isfinite(w->w[i])) w->bad_w = 1;
+  }
+  /* A column k of W holding one finite value c: d_hidden[n, k] = c sum_v DS_v exactly, and
+   * sum_v DS_v = 0 exactly without softcap and z-loss (run_row). */
+  const int zero_sum = c->softcap == 0 && lce_case_z_loss(c) == 0.0;
+  for (int64_t k = 0; k < H && V > 0; k++) {
+    const double c0 = w->w[k];
+    int same = isfinite(c0);
+    for (int64_t v = 1; v < V && same; v++) same = w->w[v * H + k] == c0;
+    w->col_zero[k] = (unsigned char)(same && (c0 == 0.0 || zero_sum));
   }
   for (int64_t n = 0; n < N; n++) w->lsb_h[n] = row_lsb(w->hidden + n * H, H);
   for (int64_t v = 0; v < V; v++) {
@@ -212,39 +234,50 @@ static void poisoned_row(fast_work *w, int64_t n, int valid) {
   w->poison_valid[n] = (unsigned char)valid;
 }
 
-/* err_v <= a term_v + b over the row (see Gradients above). */
-static void row_slopes(fast_work *w, int64_t n, const double *err) {
+/* err_v <= a term_v + b over the row's v != y (see Gradients above), and the label's own bound ey:
+ * the label's term (tier 0's magnitude, label term split) is far above its error, which would make
+ * the slope a useless for the other terms. */
+static void row_slopes(fast_work *w, int64_t n, int64_t y, const double *err) {
   const int64_t V = w->c->v;
   double a = 0.0, b = 0.0;
   for (int64_t v = 0; v < V; v++) {
+    if (v == y) continue;
     const double t = w->term[n * V + v];
     if (t >= 0x1p-900) a = fmax(a, nextafter(err[v] / t, INFINITY));
     else b = fmax(b, err[v]);
   }
-  w->a[n] = a, w->b[n] = b;
+  if (isnan(a) || isnan(b)) a = b = INFINITY;
+  w->a[n] = a, w->b[n] = b, w->ey[n] = err[y];
 }
 
-static void row_d_hidden(fast_work *w, int64_t n, double *hi, double *lo, double *t1) {
+/* Row n of d_hidden: the propagated error is sum_v err_v |W_vk| itself (E, an upper bound by
+ * lce_sum_bound), |ds_v| <= 1.01 term_v + err_v. */
+static void row_d_hidden(fast_work *w, int64_t n, const double *err, double *hi, double *lo, double *t1, double *E) {
   const lce_case *c = w->c;
   const int64_t H = c->h, V = c->v;
-  for (int64_t k = 0; k < H; k++) hi[k] = lo[k] = t1[k] = 0.0;
+  for (int64_t k = 0; k < H; k++) hi[k] = lo[k] = t1[k] = E[k] = 0.0;
   for (int64_t v = 0; v < V; v++) {
-    const double d = w->ds[n * V + v], dh = top26(d), dl = d - dh, t = w->term[n * V + v];
+    const double d = w->ds[n * V + v], dh = top26(d), dl = d - dh, t = w->term[n * V + v], ev = err[v];
     const double *wv = w->w + v * H;
     for (int64_t k = 0; k < H; k++) {
       double e, s = fast_two_sum(hi[k], dh * wv[k], &e);
       hi[k] = s;
       lo[k] += e + dl * wv[k];
       t1[k] += t * fabs(wv[k]);
+      E[k] += ev * fabs(wv[k]);
     }
   }
-  const double a = w->a[n], b = w->b[n], cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
+  const double cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   for (int64_t k = 0; k < H; k++) {
-    const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V), w1u = lce_sum_bound(w->w1[k], V);
-    const double prop = lce_add_up(lce_mul_up(a, t1u), lce_mul_up(b, w1u));
+    const double mag = t1[k] + fl * w->w1[k], emag = cond * t1[k] + fl * w->w1[k] + gf;
+    if (w->col_zero[k]) { /* exactly 0 (load) */
+      put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, 0.0, mag, emag);
+      continue;
+    }
+    const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V);
+    const double prop = isnan(E[k]) ? INFINITY : lce_sum_bound(E[k], V);
     const double err = lce_add_up(prop, fast_dot_bound(value, lce_add_up(lce_mul_up(1.01, t1u), prop), V));
-    put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, t1[k] + fl * w->w1[k],
-        cond * t1[k] + fl * w->w1[k] + gf);
+    put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, mag, emag);
   }
 }
 
@@ -257,13 +290,13 @@ static void run_row(fast_work *w, int64_t n) {
     poisoned_row(w, n, valid);
     return;
   }
-  double *buf = malloc((size_t)(5 * V + 3 * H) * sizeof *buf);
+  double *buf = malloc((size_t)(5 * V + 4 * H) * sizeof *buf);
   if (buf == NULL) {
     w->failed[n] = 1;
     return;
   }
   fast_row r = {.v = V, .z = buf, .f = buf + V, .t = buf + 2 * V, .term = buf + 3 * V};
-  double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H;
+  double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H, *E = t1 + H;
   fast_row_logits(&r, &w->fin, &w->opts, n);
   fast_row_forward(&r, &w->opts, valid ? y : -1);
   put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
@@ -283,8 +316,8 @@ static void run_row(fast_work *w, int64_t n) {
     w->active[n] = 1;
     w->cond[n] = 1.0 + r.term_max;
     w->floor[n] = fabs(g) * ldexp(1.0, lce_dtype_emin(c->dtype));
-    row_slopes(w, n, err);
-    row_d_hidden(w, n, hi, lo, t1);
+    row_slopes(w, n, y, err);
+    row_d_hidden(w, n, err, hi, lo, t1, E);
   }
   w->inexact[n] = r.inexact_logits;
   free(buf);
@@ -314,21 +347,21 @@ static void run_loss(fast_work *w, int poisoned) {
   put(c, w->res, LCE_OUT_LOSS, 0, value, e, mag, mag);
 }
 
-/* Row j of d_weight (a real vocab row). */
+/* Row j of d_weight (a real vocab row). The propagated error is sum_n e_nj |h_nk| (E) with e_nj =
+ * a_n term_nj + b_n, or the label's own bound ey_n where j = y_n (row_slopes), rounded upward. */
 static void weight_row(fast_work *w, int64_t j, int poisoned, double *acc) {
   const lce_case *c = w->c;
   const int64_t H = c->h, V = c->v, N = c->n;
   const float *prior = lce_output_weight_prior(c, w->in);
-  double *hi = acc, *lo = acc + H, *A = acc + 2 * H, *B = acc + 3 * H, *C = acc + 4 * H, *Cb = acc + 5 * H;
-  for (int64_t k = 0; k < H; k++) hi[k] = prior[j * H + k], lo[k] = A[k] = B[k] = C[k] = Cb[k] = 0.0;
-  double alpha = 0.0;
+  double *hi = acc, *lo = acc + H, *A = acc + 2 * H, *B = acc + 3 * H, *C = acc + 4 * H, *E = acc + 5 * H;
+  for (int64_t k = 0; k < H; k++) hi[k] = prior[j * H + k], lo[k] = A[k] = B[k] = C[k] = E[k] = 0.0;
   int64_t na = 0;
   for (int64_t n = 0; n < N; n++) {
     if (!w->active[n]) continue;
     na++;
-    alpha = fmax(alpha, nextafter(w->a[n] / w->cond[n], INFINITY));
     const double d = w->ds[n * V + j], dh = top26(d), dl = d - dh, t = w->term[n * V + j];
-    const double tc = t * w->cond[n], fl = w->floor[n], bn = w->b[n];
+    const double tc = t * w->cond[n], fl = w->floor[n];
+    const double en = w->in->labels[n] == j ? w->ey[n] : lce_add_up(lce_mul_up(w->a[n], t), w->b[n]);
     const double *h = w->hidden + n * H, *ha = w->habs + n * H;
     for (int64_t k = 0; k < H; k++) {
       double e, s = fast_two_sum(hi[k], dh * h[k], &e);
@@ -337,7 +370,7 @@ static void weight_row(fast_work *w, int64_t j, int poisoned, double *acc) {
       A[k] += t * ha[k];
       B[k] += tc * ha[k];
       C[k] += fl * ha[k];
-      Cb[k] += bn * ha[k];
+      E[k] += en * ha[k];
     }
   }
   const double gf = gemm_floor(c, LCE_OUT_D_WEIGHT, na);
@@ -348,9 +381,8 @@ static void weight_row(fast_work *w, int64_t j, int poisoned, double *acc) {
       put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, poisoned ? NAN : p);
       continue;
     }
-    const double value = hi[k] + lo[k], au = lce_sum_bound(A[k], na), bu = lce_sum_bound(B[k], na);
-    const double cbu = lce_sum_bound(Cb[k], na);
-    const double prop = lce_add_up(lce_mul_up(alpha, bu), cbu);
+    const double value = hi[k] + lo[k], au = lce_sum_bound(A[k], na);
+    const double prop = isnan(E[k]) ? INFINITY : lce_sum_bound(E[k], na);
     const double m = lce_add_up(lce_add_up(fabs(p), lce_mul_up(1.01, au)), prop);
     const double err = na == 0 ? 0.0 : lce_add_up(prop, fast_dot_bound(value, m, na + 1));
     put(c, w->res, LCE_OUT_D_WEIGHT, i, value, err, fabs(p) + A[k] + C[k], fabs(p) + B[k] + C[k] + gf);
