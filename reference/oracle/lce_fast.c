@@ -21,9 +21,11 @@
  * the exact DS. Without softcap (ds = dz), sum_v DZ_v = g ((1 - e) w_y (sum_v P_v - 1) +
  * (e / V) (SW sum_v P_v - sum_v w_v) + 2 lambda lse sum_v P_v) = 2 g lambda lse, since sum_v P_v = 1
  * and SW = sum_v w_v exactly (tier 0's lce_row_dz, lce_oracle_loss.c); so without softcap and z-loss,
- * or when c = 0, d_hidden[n, k] is exactly 0 for every active row, and is reported as 0 with err 0
- * (its mag and emag stay tier 0's). Tier 0 reaches the same 0 within its bound (~1e-58), never
- * exactly: its sum is rounded at 160 bits.
+ * or when c = 0, d_hidden[n, k] is exactly 0 for every active row. It is reported as 0 with err
+ * 2^-1074 (decisive: below every format's smallest subnormal), not err 0: the judge reads value 0
+ * with err 0 as a zero the subject must reproduce exactly (lce_judge.c, check_exact), which a
+ * subject's rounded sum of ds_v W_vk is not, and tier 0 never reports it so either (its sum is
+ * rounded at 160 bits: ~1e-60 within ~1e-58). Its mag and emag stay tier 0's.
  *
  * Reduction. sum_n W_n (mean's divisor) by Sum2 (exact without class weights), g = grad_output / SW
  * within g_rel = 1.01 (sw_rel + u); the loss is Sum2 of the token losses with the sum of their bounds,
@@ -270,8 +272,8 @@ static void row_d_hidden(fast_work *w, int64_t n, const double *err, double *hi,
   const double cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   for (int64_t k = 0; k < H; k++) {
     const double mag = t1[k] + fl * w->w1[k], emag = cond * t1[k] + fl * w->w1[k] + gf;
-    if (w->col_zero[k]) { /* exactly 0 (load) */
-      put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, 0.0, mag, emag);
+    if (w->col_zero[k]) { /* exactly 0 (load); err 2^-1074, not 0 (see the top of this file) */
+      put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, FAST_TINY, mag, emag);
       continue;
     }
     const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V);
