@@ -430,9 +430,20 @@ static lce_code escalate(fast_work *w, lce_fast_stats *stats, lce_status *st) {
   }
   if (stats) stats->escalated = count, stats->recomputed_rows = any ? rows : 0;
   if (!any) goto done;
-  lce_oracle_subset sub = {row, dh, dw, loss};
+  /* The rows tier 0 recomputes take tier 1's logits where those are proven exact (most bf16 and
+   * fp16 rows): tier 0 then skips its h MPFR products per logit, with the same results. */
+  double *logits = malloc((size_t)(N * V) * sizeof *logits);
+  unsigned char *exact = calloc((size_t)N, 1);
+  if (logits && exact && !w->bad_w)
+    for (int64_t n = 0; n < N; n++) {
+      int asked = all_rows || row[n];
+      for (int64_t k = 0; k < H && !asked; k++) asked = dh[n * H + k];
+      if (asked && !w->bad_h[n]) exact[n] = (unsigned char)fast_row_exact_logits(&w->fin, n, logits + n * V);
+    }
+  lce_oracle_subset sub = {row, dh, dw, loss, logits && exact ? logits : NULL, logits && exact ? exact : NULL};
   lce_oracle_result t0;
   rc = lce_oracle_run_subset(c, w->in, &sub, &t0, st);
+  free(logits), free(exact);
   if (rc != LCE_OK) goto done;
   for (int64_t n = 0; n < N; n++)
     if (row[n]) copy_element(&res->out[LCE_OUT_LSE], &t0.out[LCE_OUT_LSE], n),

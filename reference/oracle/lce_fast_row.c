@@ -103,6 +103,24 @@ static double logit(const double *h, const double *w, int64_t H, int lsb, double
   return s;
 }
 
+int fast_row_exact_logits(const fast_in *in, int64_t n, double *s) {
+  const int64_t H = in->h;
+  const double *h = in->hidden + n * H;
+  for (int64_t v = 0; v < in->v; v++) {
+    const double *w = in->w + v * H;
+    const int lsb = in->lsb_h[n] + in->lsb_w[v];
+    double sum = 0.0, m = 0.0;
+    for (int64_t k = 0; k < H; k++) {
+      const double p = h[k] * w[k];
+      sum += p;
+      m += fabs(p);
+    }
+    if (!(lsb > 900 || m * (1.0 + 0x1p-28) < ldexp(1.0, 53 + lsb))) return 0;
+    s[v] = sum;
+  }
+  return 1;
+}
+
 /* Softcap of logit v in place, its factor f_v; returns the logit's bound, raises r->rf. */
 static double softcap_logit(fast_row *r, const fast_opts *o, int64_t v, double es) {
   const double c = o->softcap, q = r->z[v] / c;

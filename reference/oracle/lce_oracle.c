@@ -411,7 +411,10 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
       poisoned_row(cx, n, valid, w);
       continue;
     }
-    lce_row_logits_exact(&w->row, w->hidden_mp.x + n * H, w->w_mp.x);
+    if (w->sub && w->sub->logits && w->sub->logits_exact && w->sub->logits_exact[n])
+      lce_row_logits_given(&w->row, w->hidden_mp.x + n * H, w->w_mp.x, w->sub->logits + n * c->v);
+    else
+      lce_row_logits_exact(&w->row, w->hidden_mp.x + n * H, w->w_mp.x);
     lce_row_forward(&w->row, valid ? y : -1);
     /* Magnitudes: lse is a softmax-weighted mean of the logits plus log s, so its terms are at most
      * the largest logit's terms; a token's loss adds its logits' terms (lce_row_loss). */

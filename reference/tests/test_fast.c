@@ -22,6 +22,7 @@
 
 #include "lce_fast.h"
 #include "lce_oracle.h"
+#include "lce_oracle_internal.h"
 #include "lce_test.h"
 
 static int64_t compared, escalated, undecided_alone, total_alone, undecided_by[LCE_OUT_COUNT];
@@ -119,6 +120,59 @@ static void check_case(const lce_case *c) {
   lce_tensors_free(&t);
 }
 
+/* Tier 0 given exact logits (lce_oracle_subset.logits, tier 1's escalations) computes the same
+ * bits as tier 0 computing them: every element of every output asked, rows whose logits are exact
+ * in double (checked in MPFR) given, and one row left to compute its own. */
+static void check_given_logits(const lce_case *c) {
+  lce_test_set_case(c);
+  lce_tensors t;
+  gen(c, &t);
+  const int64_t N = c->n, H = c->h, V = c->v;
+  const void *wt = lce_output_weight(c, &t);
+  double *s = calloc((size_t)(N * V), sizeof *s);
+  unsigned char *exact = calloc((size_t)N, 1), *row = malloc((size_t)N), *dh = malloc((size_t)(N * H)),
+                *dw = malloc((size_t)(V * H));
+  memset(row, 1, (size_t)N), memset(dh, 1, (size_t)(N * H)), memset(dw, 1, (size_t)(V * H));
+  mpfr_t acc, p;
+  mpfr_inits2(4096, acc, p, (mpfr_ptr)0);
+  int64_t given = 0;
+  for (int64_t n = 1; n < N; n++) {
+    int ok = 1;
+    for (int64_t v = 0; v < V && ok; v++) {
+      double d = 0.0;
+      mpfr_set_zero(acc, 1);
+      for (int64_t k = 0; k < H; k++) {
+        double x = lce_load(c->dtype, t.hidden, (size_t)(n * H + k)), y = lce_load(c->dtype, wt, (size_t)(v * H + k));
+        if (c->gemm == LCE_GEMM_TF32) x = lce_round_tf32(x), y = lce_round_tf32(y);
+        d += x * y;
+        mpfr_set_d(p, x, MPFR_RNDN);
+        mpfr_mul_d(p, p, y, MPFR_RNDN);
+        mpfr_add(acc, acc, p, MPFR_RNDN);
+      }
+      ok = isfinite(d) && mpfr_cmp_d(acc, d) == 0;
+      s[n * V + v] = d;
+    }
+    exact[n] = (unsigned char)ok;
+    given += ok;
+  }
+  mpfr_clears(acc, p, (mpfr_ptr)0);
+  lce_oracle_subset plain = {row, dh, dw, 1, NULL, NULL}, with = {row, dh, dw, 1, s, exact};
+  lce_oracle_result a, b;
+  lce_status st = {0};
+  EXPECT(lce_oracle_run_subset(c, &t, &plain, &a, &st) == LCE_OK, "tier 0 subset: %s", st.msg);
+  EXPECT(lce_oracle_run_subset(c, &t, &with, &b, &st) == LCE_OK, "tier 0 given logits: %s", st.msg);
+  EXPECT(given > 0, "no row with exact double logits: the check is vacuous");
+  for (int o = 0; o < LCE_OUT_COUNT && o != LCE_OUT_D_EMBEDDING; o++)
+    for (int64_t i = 0; i < a.out[o].count && (o != LCE_OUT_D_WEIGHT || i < V * H); i++)
+      EXPECT(same_bits(a.out[o].value[i], b.out[o].value[i]) && same_bits(a.out[o].err[i], b.out[o].err[i]) &&
+             same_bits(a.out[o].mag[i], b.out[o].mag[i]) && same_bits(a.out[o].emag[i], b.out[o].emag[i]) &&
+             same_bits(a.out[o].rounded[i], b.out[o].rounded[i]) && a.out[o].decisive[i] == b.out[o].decisive[i],
+             "%s[%lld] differs with given logits", lce_output_name(o), (long long)i);
+  lce_oracle_free(&a), lce_oracle_free(&b);
+  free(s), free(exact), free(row), free(dh), free(dw);
+  lce_tensors_free(&t);
+}
+
 static lce_case make(lce_dtype dt, int64_t n, int64_t h, int64_t v, lce_dist d, lce_reduction r, int tied) {
   lce_case c = lce_case_default();
   c.dtype = dt, c.n = n, c.h = h, c.v = v, c.vp = v, c.dist = d, c.reduction = r, c.tied = tied;
@@ -144,6 +198,7 @@ int main(void) {
         default: break;
       }
       check_case(&c);
+      if (dt != 2 && d < 3) check_given_logits(&c);
       cases++;
     }
   /* A larger case with the default options (the default matrix's shape class). */
