@@ -22,11 +22,7 @@ static lce_code ref64_prepare(const lce_case *c, const lce_tensors *in, lce_ref_
                               lce_status *st) {
   if (mode == LCE_REF_HOST) {
     LCE_TRY(lce_ref64_oracle(c, in, &ref->host, st));
-    ref->mode = LCE_REF_HOST;
-    ref->n_valid = ref->host.n_valid;
-    ref->decisive = ref->host.decisive, ref->total = ref->host.total;
-    ref->worst_rel_err = ref->host.worst_rel_err;
-    ref->has_mags = 1;
+    lce_reference_adopt_host(ref);
     return LCE_OK;
   }
   size_t free_bytes = 0;

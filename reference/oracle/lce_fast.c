@@ -58,24 +58,6 @@ static void put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o
   r->rounded[i] = lce_round_to(lce_output_format(c, o), x), r->decisive[i] = 1;
 }
 
-static lce_code alloc_results(const lce_case *c, lce_oracle_result *res, lce_status *st) {
-  for (int o = 0; o < LCE_OUT_COUNT; o++) {
-    int64_t n = lce_output_count(c, (lce_output_id)o);
-    if (n == 0) continue;
-    lce_ref_output *r = &res->out[o];
-    r->count = n;
-    r->value = malloc((size_t)n * sizeof *r->value);
-    r->err = malloc((size_t)n * sizeof *r->err);
-    r->mag = malloc((size_t)n * sizeof *r->mag);
-    r->emag = malloc((size_t)n * sizeof *r->emag);
-    r->rounded = malloc((size_t)n * sizeof *r->rounded);
-    r->decisive = malloc((size_t)n);
-    LCE_CHECK(st, r->value && r->err && r->mag && r->emag && r->rounded && r->decisive, LCE_ENOMEM,
-              "out of memory for tier 1's %s (%lld elements)", lce_output_name((lce_output_id)o), (long long)n);
-  }
-  return LCE_OK;
-}
-
 /* ---- the work --------------------------------------------------------------------------------- */
 
 typedef struct fast_work {
@@ -480,7 +462,7 @@ static lce_code run_body(fast_work *w, int do_escalate, lce_fast_stats *stats, l
   const lce_case *c = w->c;
   const int64_t N = c->n, H = c->h, V = c->v;
   LCE_TRY(load(w, st));
-  LCE_TRY(alloc_results(c, w->res, st));
+  LCE_TRY(lce_oracle_result_alloc(c, w->res, "tier 1", st));
   fast_opts_init(&w->opts, c, w->in->class_weight);
   valid_weight_sum(w);
   const int parallel = N > 1 && H * V >= LCE_PARALLEL_MIN_MACS;

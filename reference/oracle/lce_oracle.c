@@ -82,8 +82,7 @@ void lce_oracle_mp_free(lce_oracle_mp *mp) {
   memset(mp, 0, sizeof *mp);
 }
 
-static lce_code alloc_results(const lce_case *c, mpfr_prec_t prec, lce_oracle_result *res, lce_oracle_mp *mp,
-                              lce_status *st) {
+lce_code lce_oracle_result_alloc(const lce_case *c, lce_oracle_result *res, const char *who, lce_status *st) {
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     int64_t n = lce_output_count(c, (lce_output_id)o);
     if (n == 0) continue;
@@ -96,8 +95,18 @@ static lce_code alloc_results(const lce_case *c, mpfr_prec_t prec, lce_oracle_re
     r->rounded = malloc((size_t)n * sizeof *r->rounded);
     r->decisive = malloc((size_t)n);
     LCE_CHECK(st, r->value && r->err && r->mag && r->emag && r->rounded && r->decisive, LCE_ENOMEM,
-              "out of memory for the oracle's %s (%lld elements)", lce_output_name((lce_output_id)o), (long long)n);
-    if (mp == NULL) continue;
+              "out of memory for %s's %s (%lld elements)", who, lce_output_name((lce_output_id)o), (long long)n);
+  }
+  return LCE_OK;
+}
+
+/* The result arrays, and with mp the MPFR values and error bounds of every element. */
+static lce_code alloc_results(const lce_case *c, mpfr_prec_t prec, lce_oracle_result *res, lce_oracle_mp *mp,
+                              lce_status *st) {
+  LCE_TRY(lce_oracle_result_alloc(c, res, "the oracle", st));
+  for (int o = 0; o < LCE_OUT_COUNT && mp != NULL; o++) {
+    int64_t n = res->out[o].count;
+    if (n == 0) continue;
     LCE_TRY(lce_mp_array_init(&mp->value[o], n, prec, st));
     mp->err_mp[o] = malloc((size_t)n * sizeof *mp->err_mp[o]);
     LCE_ALLOC_CHECK(st, mp->err_mp[o]);

@@ -22,11 +22,7 @@ static lce_code mpfr_prepare(const lce_case *c, const lce_tensors *in, lce_ref_m
                              lce_status *st) {
   (void)mode; /* host values only: the comparison runs on the host */
   LCE_TRY(lce_oracle_run(c, in, &ref->host, st));
-  ref->mode = LCE_REF_HOST;
-  ref->n_valid = ref->host.n_valid;
-  ref->decisive = ref->host.decisive, ref->total = ref->host.total;
-  ref->worst_rel_err = ref->host.worst_rel_err;
-  ref->has_mags = 1;
+  lce_reference_adopt_host(ref);
   return LCE_OK;
 }
 
@@ -42,11 +38,7 @@ static lce_code fast_prepare(const lce_case *c, const lce_tensors *in, lce_ref_m
                              lce_status *st) {
   (void)mode; /* host values only */
   LCE_TRY(lce_fast_run(c, in, &ref->host, NULL, st));
-  ref->mode = LCE_REF_HOST;
-  ref->n_valid = ref->host.n_valid;
-  ref->decisive = ref->host.decisive, ref->total = ref->host.total;
-  ref->worst_rel_err = ref->host.worst_rel_err;
-  ref->has_mags = 1;
+  lce_reference_adopt_host(ref);
   return LCE_OK;
 }
 
@@ -100,4 +92,12 @@ void lce_reference_release(lce_reference *ref) {
   const lce_reference_tier *tier = ref->tier;
   memset(ref, 0, sizeof *ref);
   ref->tier = tier;
+}
+
+void lce_reference_adopt_host(lce_reference *ref) {
+  ref->mode = LCE_REF_HOST;
+  ref->n_valid = ref->host.n_valid;
+  ref->decisive = ref->host.decisive, ref->total = ref->host.total;
+  ref->worst_rel_err = ref->host.worst_rel_err;
+  ref->has_mags = 1;
 }

@@ -61,6 +61,8 @@ const lce_reference_tier *lce_reference_tier_default(void); /* tier 0 */
 lce_code lce_reference_prepare(const lce_reference_tier *tier, const lce_case *c, const lce_tensors *in,
                                lce_ref_mode mode, lce_reference *ref, lce_status *st);
 void lce_reference_release(lce_reference *ref);
+/* For a tier's prepare that filled ref->host: host mode, and the counts and accuracy taken from it. */
+void lce_reference_adopt_host(lce_reference *ref);
 
 /* The tiers' implementations (lce_reference.c registers them). */
 extern const lce_reference_tier lce_tier_mpfr;

@@ -40,6 +40,9 @@ typedef struct lce_oracle_result {
                             * the oracle's accuracy before the rounding to double (~1e-45) */
 } lce_oracle_result;
 
+/* Allocates every applicable output's arrays of res (count from the case), zero arrays elsewhere; free
+ * with lce_oracle_free (also after a failure). who names the tier in the out-of-memory message. */
+lce_code lce_oracle_result_alloc(const lce_case *c, lce_oracle_result *res, const char *who, lce_status *st);
 void lce_oracle_free(lce_oracle_result *res);
 
 /* One output of one subject against its reference. The sums run over the judged elements: decisive,
