@@ -71,7 +71,7 @@ if [ -d "$site" ]; then
     while IFS= read -r line; do
       case "$line" in ''|'#'*|import*) continue ;; esac
       case "$line" in /*) extra="$extra:$line" ;; *) extra="$extra:$site/$line" ;; esac
-    done < "$pth"
+    done < <(cat "$pth"; echo)
   done
   export PYTHONPATH="$extra${PYTHONPATH:+:$PYTHONPATH}"
   echo "+ export PYTHONPATH=$PYTHONPATH"
