@@ -72,7 +72,8 @@ class SkipRuleTest(unittest.TestCase):
         self.assertIsNone(self.reasons(MegatronVocabParallel(), label_smoothing={"form": "pytorch", "eps": 0.1}))
         self.assertIn("softcap", self.reasons(MegatronFusedLCE(), softcap=5))
         self.assertIn("bf16/fp16", self.reasons(MegatronFusedLCE(), dtype="float32"))
-        self.assertIsNone(self.reasons(MegatronFusedLCE(), dtype="float16", reduction="sum", ignore_index=-7))
+        self.assertIsNone(self.reasons(MegatronFusedLCE(), dtype="float16", reduction="sum", ignore_index=-7, h=128))
+        self.assertIn("multiple of 64", self.reasons(MegatronFusedLCE(), h=96))
         # Megatron form with tiny V pushes PyTorch's parameter above 1: visible skip, not an assert.
         self.assertIn("outside", self.reasons(TorchEager(), v=2, vp=2, label_smoothing={"form": "megatron", "eps": 0.9}))
 
