@@ -65,7 +65,7 @@ else
   step "installing Python requirements from $requirements"
   pip_args=(install --disable-pip-version-check --requirement "$requirements")
   # Debian's system Python is "externally managed" (PEP 668) and refuses pip without this flag;
-  # the requirements are pinned pure-Python packages, installed for this project's scripts only.
+  # the requirements are pinned (matplotlib and its dependencies, for scripts/plot_errors.py).
   if python3 -c 'import sys, sysconfig, os; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
     pip_args+=(--break-system-packages)
   fi

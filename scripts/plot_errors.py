@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""plot_errors.py — pictures of lcecheck's measurements: errors and bias against vocab chunk count and
+against the GEMM reduction length, each with the golden bound drawn over it, and the field's kernels at a
+production shape.
+
+    scripts/plot_errors.py collect [--lcecheck build/lcecheck] [--oracle fast] [--data DIR]
+        runs the sweeps below with `lcecheck check --json` (bounds included) and writes DIR/sweeps.json
+    scripts/plot_errors.py render [--data DIR] [--out DIR] [--only NAME,...] [--json]
+        PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
+        (conformance/external-production.json), bias-scale.png (conformance/external-scale-experiment.json)
+    scripts/plot_errors.py check FILE.json [--out FILE.png] [--metric relerr]
+        any `lcecheck check|judge --json` output: each case's metric against its bound, per output
+
+Defaults: --data golden/plots/data, --out golden/plots. Sweeps (bf16, untied, mean, 10% ignored):
+  chunks     N 64, H 64, V 4096 in 1 … 128 vocab chunks: fused-host and mutant/bf16-dhidden-accum
+  reduction  N 16, H 64, V 512 … 32768 in one chunk (K = V for d_hidden): fused-host, fused-host-sm90
+Exit status: 0 done, 1 a run or a render failed, 2 bad usage or unreadable data."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "golden", "plots", "data")
+OUT = os.path.join(ROOT, "golden", "plots")
+OUTPUTS = ("d_hidden", "d_weight")
+
+
+def chunk_cases():
+    v = 4096
+    return [(f"bf16.untied.tp1.n64.h64.v{v}.vp{v}.vc{v // k}.mean.ign10.fresh.normal.s7", k)
+            for k in (1, 2, 4, 8, 16, 32, 64, 128)]
+
+
+def reduction_cases():
+    return [(f"bf16.untied.tp1.n16.h64.v{v}.vp{v}.vc{v}.mean.ign10.fresh.normal.s7", v)
+            for v in (512, 1024, 2048, 4096, 8192, 16384, 32768)]
+
+
+SWEEPS = {
+    "chunks": {"subjects": ("fused-host", "mutant/bf16-dhidden-accum"), "cases": chunk_cases, "x": "vocab chunks"},
+    "reduction": {"subjects": ("fused-host", "fused-host-sm90"), "cases": reduction_cases, "x": "V (= K of d_hidden)"},
+}
+
+
+class UsageError(Exception):
+    pass
+
+
+def run_check(lcecheck, subject, case, oracle):
+    """One `lcecheck check --json` run: the case's record (status, outputs with metrics and bounds)."""
+    cmd = [lcecheck, "check", "--subject", subject, "--case", case, "--oracle", oracle, "--json", "--quiet"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        d = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}, no JSON ({p.stderr.strip()[-300:]})")
+    if not d.get("cases"):
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}, no case ({d.get('error', p.stderr.strip()[-300:])})")
+    c = d["cases"][0]
+    keep = ("relerr", "bias", "maxscaled", "ulpfrac", "bound", "inner", "cond", "pass")
+    return {"status": c["status"], "golden": os.path.relpath(d.get("golden") or "", ROOT),
+            "outputs": {k: {f: c["outputs"][k].get(f) for f in keep} for k in OUTPUTS if k in c["outputs"]}}
+
+
+def collect(args):
+    lcecheck = args.lcecheck
+    if not os.access(lcecheck, os.X_OK):
+        raise UsageError(f"{lcecheck}: not an executable (build first: bash scripts/setup.sh)")
+    runs = [(name, s, case, x) for name, sw in SWEEPS.items() for s in sw["subjects"] for case, x in sw["cases"]()]
+    out = {"oracle": args.oracle, "generator": "scripts/plot_errors.py collect --oracle " + args.oracle, "sweeps": {}}
+    t0 = time.time()
+    for i, (name, s, case, x) in enumerate(runs, 1):
+        rec = run_check(lcecheck, s, case, args.oracle)
+        rec.update(subject=s, case=case, x=x)
+        out["sweeps"].setdefault(name, []).append(rec)
+        left = (time.time() - t0) / i * (len(runs) - i)
+        print(f"[{i}/{len(runs)}] {name} {s} {x}: {rec['status']} (about {left:.0f} s left)", file=sys.stderr, flush=True)
+    os.makedirs(args.data, exist_ok=True)
+    path = os.path.join(args.data, "sweeps.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+    print(f"wrote {os.path.relpath(path)} ({len(runs)} runs in {time.time() - t0:.0f} s)")
+    return 0
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: {e}")
+
+
+def pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def sweep_figure(plt, recs, title, xlabel, logx):
+    """Per output (columns): relerr and |bias| (top row) and maxscaled (bottom row) of each subject
+    against x, each with its golden bound dashed; a red x where that output failed its golden."""
+    fig, axes = plt.subplots(2, len(OUTPUTS), figsize=(11, 7), sharex=True)
+    for col_i, out in enumerate(OUTPUTS):
+        top, bottom = axes[0][col_i], axes[1][col_i]
+        for i, s in enumerate(dict.fromkeys(r["subject"] for r in recs)):
+            rs = sorted((r for r in recs if r["subject"] == s and out in r["outputs"]), key=lambda r: r["x"])
+            xs = [r["x"] for r in rs]
+            o = [r["outputs"][out] for r in rs]
+            col = f"C{i}"
+            top.plot(xs, [m["relerr"] for m in o], "o-", color=col, label=f"{s} relerr")
+            top.plot(xs, [abs(m["bias"] or 0) for m in o], "s:", color=col, label=f"{s} |bias|")
+            bottom.plot(xs, [m["maxscaled"] for m in o], "o-", color=col, label=f"{s} maxscaled")
+            for ax, metric in ((top, "relerr"), (bottom, "maxscaled")):
+                bounds = [(m["bound"] or {}).get(metric) for m in o]
+                if any(b is not None for b in bounds):
+                    ax.plot(xs, bounds, "--", color=col, alpha=0.6,
+                            label=f"{metric} bound ({os.path.basename(rs[0]['golden'])})")
+                failed = [(x, m[metric]) for x, m in zip(xs, o) if m.get("pass") is False]
+                if failed:
+                    ax.plot(*zip(*failed), "x", color="red", ms=10, label=f"{s}: {out} failed")
+        for ax in (top, bottom):
+            ax.set_yscale("log")
+            if logx:
+                ax.set_xscale("log", base=2)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6, loc="best")
+        top.set_title(out)
+        bottom.set_xlabel(xlabel)
+    axes[0][0].set_ylabel("relerr, |bias|")
+    axes[1][0].set_ylabel("maxscaled")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def render_chunks(plt, data_dir):
+    d = load(os.path.join(data_dir, "sweeps.json"))
+    return sweep_figure(plt, d["sweeps"]["chunks"], "d_hidden and d_weight error vs vocab chunk count "
+                        "(bf16, N 64, H 64, V 4096, mean; oracle " + d["oracle"] + ")", "vocab chunks", True)
+
+
+def render_reduction(plt, data_dir):
+    d = load(os.path.join(data_dir, "sweeps.json"))
+    return sweep_figure(plt, d["sweeps"]["reduction"], "error vs reduction length (bf16, N 16, H 64, one vocab "
+                        "chunk, mean): IEEE fp32 GEMMs vs the sm_90 tensor-core model", "V", True)
+
+
+def render_external(plt, _data_dir):
+    rows = load(os.path.join(ROOT, "conformance", "external-production.json"))
+    rows = sorted(rows, key=lambda r: r["dh_relerr"])
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    names = [r["subject"] for r in rows]
+    for ax, (key, label) in zip(axes, (("relerr", "relerr"), ("bias", "bias"))):
+        y = range(len(rows))
+        ax.barh([i - 0.2 for i in y], [r["dh_" + key] for r in rows], height=0.4, label="d_hidden")
+        ax.barh([i + 0.2 for i in y], [r["dw_" + key] for r in rows], height=0.4, label="d_weight")
+        ax.set_yticks(list(y), names, fontsize=8)
+        ax.set_xscale("log" if key == "relerr" else "linear")
+        ax.set_title(label + " at 8192 x 4096 x 128256 (bf16, mean, 5% ignored)", fontsize=9)
+        for i, r in enumerate(rows):
+            ax.text(ax.get_xlim()[1], i, " " + r["status"].upper(), va="center", fontsize=7,
+                    color="green" if r["status"] == "pass" else "red")
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("the field's FLCE kernels judged by lcecheck (fp64 GPU reference; conformance/EXTERNAL.md)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def render_bias_scale(plt, _data_dir):
+    d = load(os.path.join(ROOT, "conformance", "external-scale-experiment.json"))
+    rows = [r for r in d["rows"] if "skipped" not in r]
+    kernels = list(dict.fromkeys(r["kernel"] for r in rows))
+    gos = list(dict.fromkeys(r["go"] for r in rows))
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    w = 0.8 / len(gos)
+    for j, g in enumerate(gos):
+        vals = [next((r["d_hidden"]["bias"] for r in rows if r["kernel"] == k and r["go"] == g), 0) for k in kernels]
+        ax.bar([i + (j - (len(gos) - 1) / 2) * w for i in range(len(kernels))], vals, width=w,
+               label="go drawn (bf16(go/n) +1.285e-3 off)" if g == "drawn" else "go' with bf16-exact go'/n")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(range(len(kernels)), kernels, fontsize=8, rotation=15)
+    ax.set_ylabel("d_hidden bias")
+    ax.set_title(f"d_hidden bias of bf16 FLCE kernels under mean reduction, n_valid {d['n_valid']}: "
+                 "the rounding of the mean factor", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": render_external,
+           "bias-scale": render_bias_scale}
+
+
+def render(args):
+    names = [n for n in (args.only.split(",") if args.only else FIGURES) if n]
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        raise UsageError(f"--only: unknown figure {', '.join(unknown)} (known: {', '.join(FIGURES)})")
+    plt = pyplot()
+    os.makedirs(args.out, exist_ok=True)
+    written = []
+    for n in names:
+        fig = FIGURES[n](plt, args.data)
+        path = os.path.join(args.out, n + ".png")
+        fig.savefig(path + ".tmp.png", dpi=90)
+        os.replace(path + ".tmp.png", path)
+        plt.close(fig)
+        written.append({"figure": n, "path": path, "bytes": os.path.getsize(path)})
+        print(f"{n:12} {path} ({os.path.getsize(path)} bytes)", file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps({"verb": "render", "figures": written}))
+    return 0
+
+
+def check_plot(args):
+    d = load(args.file)
+    cases = d.get("cases")
+    if not isinstance(cases, list) or not cases:
+        raise UsageError(f"{args.file}: no 'cases' list (expected lcecheck check/judge/measure --json output)")
+    plt = pyplot()
+    outs = sorted({k for c in cases for k in c.get("outputs", {})})
+    fig, axes = plt.subplots(1, len(outs), figsize=(3.2 * len(outs), 3.6), squeeze=False)
+    for ax, out in zip(axes[0], outs):
+        pts = [(c["outputs"][out].get(args.metric), (c["outputs"][out].get("bound") or {}).get(args.metric), c["status"])
+               for c in cases if out in c.get("outputs", {})]
+        pts = [(m, b, s) for m, b, s in pts if m and b]
+        ax.scatter([b for _, b, _ in pts], [m for m, _, _ in pts], s=10,
+                   c=["red" if s == "fail" else "C0" for _, _, s in pts])
+        if pts:
+            lo = min(min(m for m, _, _ in pts), min(b for _, b, _ in pts))
+            hi = max(max(m for m, _, _ in pts), max(b for _, b, _ in pts))
+            ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set_title(f"{out} ({len(pts)} cases)", fontsize=9)
+        ax.set_xlabel(f"bound ({args.metric})")
+    axes[0][0].set_ylabel(f"measured {args.metric} (above the line: fails)")
+    fig.suptitle(f"{d.get('subject', '?')}: measured vs bound, {os.path.basename(args.file)}", fontsize=10)
+    fig.tight_layout()
+    out = args.out or os.path.splitext(args.file)[0] + f"-{args.metric}.png"
+    fig.savefig(out, dpi=90)
+    print(json.dumps({"verb": "check", "path": out}) if args.json else f"wrote {out}")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="verb", required=True)
+    c = sub.add_parser("collect", help="run the sweeps, write DATA/sweeps.json")
+    c.add_argument("--lcecheck", default=os.path.join(ROOT, "build", "lcecheck"))
+    c.add_argument("--oracle", default="fast", choices=("fast", "mpfr"))
+    c.add_argument("--data", default=DATA)
+    r = sub.add_parser("render", help="PNGs from the committed data")
+    r.add_argument("--data", default=DATA)
+    r.add_argument("--out", default=OUT)
+    r.add_argument("--only", metavar="NAME,...", help="some of: " + ", ".join(FIGURES))
+    r.add_argument("--json", action="store_true")
+    k = sub.add_parser("check", help="measured vs bound of a check/judge --json file")
+    k.add_argument("file")
+    k.add_argument("--out")
+    k.add_argument("--metric", default="relerr", choices=("relerr", "bias", "maxscaled", "ulpfrac"))
+    k.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        return {"collect": collect, "render": render, "check": check_plot}[args.verb](args)
+    except UsageError as e:
+        print(f"plot_errors.py {args.verb}: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:
+        print(f"plot_errors.py {args.verb}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
