@@ -1,0 +1,285 @@
+/* lce_converge.c — the two training runs of lce_converge.h. */
+#include "lce_converge.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lce_prng.h"
+#include "lce_time.h"
+
+enum { STREAM_OFFSET = 0x6301, STREAM_RANK = 0x6302, STREAM_INIT_E = 0x6303, STREAM_INIT_W = 0x6304 };
+#define ZIPF_EXPONENT 1.1
+#define CONTEXT_CLASSES 8
+
+lce_converge_config lce_converge_defaults(void) {
+  lce_converge_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dtype = LCE_BF16;
+  cfg.n = 64;
+  cfg.h = 32;
+  cfg.v = 256;
+  cfg.vocab_chunk = 4;
+  cfg.steps = 100;
+  cfg.eval_every = 10;
+  cfg.lr = 16.0;
+  cfg.seed = 1;
+  return cfg;
+}
+
+lce_case lce_converge_case(const lce_converge_config *cfg) {
+  lce_case c = lce_case_default();
+  c.n = cfg->n;
+  c.h = cfg->h;
+  c.v = c.vp = cfg->v;
+  c.tp = 1;
+  c.vocab_chunk = cfg->vocab_chunk;
+  c.dtype = cfg->dtype;
+  c.tied = cfg->tied;
+  c.prior_grad = 0;
+  c.reduction = LCE_RED_MEAN;
+  c.ignore_pct = 0;
+  c.token_chunk = 0;
+  c.seed = cfg->seed;
+  return c;
+}
+
+/* The token stream: x[0] = 0, x[t+1] = (offset[x[t] mod 8] + rank) mod V with rank drawn from the Zipf
+ * law by inverting its CDF: eight classes of context, each with its own rotation of the vocab, so that a
+ * few hundred steps learn a good part of the structure. */
+static lce_code make_stream(const lce_converge_config *cfg, int64_t len, int64_t *x, lce_status *st) {
+  int64_t v = cfg->v;
+  double *cdf = malloc((size_t)v * sizeof *cdf);
+  LCE_ALLOC_CHECK(st, cdf);
+  double total = 0;
+  for (int64_t r = 0; r < v; r++) cdf[r] = (total += pow((double)(r + 1), -ZIPF_EXPONENT));
+  x[0] = 0;
+  for (int64_t t = 0; t + 1 < len; t++) {
+    double u = (double)lce_rand_below(cfg->seed, STREAM_RANK, (uint64_t)t, 1ull << 53) * 0x1p-53 * total;
+    int64_t lo = 0, hi = v - 1;
+    while (lo < hi) { /* first rank whose cumulative weight exceeds u */
+      int64_t mid = (lo + hi) / 2;
+      if (cdf[mid] > u) hi = mid;
+      else lo = mid + 1;
+    }
+    int64_t offset = (int64_t)lce_rand_below(cfg->seed, STREAM_OFFSET, (uint64_t)(x[t] % CONTEXT_CLASSES), (uint64_t)v);
+    x[t + 1] = (offset + lo) % v;
+  }
+  free(cdf);
+  return LCE_OK;
+}
+
+/* Parameters of one run: E [v*h] and, untied, W [v*h], in double. */
+typedef struct params {
+  double *e, *w;
+  size_t size; /* elements of each table */
+} params;
+
+/* The step's tensors from parameters p and the batch's tokens: hidden rows E[x_i], the tables, the
+ * labels x_{i+1}; grad_output 1, priors 0. */
+static void fill_tensors(const lce_case *c, const params *p, const int64_t *x, lce_tensors *in) {
+  for (size_t k = 0; k < p->size; k++) {
+    lce_store(c->dtype, in->embedding, k, p->e[k]);
+    if (!c->tied) lce_store(c->dtype, in->weight, k, p->w[k]);
+  }
+  for (int64_t i = 0; i < c->n; i++) {
+    for (int64_t j = 0; j < c->h; j++)
+      lce_store(c->dtype, in->hidden, (size_t)(i * c->h + j), p->e[x[i] * c->h + j]);
+    in->labels[i] = x[i + 1];
+  }
+  in->grad_output[0] = 1.0f;
+  memset(in->grad_embedding_prior, 0, p->size * sizeof(float));
+  if (!c->tied) memset(in->grad_weight_prior, 0, p->size * sizeof(float));
+}
+
+/* Assembles the parameter gradient (g_e, g_w) from the head's gradient buffers and d_hidden scattered
+ * to the embedding rows of the batch's tokens. emb: the embedding table's buffer (the output weight's
+ * when tied), wgt: the output weight's (untied), dh(i): element i of d_hidden. */
+typedef double (*elem_fn)(const void *buf, lce_dtype t, size_t i);
+static double elem_f32(const void *buf, lce_dtype t, size_t i) {
+  (void)t;
+  return ((const float *)buf)[i];
+}
+static double elem_f64(const void *buf, lce_dtype t, size_t i) {
+  (void)t;
+  return ((const double *)buf)[i];
+}
+static double elem_dtype(const void *buf, lce_dtype t, size_t i) { return lce_load(t, buf, i); }
+
+static void assemble(const lce_case *c, const int64_t *x, const void *emb, const void *wgt, elem_fn head,
+                     const void *dh, elem_fn dhf, params *g) {
+  for (size_t k = 0; k < g->size; k++) {
+    g->e[k] = head(emb, c->dtype, k);
+    if (!c->tied) g->w[k] = head(wgt, c->dtype, k);
+  }
+  for (int64_t i = 0; i < c->n; i++)
+    for (int64_t j = 0; j < c->h; j++) g->e[x[i] * c->h + j] += dhf(dh, c->dtype, (size_t)(i * c->h + j));
+}
+
+/* The reference at parameters p: exact loss and gradient. */
+static lce_code reference_at(const lce_converge_config *cfg, const lce_case *c, const params *p, const int64_t *x,
+                             lce_tensors *in, double *loss, params *g, lce_status *st) {
+  fill_tensors(c, p, x, in);
+  lce_reference ref;
+  lce_code rc = lce_reference_prepare(cfg->tier, c, in, LCE_REF_HOST, &ref, st);
+  if (rc != LCE_OK) return rc;
+  const lce_ref_output *o = ref.host.out;
+  *loss = o[LCE_OUT_LOSS].value[0];
+  const double *emb = c->tied ? o[LCE_OUT_D_WEIGHT].value : o[LCE_OUT_D_EMBEDDING].value;
+  assemble(c, x, emb, o[LCE_OUT_D_WEIGHT].value, elem_f64, o[LCE_OUT_D_HIDDEN].value, elem_f64, g);
+  lce_reference_release(&ref);
+  return LCE_OK;
+}
+
+/* The subject at parameters p: its gradient (its loss is not used: the reference's is exact). */
+static lce_code subject_at(const lce_converge_config *cfg, const lce_case *c, const params *p, const int64_t *x,
+                           lce_tensors *in, params *g, lce_status *st) {
+  fill_tensors(c, p, x, in);
+  lce_outputs out;
+  LCE_TRY(lce_outputs_alloc(c, in, &out, st));
+  lce_code rc = lce_subject_run(cfg->subject, c, in, &out, st);
+  if (rc == LCE_OK)
+    assemble(c, x, out.grad_embedding, out.grad_weight, elem_f32, out.d_hidden, elem_dtype, g);
+  lce_outputs_free(&out);
+  return rc;
+}
+
+static double dot(const params *a, const params *b) {
+  double s = 0;
+  for (size_t k = 0; k < a->size; k++) s += a->e[k] * b->e[k] + (a->w ? a->w[k] * b->w[k] : 0);
+  return s;
+}
+
+/* ‖a − b‖ */
+static double dist(const params *a, const params *b) {
+  double s = 0;
+  for (size_t k = 0; k < a->size; k++) {
+    double de = a->e[k] - b->e[k], dw = a->w ? a->w[k] - b->w[k] : 0;
+    s += de * de + dw * dw;
+  }
+  return sqrt(s);
+}
+
+static void sgd(params *p, const params *g, double lr) {
+  for (size_t k = 0; k < p->size; k++) {
+    p->e[k] -= lr * g->e[k];
+    if (p->w) p->w[k] -= lr * g->w[k];
+  }
+}
+
+static lce_code params_alloc(params *p, size_t size, int tied, lce_status *st) {
+  p->size = size;
+  p->e = calloc(size, sizeof *p->e);
+  p->w = tied ? NULL : calloc(size, sizeof *p->w);
+  LCE_CHECK(st, p->e != NULL && (tied || p->w != NULL), LCE_ENOMEM, "out of memory for %zu parameters", size);
+  return LCE_OK;
+}
+
+static void params_free(params *p) {
+  free(p->e);
+  free(p->w);
+}
+
+static void params_copy(params *dst, const params *src) {
+  memcpy(dst->e, src->e, src->size * sizeof *dst->e);
+  if (src->w) memcpy(dst->w, src->w, src->size * sizeof *dst->w);
+}
+
+/* The start: untied, E ~ N(0, 1) and W ~ N(0, 1/(4H)), so that the first logits are ~N(0, 1/4); tied,
+ * E ~ N(0, 1/(4 sqrt H)), so that the logits E_x·E_y are ~N(0, 1/16) and a token's logit with itself,
+ * ‖E_x‖² ≈ sqrt(H)/4, starts small too. */
+static void params_init(const lce_converge_config *cfg, params *p) {
+  double se = cfg->tied ? 0.5 / sqrt(sqrt((double)cfg->h)) : 1.0, sw = 0.5 / sqrt((double)cfg->h);
+  for (size_t k = 0; k < p->size; k++) {
+    p->e[k] = se * lce_rand_normal(cfg->seed, STREAM_INIT_E, k);
+    if (p->w) p->w[k] = sw * lce_rand_normal(cfg->seed, STREAM_INIT_W, k);
+  }
+}
+
+lce_code lce_converge_run(const lce_converge_config *cfg, lce_converge_result *res, lce_status *st) {
+  memset(res, 0, sizeof *res);
+  LCE_CHECK(st, cfg->subject != NULL, LCE_EINVAL, "converge: no subject");
+  LCE_CHECK(st, cfg->steps >= 1 && cfg->steps <= 100000, LCE_EINVAL, "converge: steps %d not in [1, 100000]",
+            cfg->steps);
+  LCE_CHECK(st, cfg->eval_every >= 1, LCE_EINVAL, "converge: eval_every %d must be >= 1", cfg->eval_every);
+  LCE_CHECK(st, isfinite(cfg->lr) && cfg->lr > 0, LCE_EINVAL, "converge: learning rate %g must be finite and > 0",
+            cfg->lr);
+  lce_case c = lce_converge_case(cfg);
+  LCE_TRY(lce_case_validate(&c, st));
+  char why[200];
+  LCE_CHECK(st, lce_subject_supports(cfg->subject, &c, why, sizeof why), LCE_ESKIP, "converge: %s cannot run %s: %s",
+            cfg->subject->name, c.tied ? "tied" : "untied", why);
+  lce_converge_config run = *cfg;
+  if (run.tier == NULL) run.tier = lce_reference_tier_find("fast");
+
+  double t0 = lce_now_seconds();
+  size_t size = (size_t)(c.v * c.h);
+  /* A batch per step, then the held-out batch every evaluation uses. */
+  int64_t len = (int64_t)(cfg->steps + 1) * c.n + 1;
+  int64_t *x = malloc((size_t)len * sizeof *x);
+  int nevals = cfg->steps / cfg->eval_every + 2;
+  res->eval = calloc((size_t)nevals, sizeof *res->eval);
+  params a = {0}, b = {0}, start = {0}, ga = {0}, gr = {0}, gb = {0};
+  lce_tensors in;
+  memset(&in, 0, sizeof in);
+  lce_code rc = LCE_OK;
+  if (x == NULL || res->eval == NULL) rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory for the run");
+  if (rc == LCE_OK) rc = make_stream(cfg, len, x, st);
+  params *all[] = {&a, &b, &start, &ga, &gr, &gb};
+  for (size_t k = 0; rc == LCE_OK && k < sizeof all / sizeof all[0]; k++) rc = params_alloc(all[k], size, c.tied, st);
+  if (rc == LCE_OK) rc = lce_case_generate(&c, &in, st);
+  if (rc == LCE_OK) {
+    params_init(cfg, &start);
+    params_copy(&a, &start);
+    params_copy(&b, &start);
+  }
+  const int64_t *held_out = x + (int64_t)cfg->steps * c.n;
+  res->steps = cfg->steps;
+  res->min_cosine = 1;
+  for (int s = 0; rc == LCE_OK && s <= cfg->steps; s++) {
+    const int64_t *batch = x + (int64_t)s * c.n;
+    int evaluate = s % cfg->eval_every == 0 || s == cfg->steps;
+    if (evaluate) {
+      lce_converge_step *r = &res->eval[res->nevals];
+      rc = reference_at(&run, &c, &a, held_out, &in, &r->loss_a, &gr, st);
+      if (rc == LCE_OK) rc = reference_at(&run, &c, &b, held_out, &in, &r->loss_b, &gr, st);
+      if (rc != LCE_OK) break;
+      r->step = s;
+      r->gap = (r->loss_a - r->loss_b) / r->loss_b;
+      double moved = dist(&b, &start);
+      r->drift = moved > 0 ? dist(&a, &b) / moved : 0;
+      res->nevals++;
+    }
+    if (s == cfg->steps) break;
+    double loss;
+    rc = reference_at(&run, &c, &b, batch, &in, &loss, &gb, st);
+    if (rc == LCE_OK) rc = subject_at(&run, &c, &a, batch, &in, &ga, st);
+    if (rc == LCE_OK && evaluate) rc = reference_at(&run, &c, &a, batch, &in, &loss, &gr, st);
+    if (rc != LCE_OK) break;
+    if (evaluate) { /* the subject's gradient against the reference's, at the subject's parameters */
+      lce_converge_step *r = &res->eval[res->nevals - 1];
+      double nr = sqrt(dot(&gr, &gr)), ns = sqrt(dot(&ga, &ga));
+      r->cosine = nr > 0 && ns > 0 ? dot(&ga, &gr) / (nr * ns) : 0;
+      r->relerr = nr > 0 ? dist(&ga, &gr) / nr : 0;
+      r->bias = nr > 0 ? (dot(&ga, &gr) - nr * nr) / (nr * nr) : 0;
+      r->has_gradient = 1;
+      if (r->cosine < res->min_cosine) res->min_cosine = r->cosine;
+      if (r->relerr > res->max_relerr) res->max_relerr = r->relerr;
+    }
+    sgd(&a, &ga, cfg->lr);
+    sgd(&b, &gb, cfg->lr);
+    if (cfg->progress) cfg->progress(cfg->ctx, s + 1, cfg->steps, loss);
+  }
+  res->seconds = lce_now_seconds() - t0;
+  lce_tensors_free(&in);
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) params_free(all[k]);
+  free(x);
+  if (rc != LCE_OK) lce_converge_free(res);
+  return rc;
+}
+
+void lce_converge_free(lce_converge_result *res) {
+  free(res->eval);
+  res->eval = NULL;
+  res->nevals = 0;
+}
