@@ -52,8 +52,6 @@ int cli_fail(int code, const char *fmt, ...) {
   return code;
 }
 
-int cli_json_mode(void) { return run.json; }
-
 void cli_json_begin(void) {
   printf("{\"verb\":");
   cli_json_string(stdout, run.verb ? run.verb : "");

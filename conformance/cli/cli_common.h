@@ -74,8 +74,6 @@ int cli_outputs(const char *option, const char *list, unsigned *mask);
  * `return cli_fail(CLI_SKIP, "no CUDA device (%s)", why);`. */
 int cli_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Whether --json was given to the verb cli_begin started. */
-int cli_json_mode(void);
 /* Opens the verb's one JSON object on stdout, `{"verb":"<verb>"`, for the verb to continue with
  * `,"key":value` and close with `}\n`; afterwards cli_fail prints its message on stderr only. */
 void cli_json_begin(void);

@@ -273,11 +273,6 @@ const lce_json *lce_json_get(const lce_json *j, const char *key) {
   return NULL;
 }
 
-const char *lce_json_type_name(lce_json_type t) {
-  static const char *const names[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
-  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
-}
-
 static int differ(char *where, size_t size, const char *prefix, const char *part) {
   if (where && size) snprintf(where, size, "%s%s%s", prefix, *prefix && *part ? "." : "", part);
   return 0;
