@@ -1,8 +1,8 @@
-/* cli_bench.c — `lcecheck bench [--json] [--reps N] [--warmup N] [--vocab-chunk C] [--shape NxHxV,...]`:
- * fused-cuda's forward, backward and peak extra device memory beside the plain cuBLAS GEMMs the
- * algorithm performs (logits, the logits again, d_hidden, d_weight: 2·N·H·V flops each), bf16, timed with CUDA events
- * in this process (fused/cuda/fused_cuda_bench.cu), medians after warm-up, fresh random inputs each
- * repetition. Default shapes (N, H, V) = (8192, 4096, 128256) and (4096, 4096, 262144).
+/* cli_bench.c — `lcecheck bench`: fused-cuda's forward, backward and peak extra device memory beside
+ * the plain cuBLAS GEMMs the algorithm performs (logits, the logits again, d_hidden, d_weight: 2·N·H·V
+ * flops each), bf16, timed with CUDA events in this process (fused/cuda/fused_cuda_bench.cu), medians
+ * after warm-up, fresh random inputs each repetition. Default shapes (N, H, V) = (8192, 4096, 128256)
+ * and (4096, 4096, 262144).
  *
  * Targets: total (forward + backward) <= 1.3x "the plain cuBLAS GEMMs the algorithm
  * performs"; peak extra memory <= 1 GB at the first shape. The algorithm specified

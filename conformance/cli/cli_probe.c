@@ -1,9 +1,5 @@
-/* cli_probe.c — `lcecheck probe`: what this GPU's tensor cores and cuBLAS actually compute.
- *
- *   lcecheck probe [--formats bf16,fp16,tf32] [--tiles N] [--seed S] [--arch NAME] [--dump FILE]
- *                  [--curve | --no-curve] [--curve-k K1,K2,...] [--curve-mn N] [--curve-sample S]
- *                  [--show N] [--json]
- *   lcecheck probe --replay FILE [--arch NAME] [--show N] [--json]
+/* cli_probe.c — `lcecheck probe`: what this GPU's tensor cores and cuBLAS actually compute (the
+ * options: lcecheck_main.c's table, `lcecheck probe --help`).
  *
  * 1. MMA conformance (reference/device/probe/): N tiles per format (default 800: 102400 vectors) of
  *    test vectors in eleven classes, each tile through one mma.sync instruction, every result

@@ -1,10 +1,6 @@
 /* cli_production.c — `lcecheck production`: GPU subjects at production shapes against the fp64 GPU
  * reference (conformance/engine/lce_production.h says what is run and how it is judged).
  *
- *   lcecheck production [--shapes small|all|NxHxV,...] [--subjects a,b,...] [--tp 1,8]
- *                       [--embeddings tied,untied] [--vocab-chunk C] [--seed S] [--jobs J]
- *                       [--golden-dir DIR] [--measure-only] [--json] [--quiet]
- *
  * Bounds come from DIR/sm_XX/<class>.golden (default DIR: $LCE_GOLDEN_DIR, else the source tree's
  * golden/), sm_XX being the device's architecture. Progress lines go to stderr; the table (or, with
  * --json, the report that scripts/lcecheck_golden.py reads: one run per subject in the schema of
