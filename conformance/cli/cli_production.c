@@ -177,17 +177,46 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
   return rc;
 }
 
-/* One option given, set in the plan (whose rules for the values are the engine's). */
-static int set_option(void *cfg, const char *name, const char *value) {
+/* The options given, onto the plan's defaults. */
+static int production_options(lce_prod_config *cfg) {
+  lce_prod_config_default(cfg);
+  cfg->json = cli_opt("--json") != NULL, cfg->quiet = cli_opt("--quiet") != NULL;
+  cfg->measure_only = cli_opt("--measure-only") != NULL, cfg->golden_dir = cli_opt("--golden-dir");
+  uint64_t chunk = (uint64_t)cfg->vocab_chunk, jobs = (uint64_t)cfg->jobs, tp;
+  /* Each returns CLI_PASS (0) or, having said why, CLI_USAGE. */
+  if (cli_opt_uint("--vocab-chunk", 1, LCE_MAX_DIM, &chunk) || cli_opt_uint("--seed", 0, INT64_MAX, &cfg->seed) ||
+      cli_opt_uint("--jobs", 1, 16, &jobs))
+    return CLI_USAGE;
+  cfg->vocab_chunk = (int64_t)chunk, cfg->jobs = (int)jobs;
+  const char *shapes = cli_opt("--shapes"), *subjects = cli_opt("--subjects"), *tps = cli_opt("--tp");
+  const char *emb = cli_opt("--embeddings");
   lce_status st;
-  if (lce_prod_config_set(cfg, name, value, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);
+  if (shapes && lce_prod_parse_shapes(shapes, cfg, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);
+  char buf[64], *items[LCE_PROD_MAX_SUBJECTS];
+  if (subjects && cli_split("--subjects", subjects, cfg->names_, sizeof cfg->names_, (char **)cfg->subjects,
+                            LCE_PROD_MAX_SUBJECTS, &cfg->nsubjects))
+    return CLI_USAGE;
+  for (int i = 0; subjects && i < cfg->nsubjects; i++)
+    for (int j = 0; j < i; j++)
+      if (strcmp(cfg->subjects[i], cfg->subjects[j]) == 0)
+        return cli_fail(CLI_USAGE, "--subjects: '%s' named twice", cfg->subjects[i]);
+  if (tps && cli_split("--tp", tps, buf, sizeof buf, items, LCE_PROD_MAX_TPS, &cfg->ntps)) return CLI_USAGE;
+  for (int i = 0; tps && i < cfg->ntps; i++) {
+    if (cli_uint("--tp", items[i], 1, 64, &tp) != CLI_PASS) return CLI_USAGE;
+    for (int j = 0; j < i; j++)
+      if (cfg->tps[j] == (int)tp) return cli_fail(CLI_USAGE, "--tp: %d named twice", (int)tp);
+    cfg->tps[i] = (int)tp;
+  }
+  if (emb == NULL) return CLI_PASS;
+  if (strcmp(emb, "tied") == 0 || strcmp(emb, "untied") == 0) cfg->tied[0] = strcmp(emb, "tied") == 0, cfg->ntied = 1;
+  else if (strcmp(emb, "tied,untied") != 0)
+    return cli_fail(CLI_USAGE, "--embeddings wants tied, untied or tied,untied, got '%s'", emb);
   return CLI_PASS;
 }
 
 int cli_production(void) {
   lce_prod_config cfg;
-  lce_prod_config_default(&cfg);
-  const int rc = cli_each_opt(set_option, &cfg);
+  const int rc = production_options(&cfg);
   if (rc != CLI_PASS) return rc;
   const lce_subject *subjects[LCE_PROD_MAX_SUBJECTS];
   for (int j = 0; j < cfg.nsubjects; j++) {
