@@ -69,8 +69,7 @@ static void print_row(const lce_prod_shape *s, int64_t chunk, const lce_cuda_ben
 
 static void print_json(const bench_args *a, const lce_cuda_bench_result *res, int ran) {
   cli_json_begin();
-  printf(",\"device\":");
-  cli_json_string(stdout, ran ? res[0].device : "");
+  cli_json_member(stdout, "device", ran ? res[0].device : "");
   printf(",\"dtype\":\"bf16\",\"reps\":%d,\"warmup\":%d,\"ratio_target\":%.2f,\"mem_target_bytes\":%.0f,\"shapes\":[",
          a->reps, a->warmup, BENCH_RATIO_TARGET, BENCH_MEM_TARGET_BYTES);
   for (int i = 0; i < ran; i++) {

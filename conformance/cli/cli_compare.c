@@ -224,8 +224,7 @@ int cli_compare(void) {
       }
       printf("],\"oracle\":\"%s\",\"predict_factor\":", a.tier->name);
       cli_json_number(stdout, a.predict_factor > 0 ? a.predict_factor : NAN);
-      printf(",\"%s\":", a.sel.case_id ? "case" : "matrix");
-      cli_json_string(stdout, scope);
+      cli_json_member(stdout, a.sel.case_id ? "case" : "matrix", scope);
       printf(",\"cases\":[");
     } else {
       printf("lcecheck compare: %d subjects, oracle %s, %s %s, %zu case%s", a.count, a.tier->name,

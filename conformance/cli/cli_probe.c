@@ -170,10 +170,8 @@ static void print_text(const probe_report *r, const char *replayed) {
 
 static void print_json(const probe_report *r, const char *replayed) {
   cli_json_begin();
-  printf(",\"device\":");
-  cli_json_string(stdout, r->device);
-  printf(",\"model\":");
-  cli_json_string(stdout, r->arch->name);
+  cli_json_member(stdout, "device", r->device);
+  cli_json_member(stdout, "model", r->arch->name);
   printf(",\"seed\":%" PRIu64 ",\"replayed\":", r->seed);
   if (replayed) cli_json_string(stdout, replayed);
   else printf("null");

@@ -103,10 +103,8 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
   for (int j = 0; j < cfg->nsubjects; j++) {
     fprintf(f, "%s{\"verb\":\"%s\",\"subject\":", j ? "," : "", cfg->measure_only ? "measure" : "check");
     cli_json_string(f, cfg->subjects[j]);
-    fputs(",\"golden_class\":", f);
-    cli_json_string(f, rep->golden_class[j]);
-    fputs(",\"golden\":", f);
-    cli_json_string(f, rep->golden_path[j]);
+    cli_json_member(f, "golden_class", rep->golden_class[j]);
+    cli_json_member(f, "golden", rep->golden_path[j]);
     fprintf(f, ",\"golden_found\":%s,\"mutant\":%s,\"cases\":[", rep->golden_found[j] ? "true" : "false",
             rep->mutant[j] ? "true" : "false");
     for (size_t i = 0; i < rep->ncases; i++) { /* each case as `check --json` writes it */
@@ -115,8 +113,8 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
     }
     fputs("]}", f);
   }
-  fprintf(f, "],\"exit_status\":%d,\"reason\":", status);
-  cli_json_string(f, why);
+  fprintf(f, "],\"exit_status\":%d", status);
+  cli_json_member(f, "reason", why);
   fputs("}\n", f);
 }
 
