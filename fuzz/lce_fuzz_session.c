@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "lce_device.h"
+#include "lce_file.h"
 #include "lce_fuzz_case.h"
 
 static lce_fuzz_session g_session;
@@ -97,10 +98,8 @@ static void report_violation(const lce_fuzz_session *s, const lce_case_result *r
   write_report(f, s, r, kind, detail, repro);
   fclose(f);
   snprintf(path, sizeof path, "%s/%s.input", s->findings_dir, r->id);
-  f = fopen(path, "wb");
-  if (f == NULL || fwrite(data, 1, size, f) != size)
-    fprintf(stderr, "lce-fuzz: cannot write %s\n", path);
-  if (f) fclose(f);
+  lce_status st;
+  if (lce_file_replace(path, data, size, &st) != LCE_OK) fprintf(stderr, "lce-fuzz: %s\n", st.msg);
   fprintf(stderr, "lce-fuzz: finding written to %s/%s.{finding,input}\n", s->findings_dir, r->id);
 }
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "lce_file.h"
 #include "lce_fuzz_session.h"
 #include "lce_time.h"
 
@@ -30,45 +31,17 @@ static const char *outcome_name(lce_fuzz_outcome o) {
   return "?";
 }
 
-/* Reads a whole file; returns 0 and prints why on failure. */
-static int read_file(const char *path, uint8_t **data, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    perror(path);
-    return 0;
-  }
-  size_t cap = 4096, len = 0;
-  uint8_t *buf = malloc(cap);
-  size_t got;
-  while (buf != NULL && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-    len += got;
-    if (len == cap) {
-      uint8_t *bigger = realloc(buf, cap *= 2);
-      if (bigger == NULL) free(buf);
-      buf = bigger;
-    }
-  }
-  int ok = buf != NULL && !ferror(f);
-  fclose(f);
-  if (!ok) {
-    fprintf(stderr, "%s: read failed\n", path);
-    free(buf);
-    return 0;
-  }
-  *data = buf;
-  *size = len;
-  return 1;
-}
-
 static int run_file(const char *path, int *failed_reads) {
-  uint8_t *data;
+  char *data;
   size_t size;
-  if (!read_file(path, &data, &size)) {
+  lce_status st;
+  if (lce_file_read(path, &data, &size, &st) != LCE_OK) {
+    fprintf(stderr, "%s\n", st.msg);
     ++*failed_reads;
     return 0;
   }
   double t0 = lce_now_seconds();
-  LLVMFuzzerTestOneInput(data, size);
+  LLVMFuzzerTestOneInput((const uint8_t *)data, size);
   const lce_fuzz_session *s = lce_fuzz_session_get();
   printf("%-9s %6.2fs  %s  %s\n", outcome_name(s->last_outcome), lce_now_seconds() - t0, path, s->last_id);
   fflush(stdout);

@@ -1,8 +1,10 @@
-# shellcheck shell=bash disable=SC2034  # sourced: CMAKE_DEPS and the step helpers are used by the sourcing scripts
-# scripts/gpu_common.sh — sourced by gpu_run.sh and gpu_fuzz.sh (ROOT, DEADLINE_S and START set):
+# shellcheck shell=bash disable=SC2034  # sourced: the variables and helpers are used by the sourcing scripts
+# scripts/gpu_common.sh — sourced by gpu_run.sh, gpu_fuzz.sh and subjects/gpu_external.sh (ROOT set):
 #  - MPFR and GMP for a GPU machine that has neither, from the carried .deps/root (apt-get download +
 #    dpkg -x on the workstation; conformance/GPU_RUNS.md says how): CMAKE_DEPS (arguments for cmake),
 #    LD_LIBRARY_PATH extended; without .deps, the system's libraries are used;
+#  - the start of every script (`gpu_start`: --help, the output folder and log, the deadline), its
+#    stages (`has_stage`), the build (`gpu_build`);
 #  - the steps of a run under one deadline: `step`, `step_note` and `step_summary`.
 DEPS=$ROOT/.deps/root/usr
 CMAKE_DEPS=()
@@ -10,6 +12,41 @@ if [ -d "$DEPS" ]; then
   CMAKE_DEPS=(-DGMP_ROOT="$DEPS" -DMPFR_ROOT="$DEPS")
   export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+
+# gpu_start <log name> <last line of the header comment> <default deadline s> "$@": `--help` prints
+# the script's header comment, any other argument is refused (stages and settings come from the
+# environment); then OUT (default gpu-out/), BUILD (LCE_GPU_BUILD, default build-gpu/), DEADLINE_S
+# (LCE_GPU_DEADLINE_S, else the default), START, and everything printed is tee'd into $OUT/<log name>.
+gpu_start() {
+  local log=$1 help_end=$2 deadline=$3
+  shift 3
+  case "${1:-}" in
+    -h | --help) sed -n "2,${help_end}p" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    "") ;;
+    *) echo "$(basename "$0"): no arguments (stages and settings come from the environment; --help)" >&2; exit 2 ;;
+  esac
+  OUT=${OUT:-$ROOT/gpu-out}
+  BUILD=${LCE_GPU_BUILD:-$ROOT/build-gpu}
+  DEADLINE_S=${LCE_GPU_DEADLINE_S:-$deadline}
+  START=$(date +%s)
+  mkdir -p "$OUT"
+  exec > >(tee -a "$OUT/$log") 2>&1
+}
+has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# "${TO[@]}" <path> <command...>: a command for step whose stdout goes to <path> (stderr: the log).
+TO=(sh -c 'o=$1; shift; exec "$@" >"$o"' to)
+
+# gpu_build <build step name> <build limit s> <configure options...> -- <build options...>: configures
+# $BUILD (Release, sm_90, MPFR/GMP from .deps) and builds it, two steps that must pass.
+gpu_build() {
+  local name=$1 limit=$2 conf=()
+  shift 2
+  while [ "$1" != -- ]; do conf+=("$1"); shift; done
+  shift
+  step configure pass 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    "${conf[@]}" "${CMAKE_DEPS[@]}"
+  step "$name" pass "$limit" cmake --build "$BUILD" "$@"
+}
 
 SUMMARY=()
 FAILED=0

@@ -20,26 +20,14 @@
 #   LCE_GPU_DEADLINE_S (default 540 s from the start: every step runs under it).
 # Exit status: 0 when every step met its expectation, 1 otherwise.
 set -u -o pipefail
-case "${1:-}" in
-  -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  "") ;;
-  *) echo "$(basename "$0"): no arguments (stages and settings come from the environment; --help)" >&2; exit 2 ;;
-esac
-
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$ROOT/gpu-out}
-BUILD=${LCE_GPU_BUILD:-$ROOT/build-gpu}
+# shellcheck source=scripts/gpu_common.sh
+. "$ROOT/scripts/gpu_common.sh"
+gpu_start fuzz-log 21 540 "$@"
 BUNDLE=${LCE_GPU_FUZZ_BUNDLE:-$ROOT/.gpufuzz}
 SECONDS_PER_CAMPAIGN=${LCE_GPU_FUZZ_SECONDS:-120}
 JOBS=${LCE_GPU_JOBS:-$(nproc)}
-DEADLINE_S=${LCE_GPU_DEADLINE_S:-540}
-START=$(date +%s)
 WORK=$(mktemp -d /tmp/lce-gpu-fuzz.XXXXXX) # findings directories: too many files for $OUT
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/fuzz-log") 2>&1
-
-# shellcheck source=scripts/gpu_common.sh
-. "$ROOT/scripts/gpu_common.sh"
 # The bundle's MPFR/GMP, and the CUDA runtime and cuBLAS wherever this machine's toolkit keeps them
 # (the binary's rpath names the workstation's /usr/local/cuda/lib).
 CUDA_HOME_GUESS=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")
@@ -74,9 +62,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 [ -f "$BUNDLE/BUILD_INFO" ] && cat "$BUNDLE/BUILD_INFO"
 
 # 1. replay with the normal build (gcc + nvcc, no sanitizers)
-step configure 0 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  "${CMAKE_DEPS[@]}"
-step "build fuzz_replay_subject" 0 240 cmake --build "$BUILD" -j "$JOBS" --target fuzz_replay_subject
+gpu_build "build fuzz_replay_subject" 240 -- -j "$JOBS" --target fuzz_replay_subject
 step "replay corpus, fused-cuda" 0 90 sh -c "LCE_FUZZ_SUBJECT=fused-cuda LCE_FUZZ_FINDINGS='$WORK/replay' \
   '$REPLAY' '$CORPUS' >'$OUT/replay-fused-cuda.txt' 2>&1; rc=\$?; tail -8 '$OUT/replay-fused-cuda.txt'; exit \$rc"
 step "replay corpus kills $MUTANT" 0 90 sh -c "LCE_FUZZ_SUBJECT=$MUTANT LCE_FUZZ_FINDINGS='$WORK/replay-mutant' \

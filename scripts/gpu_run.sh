@@ -38,42 +38,23 @@
 #   (production --shapes, default all), LCE_PROD_TP (default "1 8").
 # Exit status: 0 when every required step met its expectation, 1 otherwise.
 set -u -o pipefail
-case "${1:-}" in
-  -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  "") ;;
-  *) echo "$(basename "$0"): no arguments (stages and settings come from the environment; --help)" >&2; exit 2 ;;
-esac
-
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$ROOT/gpu-out}
-BUILD=${LCE_GPU_BUILD:-$ROOT/build-gpu}
-JOBS=${LCE_GPU_JOBS:-$(nproc)}
-DEADLINE_S=${LCE_GPU_DEADLINE_S:-540}
-STAGES=${LCE_GPU_STAGES:-build gputests probe check medium compare bench sanitizers}
-PREDICT_FACTOR=${LCE_PREDICT_FACTOR:-3}
-START=$(date +%s)
-mkdir -p "$OUT"
-RES=$(mktemp -d /tmp/lce-gpu-results.XXXXXX)
-exec > >(tee -a "$OUT/log") 2>&1
-
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
+gpu_start log 39 540 "$@"
+JOBS=${LCE_GPU_JOBS:-$(nproc)}
+STAGES=${LCE_GPU_STAGES:-build gputests probe check medium compare bench sanitizers}
+PREDICT_FACTOR=${LCE_PREDICT_FACTOR:-3}
+RES=$(mktemp -d /tmp/lce-gpu-results.XXXXXX)
 LCECHECK=$BUILD/lcecheck
 GPU_TEST=$BUILD/tests/test_fused_cuda
-has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-# "${TO[@]}" <path> <command...>: a command for step whose stdout goes to <path> (stderr: the log).
-TO=(sh -c 'o=$1; shift; exec "$@" >"$o"' to)
 
 echo "gpu_run.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), root $ROOT, build $BUILD, out $OUT, stages: $STAGES"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
 command -v nvcc >/dev/null && nvcc --version | tail -2
 [ -n "${LCE_GOLDEN_COMMIT:-}" ] && echo "commit: $LCE_GOLDEN_COMMIT"
 
-if has_stage build; then
-  step configure pass 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    "${CMAKE_DEPS[@]}"
-  step build pass 300 cmake --build "$BUILD" -j "$JOBS"
-fi
+has_stage build && gpu_build build 300 -- -j "$JOBS"
 # The matrix checks are stages of their own: conformance_* is `check`'s, the medium one `medium`'s.
 has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow -j "$JOBS" \
   -E '^(lcecheck_medium_fp64_gpu|conformance_.*)$' --output-on-failure --no-tests=error

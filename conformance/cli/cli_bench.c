@@ -1,8 +1,8 @@
-/* cli_bench.c — `lcecheck bench [--json] [--reps N] [--warmup N] [--vocab-chunk C] [--shape NxHxV,...]`:
- * fused-cuda's forward, backward and peak extra device memory beside the plain cuBLAS GEMMs the
- * algorithm performs (logits, the logits again, d_hidden, d_weight: 2·N·H·V flops each), bf16, timed with CUDA events
- * in this process (fused/cuda/fused_cuda_bench.cu), medians after warm-up, fresh random inputs each
- * repetition. Default shapes (N, H, V) = (8192, 4096, 128256) and (4096, 4096, 262144).
+/* cli_bench.c — `lcecheck bench`: fused-cuda's forward, backward and peak extra device memory beside
+ * the plain cuBLAS GEMMs the algorithm performs (logits, the logits again, d_hidden, d_weight: 2·N·H·V
+ * flops each), bf16, timed with CUDA events in this process (fused/cuda/fused_cuda_bench.cu), medians
+ * after warm-up, fresh random inputs each repetition. Default shapes (N, H, V) = (8192, 4096, 128256)
+ * and (4096, 4096, 262144).
  *
  * Targets: total (forward + backward) <= 1.3x "the plain cuBLAS GEMMs the algorithm
  * performs"; peak extra memory <= 1 GB at the first shape. The algorithm specified
@@ -69,8 +69,7 @@ static void print_row(const lce_prod_shape *s, int64_t chunk, const lce_cuda_ben
 
 static void print_json(const bench_args *a, const lce_cuda_bench_result *res, int ran) {
   cli_json_begin();
-  printf(",\"device\":");
-  cli_json_string(stdout, ran ? res[0].device : "");
+  cli_json_member(stdout, "device", ran ? res[0].device : "");
   printf(",\"dtype\":\"bf16\",\"reps\":%d,\"warmup\":%d,\"ratio_target\":%.2f,\"mem_target_bytes\":%.0f,\"shapes\":[",
          a->reps, a->warmup, BENCH_RATIO_TARGET, BENCH_MEM_TARGET_BYTES);
   for (int i = 0; i < ran; i++) {

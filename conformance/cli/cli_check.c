@@ -129,19 +129,14 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
   const int no_device = results != NULL && n > 0 && c.skip_nodev == n;
   if (a->json) {
     cli_json_begin(); /* {"verb":"check"|"measure"|"judge" */
-    printf(",\"subject\":");
-    cli_json_string(stdout, s->name);
-    printf(",\"golden_class\":");
-    cli_json_string(stdout, s->golden_class);
-    printf(",\"%s\":", scope_key);
-    cli_json_string(stdout, scope);
+    cli_json_member(stdout, "subject", s->name);
+    cli_json_member(stdout, "golden_class", s->golden_class);
+    cli_json_member(stdout, scope_key, scope);
     if (a->shard_count) printf(",\"shard\":\"%lu/%lu\"", a->shard_index, a->shard_count);
-    printf(",\"golden\":");
-    cli_json_string(stdout, measure_only ? "" : golden_path);
+    cli_json_member(stdout, "golden", measure_only ? "" : golden_path);
     printf(",\"oracle\":\"%s\"", tier->name);
     if (results == NULL) {
-      printf(",\"message\":");
-      cli_json_string(stdout, est.msg);
+      cli_json_member(stdout, "message", est.msg);
     }
     printf(",\"cases\":[");
     for (size_t i = 0; i < n && results; i++) {

@@ -37,8 +37,8 @@ static int vfail(int code, const char *fmt, va_list ap) {
   fprintf(stderr, "lcecheck%s%s: %s\n", run.verb ? " " : "", run.verb ? run.verb : "", msg);
   if (run.json && !run.json_out) {
     cli_json_begin();
-    printf(",\"status\":\"%s\",\"exit\":%d,\"message\":", status_name(code), code);
-    cli_json_string(stdout, msg);
+    printf(",\"status\":\"%s\",\"exit\":%d", status_name(code), code);
+    cli_json_member(stdout, "message", msg);
     printf("}\n");
   }
   return code;
@@ -51,8 +51,6 @@ int cli_fail(int code, const char *fmt, ...) {
   va_end(ap);
   return code;
 }
-
-int cli_json_mode(void) { return run.json; }
 
 void cli_json_begin(void) {
   printf("{\"verb\":");
@@ -294,6 +292,11 @@ void cli_cell(char *buf, size_t size, double x, const char *fmt) {
   else snprintf(buf, size, "-");
 }
 
+void cli_json_member(FILE *f, const char *key, const char *s) {
+  fprintf(f, ",\"%s\":", key);
+  cli_json_string(f, s);
+}
+
 void cli_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
@@ -332,18 +335,15 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
   fprintf(f, ",\"dtype\":\"%s\",\"status\":\"%s\"", lce_precision_name(lce_case_precision(&r->c)),
           lce_case_result_status(r));
   if (r->error || r->skipped) {
-    fputs(",\"message\":", f);
-    cli_json_string(f, r->status.msg);
+    cli_json_member(f, "message", r->status.msg);
     fputc('}', f);
     return;
   }
   const lce_verdict *v = &r->verdict;
   fprintf(f, ",\"n_valid\":%lld,\"inconclusive\":%lld,\"subject_seconds\":%.6f,\"oracle_seconds\":%.6f",
           (long long)r->n_valid, (long long)v->inconclusive, r->subject_seconds, r->oracle_seconds);
-  fputs(",\"summary\":", f);
-  cli_json_string(f, v->summary);
-  fputs(",\"repro\":", f);
-  cli_json_string(f, v->repro);
+  cli_json_member(f, "summary", v->summary);
+  cli_json_member(f, "repro", v->repro);
   if (v->not_provided) { /* outputs the subject does not produce: not judged */
     fputs(",\"not_provided\":[", f);
     for (int o = 0, k = 0; o < LCE_OUT_COUNT; o++)

@@ -74,8 +74,6 @@ int cli_outputs(const char *option, const char *list, unsigned *mask);
  * `return cli_fail(CLI_SKIP, "no CUDA device (%s)", why);`. */
 int cli_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Whether --json was given to the verb cli_begin started. */
-int cli_json_mode(void);
 /* Opens the verb's one JSON object on stdout, `{"verb":"<verb>"`, for the verb to continue with
  * `,"key":value` and close with `}\n`; afterwards cli_fail prints its message on stderr only. */
 void cli_json_begin(void);
@@ -128,6 +126,8 @@ void cli_counts_add(cli_counts *c, const lce_case_result *r);
 void cli_cell(char *buf, size_t size, double x, const char *fmt);
 
 void cli_json_string(FILE *f, const char *s);
+/* `,"key":` and s as a JSON string: a member after an object's first. */
+void cli_json_member(FILE *f, const char *key, const char *s);
 /* A number as JSON: %.9g, or null for NaN and Inf (JSON has neither). */
 void cli_json_number(FILE *f, double x);
 /* One case result as a JSON object (with bounds and budgets when with_bounds). */

@@ -1,9 +1,5 @@
 /* cli_compare.c — `lcecheck compare --subjects A,B[,C...]`: several subjects on the same case,
- * against one oracle run.
- *
- *   lcecheck compare --subjects A,B[,C...] [--case ID | --matrix M] [--oracle mpfr|fp64-gpu]
- *                    [--predict-factor F [--predict-outputs O,...] [--predict-precisions P,...]]
- *                    [--json] [--quiet]
+ * against one oracle run (the options: lcecheck_main.c's table, `lcecheck compare --help`).
  *
  * Per case the tensors are generated once, every subject runs on them (a subject that cannot run the
  * case, or needs a GPU the machine lacks, is skipped visibly), the oracle runs once, and each
@@ -228,8 +224,7 @@ int cli_compare(void) {
       }
       printf("],\"oracle\":\"%s\",\"predict_factor\":", a.tier->name);
       cli_json_number(stdout, a.predict_factor > 0 ? a.predict_factor : NAN);
-      printf(",\"%s\":", a.sel.case_id ? "case" : "matrix");
-      cli_json_string(stdout, scope);
+      cli_json_member(stdout, a.sel.case_id ? "case" : "matrix", scope);
       printf(",\"cases\":[");
     } else {
       printf("lcecheck compare: %d subjects, oracle %s, %s %s, %zu case%s", a.count, a.tier->name,

@@ -95,8 +95,7 @@ void compare_print_case_json(const compare_args *a, const case_run *run, int fir
       printf("%s{\"a\":", firstp ? "" : ",");
       firstp = 0;
       cli_json_string(stdout, a->subj[i]->name);
-      printf(",\"b\":");
-      cli_json_string(stdout, a->subj[j]->name);
+      cli_json_member(stdout, "b", a->subj[j]->name);
       printf(",\"outputs\":{");
       int firsto = 1;
       for (int o = 0; o < LCE_OUT_COUNT; o++) {
@@ -111,8 +110,7 @@ void compare_print_case_json(const compare_args *a, const case_run *run, int fir
         printf(",\"triangle_ok\":%s,\"predict\":\"%s\"", po->triangle_ok ? "true" : "false",
                !po->predict_checked ? "-" : po->predict_ok ? "ok" : "fail");
         if (!po->predict_ok) {
-          printf(",\"predict_message\":");
-          cli_json_string(stdout, po->predict_msg);
+          cli_json_member(stdout, "predict_message", po->predict_msg);
         }
         printf("}");
       }

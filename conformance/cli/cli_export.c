@@ -49,10 +49,9 @@ int cli_export(void) {
   const char *scope_key = a.case_id ? "case" : "matrix", *scope = a.case_id ? a.case_id : a.matrix;
   if (a.json) {
     cli_json_begin();
-    printf(",\"status\":\"ok\",\"exit\":0,\"dir\":");
-    cli_json_string(stdout, a.dir);
-    printf(",\"%s\":", scope_key);
-    cli_json_string(stdout, scope);
+    printf(",\"status\":\"ok\",\"exit\":0");
+    cli_json_member(stdout, "dir", a.dir);
+    cli_json_member(stdout, scope_key, scope);
     printf(",\"cases\":%zu,\"input_bytes\":%lld,\"format\":\"lcecheck-exchange\",\"version\":%d}\n", n, (long long)total,
            LCE_EXCHANGE_VERSION);
   } else {

@@ -24,10 +24,8 @@ int cli_list(void) {
       const lce_subject *s = lce_subject_at(i);
       printf("%s{\"name\":", i ? "," : "");
       cli_json_string(stdout, s->name);
-      printf(",\"golden_class\":");
-      cli_json_string(stdout, s->golden_class);
-      printf(",\"description\":");
-      cli_json_string(stdout, s->description);
+      cli_json_member(stdout, "golden_class", s->golden_class);
+      cli_json_member(stdout, "description", s->description);
       printf(",\"caps\":[");
       for (size_t c = 0, first = 1; c < ncaps; c++)
         if (s->caps & CAPS[c].bit) printf("%s\"%s\"", first ? "" : ",", CAPS[c].name), first = 0;
@@ -37,8 +35,7 @@ int cli_list(void) {
     for (size_t i = 0; i < nm; i++) {
       printf("%s{\"name\":", i ? "," : "");
       cli_json_string(stdout, lce_matrix_at(i)->name);
-      printf(",\"description\":");
-      cli_json_string(stdout, lce_matrix_at(i)->description);
+      cli_json_member(stdout, "description", lce_matrix_at(i)->description);
       printf("}");
     }
     printf("],\"tiers\":[");
@@ -48,10 +45,9 @@ int cli_list(void) {
       const int here = t->available(why, sizeof why);
       printf("%s{\"name\":", i ? "," : "");
       cli_json_string(stdout, t->name);
-      printf(",\"tier\":%d,\"available\":%s,\"description\":", t->level, here ? "true" : "false");
-      cli_json_string(stdout, t->what);
-      printf(",\"why\":");
-      cli_json_string(stdout, why);
+      printf(",\"tier\":%d,\"available\":%s", t->level, here ? "true" : "false");
+      cli_json_member(stdout, "description", t->what);
+      cli_json_member(stdout, "why", why);
       printf("}");
     }
     printf("]}\n");

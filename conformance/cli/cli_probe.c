@@ -1,9 +1,5 @@
-/* cli_probe.c — `lcecheck probe`: what this GPU's tensor cores and cuBLAS actually compute.
- *
- *   lcecheck probe [--formats bf16,fp16,tf32] [--tiles N] [--seed S] [--arch NAME] [--dump FILE]
- *                  [--curve | --no-curve] [--curve-k K1,K2,...] [--curve-mn N] [--curve-sample S]
- *                  [--show N] [--json]
- *   lcecheck probe --replay FILE [--arch NAME] [--show N] [--json]
+/* cli_probe.c — `lcecheck probe`: what this GPU's tensor cores and cuBLAS actually compute (the
+ * options: lcecheck_main.c's table, `lcecheck probe --help`).
  *
  * 1. MMA conformance (reference/device/probe/): N tiles per format (default 800: 102400 vectors) of
  *    test vectors in eleven classes, each tile through one mma.sync instruction, every result
@@ -174,10 +170,8 @@ static void print_text(const probe_report *r, const char *replayed) {
 
 static void print_json(const probe_report *r, const char *replayed) {
   cli_json_begin();
-  printf(",\"device\":");
-  cli_json_string(stdout, r->device);
-  printf(",\"model\":");
-  cli_json_string(stdout, r->arch->name);
+  cli_json_member(stdout, "device", r->device);
+  cli_json_member(stdout, "model", r->arch->name);
   printf(",\"seed\":%" PRIu64 ",\"replayed\":", r->seed);
   if (replayed) cli_json_string(stdout, replayed);
   else printf("null");

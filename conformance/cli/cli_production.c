@@ -1,10 +1,6 @@
 /* cli_production.c — `lcecheck production`: GPU subjects at production shapes against the fp64 GPU
  * reference (conformance/engine/lce_production.h says what is run and how it is judged).
  *
- *   lcecheck production [--shapes small|all|NxHxV,...] [--subjects a,b,...] [--tp 1,8]
- *                       [--embeddings tied,untied] [--vocab-chunk C] [--seed S] [--jobs J]
- *                       [--golden-dir DIR] [--measure-only] [--json] [--quiet]
- *
  * Bounds come from DIR/sm_XX/<class>.golden (default DIR: $LCE_GOLDEN_DIR, else the source tree's
  * golden/), sm_XX being the device's architecture. Progress lines go to stderr; the table (or, with
  * --json, the report that scripts/lcecheck_golden.py reads: one run per subject in the schema of
@@ -107,10 +103,8 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
   for (int j = 0; j < cfg->nsubjects; j++) {
     fprintf(f, "%s{\"verb\":\"%s\",\"subject\":", j ? "," : "", cfg->measure_only ? "measure" : "check");
     cli_json_string(f, cfg->subjects[j]);
-    fputs(",\"golden_class\":", f);
-    cli_json_string(f, rep->golden_class[j]);
-    fputs(",\"golden\":", f);
-    cli_json_string(f, rep->golden_path[j]);
+    cli_json_member(f, "golden_class", rep->golden_class[j]);
+    cli_json_member(f, "golden", rep->golden_path[j]);
     fprintf(f, ",\"golden_found\":%s,\"mutant\":%s,\"cases\":[", rep->golden_found[j] ? "true" : "false",
             rep->mutant[j] ? "true" : "false");
     for (size_t i = 0; i < rep->ncases; i++) { /* each case as `check --json` writes it */
@@ -119,8 +113,8 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
     }
     fputs("]}", f);
   }
-  fprintf(f, "],\"exit_status\":%d,\"reason\":", status);
-  cli_json_string(f, why);
+  fprintf(f, "],\"exit_status\":%d", status);
+  cli_json_member(f, "reason", why);
   fputs("}\n", f);
 }
 
@@ -181,17 +175,46 @@ static int run_production(const lce_prod_config *cfg, const lce_subject *subject
   return rc;
 }
 
-/* One option given, set in the plan (whose rules for the values are the engine's). */
-static int set_option(void *cfg, const char *name, const char *value) {
+/* The options given, onto the plan's defaults. */
+static int production_options(lce_prod_config *cfg) {
+  lce_prod_config_default(cfg);
+  cfg->json = cli_opt("--json") != NULL, cfg->quiet = cli_opt("--quiet") != NULL;
+  cfg->measure_only = cli_opt("--measure-only") != NULL, cfg->golden_dir = cli_opt("--golden-dir");
+  uint64_t chunk = (uint64_t)cfg->vocab_chunk, jobs = (uint64_t)cfg->jobs, tp;
+  /* Each returns CLI_PASS (0) or, having said why, CLI_USAGE. */
+  if (cli_opt_uint("--vocab-chunk", 1, LCE_MAX_DIM, &chunk) || cli_opt_uint("--seed", 0, INT64_MAX, &cfg->seed) ||
+      cli_opt_uint("--jobs", 1, 16, &jobs))
+    return CLI_USAGE;
+  cfg->vocab_chunk = (int64_t)chunk, cfg->jobs = (int)jobs;
+  const char *shapes = cli_opt("--shapes"), *subjects = cli_opt("--subjects"), *tps = cli_opt("--tp");
+  const char *emb = cli_opt("--embeddings");
   lce_status st;
-  if (lce_prod_config_set(cfg, name, value, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);
+  if (shapes && lce_prod_parse_shapes(shapes, cfg, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);
+  char buf[64], *items[LCE_PROD_MAX_SUBJECTS];
+  if (subjects && cli_split("--subjects", subjects, cfg->names_, sizeof cfg->names_, (char **)cfg->subjects,
+                            LCE_PROD_MAX_SUBJECTS, &cfg->nsubjects))
+    return CLI_USAGE;
+  for (int i = 0; subjects && i < cfg->nsubjects; i++)
+    for (int j = 0; j < i; j++)
+      if (strcmp(cfg->subjects[i], cfg->subjects[j]) == 0)
+        return cli_fail(CLI_USAGE, "--subjects: '%s' named twice", cfg->subjects[i]);
+  if (tps && cli_split("--tp", tps, buf, sizeof buf, items, LCE_PROD_MAX_TPS, &cfg->ntps)) return CLI_USAGE;
+  for (int i = 0; tps && i < cfg->ntps; i++) {
+    if (cli_uint("--tp", items[i], 1, 64, &tp) != CLI_PASS) return CLI_USAGE;
+    for (int j = 0; j < i; j++)
+      if (cfg->tps[j] == (int)tp) return cli_fail(CLI_USAGE, "--tp: %d named twice", (int)tp);
+    cfg->tps[i] = (int)tp;
+  }
+  if (emb == NULL) return CLI_PASS;
+  if (strcmp(emb, "tied") == 0 || strcmp(emb, "untied") == 0) cfg->tied[0] = strcmp(emb, "tied") == 0, cfg->ntied = 1;
+  else if (strcmp(emb, "tied,untied") != 0)
+    return cli_fail(CLI_USAGE, "--embeddings wants tied, untied or tied,untied, got '%s'", emb);
   return CLI_PASS;
 }
 
 int cli_production(void) {
   lce_prod_config cfg;
-  lce_prod_config_default(&cfg);
-  const int rc = cli_each_opt(set_option, &cfg);
+  const int rc = production_options(&cfg);
   if (rc != CLI_PASS) return rc;
   const lce_subject *subjects[LCE_PROD_MAX_SUBJECTS];
   for (int j = 0; j < cfg.nsubjects; j++) {

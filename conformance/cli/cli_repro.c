@@ -52,10 +52,8 @@ int cli_repro(void) {
   }
   if (a.json) {
     cli_json_begin();
-    printf(",\"subject\":");
-    cli_json_string(stdout, s->name);
-    printf(",\"golden\":");
-    cli_json_string(stdout, golden_path);
+    cli_json_member(stdout, "subject", s->name);
+    cli_json_member(stdout, "golden", golden_path);
     printf(",\"oracle\":{\"tier\":\"%s\",\"decisive\":%lld,\"total\":%lld,\"worst_rel_err\":%.3e},\"result\":",
            tier->name, (long long)r.oracle_decisive, (long long)r.oracle_total,
            r.oracle_worst_rel_err);

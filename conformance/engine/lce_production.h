@@ -4,13 +4,13 @@
  * (reference/gpu/lce_ref64.h) with the metrics reduced on the device: at these shapes nothing per
  * element may come to the host (d_weight alone is 1e9 elements).
  *
- * The plan (options, shape sets, the cases) and the outcome need no GPU, so CI tests them. The run is
+ * The plan (defaults, shape sets, the cases) and the outcome need no GPU, so CI tests them. The run is
  * the engine's loop (lce_engine.h) with the fp64 tier kept on the device (lce_ref64_compare), judged
  * by the one judge (lce_judge.h: the same metrics from the same lce_comparison, the same bounds)
  * against golden/production/<arch>/<class>.golden with each subject's own K; ulpfrac needs
  * per-element ulps and is undefined there. Production judges the loss and the gradients (loss,
  * d_hidden, d_weight, and d_embedding's exactness when untied). The CLI (cli/cli_production.c)
- * renders the table and JSON. */
+ * reads the options' values onto lce_prod_config_default's plan and renders the table and JSON. */
 #ifndef LCE_PRODUCTION_H
 #define LCE_PRODUCTION_H
 
@@ -58,14 +58,6 @@ typedef struct lce_prod_config {
  * tp 1 and 8, tied then untied, vocab chunk 4096, seed 1, 3 generator jobs. */
 void lce_prod_config_default(lce_prod_config *cfg);
 
-/* Sets one `lcecheck production` option from its value (the command line's argument check is the
- * CLI's; value is ignored for a flag):
- *   --shapes small|all|NxHxV[,NxHxV...]  --subjects a[,b...]  --tp 1[,8...]  --embeddings tied,untied
- *   --vocab-chunk C  --seed S  --jobs J  --golden-dir DIR (values kept, not copied)
- *   --json  --measure-only  --quiet (flags)
- * LCE_EINVAL with a message naming the option on a bad value, a missing one or an unknown option;
- * subject names are not looked up here (the registry of the build decides). */
-lce_code lce_prod_config_set(lce_prod_config *cfg, const char *option, const char *value, lce_status *st);
 /* A --shapes value: "small", "all", or a comma list of NxHxV (each >= 1, at most LCE_MAX_DIM). */
 lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *st);
 /* A comma list of NxHxV, the value of option (named in the messages), into at most max shapes. */

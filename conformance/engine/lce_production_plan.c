@@ -1,5 +1,5 @@
-/* lce_production_plan.c — what a production run covers: its options' values, the shape sets, the cases, and
- * the GEMM inner size K per subject class and output (see lce_production.h). No GPU needed. */
+/* lce_production_plan.c — what a production run covers: its defaults, the shape sets, the cases and the
+ * outputs judged (see lce_production.h). No GPU needed. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,14 +27,6 @@ void lce_prod_config_default(lce_prod_config *cfg) {
   cfg->vocab_chunk = LCE_PROD_DEFAULT_VOCAB_CHUNK;
   cfg->seed = LCE_PROD_DEFAULT_SEED;
   cfg->jobs = LCE_PROD_DEFAULT_JOBS;
-}
-
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  long long x = strtoll(s, &end, 10);
-  if (end == s || *end != '\0' || x < lo || x > hi) return 0;
-  *out = x;
-  return 1;
 }
 
 lce_code lce_prod_parse_shape_list(const char *option, const char *s, lce_prod_shape *shapes, int max, int *count,
@@ -79,78 +71,6 @@ lce_code lce_prod_parse_shapes(const char *s, lce_prod_config *cfg, lce_status *
   }
   LCE_TRY(lce_prod_parse_shape_list("--shapes", s, cfg->shapes, LCE_PROD_MAX_SHAPES, &cfg->nshapes, st));
   snprintf(cfg->shape_set, sizeof cfg->shape_set, "custom");
-  return LCE_OK;
-}
-
-/* Splits a comma list into at most max items of names_ storage. */
-static lce_code parse_subjects(const char *s, lce_prod_config *cfg, lce_status *st) {
-  LCE_CHECK(st, strlen(s) < sizeof cfg->names_, LCE_EINVAL, "--subjects: list longer than %zu characters",
-            sizeof cfg->names_ - 1);
-  snprintf(cfg->names_, sizeof cfg->names_, "%s", s);
-  cfg->nsubjects = 0;
-  for (char *p = cfg->names_, *next; p; p = next) {
-    next = strchr(p, ',');
-    if (next) *next++ = '\0';
-    LCE_CHECK(st, *p != '\0', LCE_EINVAL, "--subjects: empty name in '%s'", s);
-    LCE_CHECK(st, cfg->nsubjects < LCE_PROD_MAX_SUBJECTS, LCE_EINVAL, "--subjects: more than %d subjects",
-              LCE_PROD_MAX_SUBJECTS);
-    for (int i = 0; i < cfg->nsubjects; i++)
-      LCE_CHECK(st, strcmp(cfg->subjects[i], p) != 0, LCE_EINVAL, "--subjects: '%s' named twice", p);
-    cfg->subjects[cfg->nsubjects++] = p;
-  }
-  return LCE_OK;
-}
-
-static lce_code parse_tps(const char *s, lce_prod_config *cfg, lce_status *st) {
-  cfg->ntps = 0;
-  char buf[64];
-  LCE_CHECK(st, strlen(s) < sizeof buf, LCE_EINVAL, "--tp: '%.80s' is too long", s);
-  snprintf(buf, sizeof buf, "%s", s);
-  for (char *p = buf, *next; p; p = next) {
-    next = strchr(p, ',');
-    if (next) *next++ = '\0';
-    int64_t tp;
-    LCE_CHECK(st, parse_i64(p, 1, 64, &tp), LCE_EINVAL, "--tp: '%s' is not a shard count in [1, 64]", p);
-    LCE_CHECK(st, cfg->ntps < LCE_PROD_MAX_TPS, LCE_EINVAL, "--tp: more than %d values", LCE_PROD_MAX_TPS);
-    for (int i = 0; i < cfg->ntps; i++) LCE_CHECK(st, cfg->tps[i] != tp, LCE_EINVAL, "--tp: %s named twice", p);
-    cfg->tps[cfg->ntps++] = (int)tp;
-  }
-  return LCE_OK;
-}
-
-static lce_code parse_embeddings(const char *s, lce_prod_config *cfg, lce_status *st) {
-  if (strcmp(s, "tied") == 0) cfg->tied[0] = 1, cfg->ntied = 1;
-  else if (strcmp(s, "untied") == 0) cfg->tied[0] = 0, cfg->ntied = 1;
-  else if (strcmp(s, "tied,untied") == 0) cfg->tied[0] = 1, cfg->tied[1] = 0, cfg->ntied = 2;
-  else LCE_CHECK(st, 0, LCE_EINVAL, "--embeddings wants tied, untied or tied,untied, got '%s'", s);
-  return LCE_OK;
-}
-
-lce_code lce_prod_config_set(lce_prod_config *cfg, const char *option, const char *value, lce_status *st) {
-  if (strcmp(option, "--json") == 0) return cfg->json = 1, LCE_OK;
-  if (strcmp(option, "--measure-only") == 0) return cfg->measure_only = 1, LCE_OK;
-  if (strcmp(option, "--quiet") == 0) return cfg->quiet = 1, LCE_OK;
-  LCE_CHECK(st, value != NULL, LCE_EINVAL, "%s needs a value (or is unknown)", option);
-  int64_t x;
-  if (strcmp(option, "--shapes") == 0) return lce_prod_parse_shapes(value, cfg, st);
-  if (strcmp(option, "--subjects") == 0) return parse_subjects(value, cfg, st);
-  if (strcmp(option, "--tp") == 0) return parse_tps(value, cfg, st);
-  if (strcmp(option, "--embeddings") == 0) return parse_embeddings(value, cfg, st);
-  if (strcmp(option, "--golden-dir") == 0) return cfg->golden_dir = value, LCE_OK;
-  if (strcmp(option, "--vocab-chunk") == 0) {
-    LCE_CHECK(st, parse_i64(value, 1, LCE_MAX_DIM, &x), LCE_EINVAL, "--vocab-chunk: '%s' is not in [1, %lld]", value,
-              (long long)LCE_MAX_DIM);
-    return cfg->vocab_chunk = x, LCE_OK;
-  }
-  if (strcmp(option, "--seed") == 0) {
-    LCE_CHECK(st, parse_i64(value, 0, INT64_MAX, &x), LCE_EINVAL, "--seed: '%s' is not a non-negative integer", value);
-    return cfg->seed = (uint64_t)x, LCE_OK;
-  }
-  if (strcmp(option, "--jobs") == 0) {
-    LCE_CHECK(st, parse_i64(value, 1, 16, &x), LCE_EINVAL, "--jobs: '%s' is not in [1, 16]", value);
-    return cfg->jobs = (int)x, LCE_OK;
-  }
-  LCE_CHECK(st, 0, LCE_EINVAL, "unknown option '%s'", option);
   return LCE_OK;
 }
 

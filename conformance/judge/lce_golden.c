@@ -5,21 +5,18 @@
  * and nothing near it: every deviation is an LCE_EPARSE naming "file:line: what is wrong", and a
  * file that parses always means what it says. The writer validates with the same rules before it
  * writes, so it can never produce a file the parser rejects, and it replaces the file atomically
- * (temp file in the same directory, fsync, rename) so that a crash or a full disk during golden
- * regeneration never leaves a half-written bound file behind. */
-#define _POSIX_C_SOURCE 200809L /* mkstemp, fsync, fileno, strdup */
+ * (lce_file_replace) so that a crash or a full disk during golden regeneration never leaves a
+ * half-written bound file behind. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream, strdup */
 
 #include "lce_golden.h"
+#include "lce_file.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define GOLDEN_MAGIC "lcecheck-golden"
 #define GOLDEN_VERSION "1"
@@ -244,25 +241,9 @@ lce_code lce_golden_parse(const char *text, size_t len, const char *name, lce_go
 lce_code lce_golden_load(const char *path, lce_golden *g, lce_status *st) {
   LCE_CHECK(st, path != NULL && g != NULL, LCE_EINVAL, "lce_golden_load: NULL argument");
   memset(g, 0, sizeof *g);
-  FILE *f = fopen(path, "rb");
-  LCE_CHECK(st, f != NULL, LCE_EIO, "cannot open golden file '%s': %s", path, strerror(errno));
-  size_t len = 0, cap = 4096;
-  char *text = malloc(cap);
-  for (;;) {
-    if (text == NULL) break;
-    len += fread(text + len, 1, cap - len, f);
-    if (len < cap) break;
-    char *grown = realloc(text, cap *= 2);
-    if (grown == NULL) free(text);
-    text = grown;
-  }
-  int read_failed = text != NULL && ferror(f);
-  fclose(f);
-  if (text == NULL) return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory reading golden file '%s'", path);
-  if (read_failed) {
-    free(text);
-    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "cannot read golden file '%s'", path);
-  }
+  char *text;
+  size_t len;
+  LCE_TRY(lce_file_read(path, &text, &len, st));
   lce_code rc = lce_golden_parse(text, len, path, g, st);
   free(text);
   return rc;
@@ -355,38 +336,6 @@ static int write_contents(FILE *f, const lce_golden *g, const lce_golden_entry *
   return 1;
 }
 
-/* Makes the rename itself durable. Some file systems cannot fsync a directory (EINVAL); there the
- * rename is as durable as the platform allows. */
-static int sync_parent_dir(const char *path) {
-  char dir[1024];
-  const char *slash = strrchr(path, '/');
-  if (slash == NULL) snprintf(dir, sizeof dir, ".");
-  else if (slash == path) snprintf(dir, sizeof dir, "/");
-  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  int fd = open(dir, O_RDONLY);
-  if (fd < 0) return 0;
-  int ok = fsync(fd) == 0 || errno == EINVAL;
-  close(fd);
-  return ok;
-}
-
-static lce_code write_temp_and_rename(const char *path, const char *tmp, int fd, const lce_golden *g,
-                                      const lce_golden_entry *const *order, lce_status *st) {
-  FILE *f = fdopen(fd, "w");
-  if (f == NULL) {
-    int err = errno;
-    close(fd);
-    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "cannot open '%s' for writing: %s", tmp, strerror(err));
-  }
-  /* mkstemp creates the file private (0600); a golden file is meant to be read by everyone. */
-  int ok = fchmod(fd, 0644) == 0 && write_contents(f, g, order) && fflush(f) == 0 && fsync(fd) == 0;
-  int err = errno;
-  if (fclose(f) != 0 && ok) ok = 0, err = errno;
-  LCE_CHECK(st, ok, LCE_EIO, "cannot write '%s': %s", tmp, strerror(err));
-  LCE_CHECK(st, rename(tmp, path) == 0, LCE_EIO, "cannot replace golden file '%s': %s", path, strerror(errno));
-  return LCE_OK;
-}
-
 lce_code lce_golden_write(const char *path, const lce_golden *g, lce_status *st) {
   LCE_CHECK(st, path != NULL && g != NULL, LCE_EINVAL, "lce_golden_write: NULL argument");
   LCE_TRY(validate_for_write(g, st));
@@ -394,27 +343,14 @@ lce_code lce_golden_write(const char *path, const lce_golden *g, lce_status *st)
   LCE_ALLOC_CHECK(st, order);
   for (size_t i = 0; i < g->count; i++) order[i] = &g->entries[i];
   qsort(order, g->count, sizeof *order, entry_order);
-
-  char tmp[1100];
-  int n = snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-  if (n < 0 || (size_t)n >= sizeof tmp) {
-    free(order);
-    return lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "golden path too long: '%.200s...'", path);
-  }
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    int err = errno;
-    free(order);
-    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "cannot create temp file next to '%s': %s", path, strerror(err));
-  }
-  /* write_temp_and_rename owns fd from here (closes it on every path). */
-  lce_code rc = write_temp_and_rename(path, tmp, fd, g, order, st);
+  char *text = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&text, &size);
+  int ok = f != NULL && write_contents(f, g, order);
+  if (f != NULL) ok = fclose(f) == 0 && ok;
   free(order);
-  if (rc != LCE_OK) {
-    unlink(tmp);
-    return rc;
-  }
-  LCE_CHECK(st, sync_parent_dir(path), LCE_EIO, "replaced '%s' but could not sync its directory: %s", path,
-            strerror(errno));
-  return LCE_OK;
+  lce_code rc = ok ? lce_file_replace(path, text, size, st)
+                   : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "golden file '%s': out of memory", path);
+  free(text);
+  return rc;
 }

@@ -1,5 +1,5 @@
 /* test_production.c — the parts of `lcecheck production` that need no GPU (lce_production.h):
- *   options' values and shape lists parse, and every malformed one is refused with a message naming it;
+ *   the defaults, and shape lists parse, every malformed one refused with a message naming it;
  *   the plan's cases are valid, padded as Megatron pads (128 * tp), in shape x embedding x tp order;
  *   K per subject rule and output (unchunked: the shard's rows; chunked: the vocab chunk);
  *   rows from synthetic device comparisons through the one judge path (lce_metrics_from_comparison,
@@ -14,29 +14,12 @@
 #include "lce_subject.h"
 #include "lce_test.h"
 
-/* The default plan with the options of line set in order, as lcecheck production sets those its
- * argument check let through: a flag alone, any other name with the word after it (none at the end).
- * The buffer is static: the plan keeps pointers into it. */
-static int parse(const char *line, lce_prod_config *cfg, lce_status *st) {
-  static char buf[512];
-  char *tok[32];
-  int n = 0;
-  snprintf(buf, sizeof buf, "%s", line);
-  for (char *p = strtok(buf, " "); p && n < 32; p = strtok(NULL, " ")) tok[n++] = p;
-  lce_prod_config_default(cfg);
-  for (int i = 0; i < n; i++) {
-    const char *name = tok[i];
-    const int flag = strcmp(name, "--json") == 0 || strcmp(name, "--measure-only") == 0 || strcmp(name, "--quiet") == 0;
-    const char *value = flag || i + 1 == n ? NULL : tok[++i];
-    if (lce_prod_config_set(cfg, name, value, st) != LCE_OK) return 0;
-  }
-  return 1;
-}
-
+/* The defaults, and the shape lists (the CLI's tests hold the other options' values to their rules:
+ * cli_production_options and cli_production_bad_* in CMakeLists.txt). */
 static void test_args(void) {
   lce_prod_config cfg;
   lce_status st;
-  EXPECT(parse("", &cfg, &st), "defaults refused: %s", st.msg);
+  lce_prod_config_default(&cfg);
   EXPECT(cfg.nshapes == 4 && cfg.shapes[1].n == 8192 && cfg.shapes[1].v == 128256 && cfg.shapes[3].v == 262144,
          "default shapes are not the production shapes");
   EXPECT(cfg.nsubjects == 3 && strcmp(cfg.subjects[0], "fused-cuda") == 0 &&
@@ -44,33 +27,19 @@ static void test_args(void) {
          "default subjects");
   EXPECT(cfg.ntps == 2 && cfg.tps[0] == 1 && cfg.tps[1] == 8 && cfg.ntied == 2 && !cfg.measure_only && !cfg.json,
          "default tp / embeddings / flags");
-  EXPECT(parse("--shapes small --subjects unfused-cuda,fused-cuda --tp 8 --embeddings untied --measure-only --json "
-               "--vocab-chunk 8192 --seed 7 --jobs 2 --golden-dir /tmp/g",
-               &cfg, &st),
-         "full option set refused: %s", st.msg);
-  EXPECT(cfg.nshapes == 2 && strcmp(cfg.shape_set, "small") == 0, "small set");
-  EXPECT(cfg.nsubjects == 2 && strcmp(cfg.subjects[1], "fused-cuda") == 0, "subject list");
-  EXPECT(cfg.ntps == 1 && cfg.tps[0] == 8 && cfg.ntied == 1 && cfg.tied[0] == 0, "tp / embeddings");
-  EXPECT(cfg.measure_only && cfg.json && cfg.vocab_chunk == 8192 && cfg.seed == 7 && cfg.jobs == 2 &&
-             strcmp(cfg.golden_dir, "/tmp/g") == 0, "flags and values");
-  EXPECT(parse("--shapes 4096x4096x32000,16x32x300", &cfg, &st) && cfg.nshapes == 2 && cfg.shapes[1].h == 32 &&
-             cfg.shapes[1].v == 300 && strcmp(cfg.shape_set, "custom") == 0, "custom shapes: %s", st.msg);
-
-  static const struct { const char *line, *word; } bad[] = {
-      {"--shapes 4096x4096", "not NxHxV"},        {"--shapes 0x4x4", "outside"},
-      {"--shapes 4x4x4,", "trailing comma"},      {"--shapes 4x4x4,,4x4x4", "empty"},
-      {"--shapes 4x4x4y", "not NxHxV"},           {"--shapes 99999999x4x4", "outside"},
-      {"--tp 0", "shard count"},                  {"--tp 1,1", "twice"},
-      {"--tp 1,2,4,8,16", "more than"},           {"--subjects a,,b", "empty name"},
-      {"--subjects a,a", "twice"},                {"--embeddings both", "tied, untied"},
-      {"--jobs 0", "--jobs"},                     {"--vocab-chunk x", "--vocab-chunk"},
-      {"--seed -1", "--seed"},                    {"--nope 1", "unknown option"},
-      {"--shapes", "needs a value"},              {"stray 1", "unknown option"},
+  EXPECT(lce_prod_parse_shapes("small", &cfg, &st) == LCE_OK && cfg.nshapes == 2 && strcmp(cfg.shape_set, "small") == 0,
+         "small set");
+  EXPECT(lce_prod_parse_shapes("4096x4096x32000,16x32x300", &cfg, &st) == LCE_OK && cfg.nshapes == 2 &&
+             cfg.shapes[1].h == 32 && cfg.shapes[1].v == 300 && strcmp(cfg.shape_set, "custom") == 0,
+         "custom shapes: %s", st.msg);
+  static const struct { const char *shapes, *word; } bad[] = {
+      {"4096x4096", "not NxHxV"}, {"0x4x4", "outside"}, {"4x4x4,", "trailing comma"}, {"4x4x4,,4x4x4", "empty"},
+      {"4x4x4y", "not NxHxV"},    {"99999999x4x4", "outside"}, {"", "needs small, all or NxHxV"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     lce_status_clear(&st);
-    EXPECT(!parse(bad[i].line, &cfg, &st), "'%s' accepted", bad[i].line);
-    EXPECT(strstr(st.msg, bad[i].word) != NULL, "'%s': message '%s' lacks '%s'", bad[i].line, st.msg, bad[i].word);
+    EXPECT(lce_prod_parse_shapes(bad[i].shapes, &cfg, &st) != LCE_OK, "'%s' accepted", bad[i].shapes);
+    EXPECT(strstr(st.msg, bad[i].word) != NULL, "'%s': message '%s' lacks '%s'", bad[i].shapes, st.msg, bad[i].word);
   }
 }
 

@@ -70,16 +70,8 @@ static fc_options fc_make_options(const lce_case *c, const lce_fused_plan *p) {
   return o;
 }
 
-static lce_code fc_device_alloc(fc_workspace *ws, void **ptr, size_t bytes, const char *what, lce_status *st) {
-  cudaError_t rc = cudaMalloc(ptr, bytes ? bytes : 1);
-  if (rc != cudaSuccess) {
-    *ptr = NULL;
-    return lce_fail(st, rc == cudaErrorMemoryAllocation ? LCE_ENOMEM : LCE_EINTERNAL, __FILE__, __LINE__,
-                    "fused-cuda: cudaMalloc of %zu bytes for %s failed: %s", bytes, what, cudaGetErrorString(rc));
-  }
-  ws->bytes += bytes;
-  return LCE_OK;
-}
+#define FC_ALLOC(ws, ptr, size, what) \
+  LCE_TRY(lce_cuda_alloc((void **)(ptr), (size), (what), &(ws)->bytes, "fused-cuda", st))
 
 static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
   memset(ws, 0, sizeof *ws);
@@ -100,14 +92,14 @@ static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream
 #endif
   const size_t tile = (size_t)(ws->plan.tok_max * ws->plan.rows_max), tpn = (size_t)c->tp * (size_t)c->n;
   const size_t n = (size_t)c->n, nh = (size_t)(c->n * c->h);
-  LCE_TRY(fc_device_alloc(ws, (void **)&ws->tile, tile * sizeof(float), "the logits tile", st));
-  LCE_TRY(fc_device_alloc(ws, &ws->ds, tile * lce_dtype_size(c->dtype), "the d_logits tile", st));
-  LCE_TRY(fc_device_alloc(ws, &ws->dh_acc, nh * lce_dtype_size(ws->dh_dtype), "the d_hidden buffer", st));
-  LCE_TRY(fc_device_alloc(ws, (void **)&ws->stats.m, 4 * tpn * sizeof(float), "the online statistics", st));
+  FC_ALLOC(ws, (void **)&ws->tile, tile * sizeof(float), "the logits tile");
+  FC_ALLOC(ws, &ws->ds, tile * lce_dtype_size(c->dtype), "the d_logits tile");
+  FC_ALLOC(ws, &ws->dh_acc, nh * lce_dtype_size(ws->dh_dtype), "the d_hidden buffer");
+  FC_ALLOC(ws, (void **)&ws->stats.m, 4 * tpn * sizeof(float), "the online statistics");
   ws->stats.s = ws->stats.m + tpn, ws->stats.sw = ws->stats.s + tpn, ws->stats.d = ws->stats.sw + tpn;
-  LCE_TRY(fc_device_alloc(ws, (void **)&ws->z_target, 2 * n * sizeof(float), "the per-token values", st));
+  FC_ALLOC(ws, (void **)&ws->z_target, 2 * n * sizeof(float), "the per-token values");
   ws->smooth_a = ws->z_target + n;
-  LCE_TRY(fc_device_alloc(ws, &ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace", st));
+  FC_ALLOC(ws, &ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace");
   LCE_CUBLAS_CHECK(st, cublasCreate(&ws->blas));
   LCE_CUBLAS_CHECK(st, cublasSetStream(ws->blas, stream));
   LCE_CUBLAS_CHECK(st, cublasSetWorkspace(ws->blas, ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES));
@@ -255,14 +247,14 @@ static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outp
   float *grad_host;
   select_output_weight(c, in, out, &w_host, &grad_host);
   LCE_TRY(workspace_create(ws, c, stream, st));
-  LCE_TRY(fc_device_alloc(ws, &d->hidden, nh * es, "hidden", st));
-  LCE_TRY(fc_device_alloc(ws, &d->w, vh * es, "the output weight", st));
-  LCE_TRY(fc_device_alloc(ws, (void **)&d->grad_w, vh * sizeof(float), "the weight gradient", st));
-  LCE_TRY(fc_device_alloc(ws, (void **)&d->labels, n * sizeof(int64_t), "labels", st));
-  LCE_TRY(fc_device_alloc(ws, (void **)&d->g, 3 * n * sizeof(float), "g, lse, loss_token", st));
+  FC_ALLOC(ws, &d->hidden, nh * es, "hidden");
+  FC_ALLOC(ws, &d->w, vh * es, "the output weight");
+  FC_ALLOC(ws, (void **)&d->grad_w, vh * sizeof(float), "the weight gradient");
+  FC_ALLOC(ws, (void **)&d->labels, n * sizeof(int64_t), "labels");
+  FC_ALLOC(ws, (void **)&d->g, 3 * n * sizeof(float), "g, lse, loss_token");
   d->lse = d->g + n, d->loss_token = d->lse + n;
-  LCE_TRY(fc_device_alloc(ws, &d->d_hidden, nh * es, "d_hidden", st));
-  if (c->class_weights) LCE_TRY(fc_device_alloc(ws, (void **)&d->class_weight, (size_t)c->v * sizeof(float), "class weights", st));
+  FC_ALLOC(ws, &d->d_hidden, nh * es, "d_hidden");
+  if (c->class_weights) FC_ALLOC(ws, (void **)&d->class_weight, (size_t)c->v * sizeof(float), "class weights");
 
   LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->hidden, in->hidden, nh * es, cudaMemcpyHostToDevice, stream));
   LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->w, w_host, vh * es, cudaMemcpyHostToDevice, stream));

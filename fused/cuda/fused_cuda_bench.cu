@@ -27,28 +27,20 @@ typedef struct bench_buffers {
   int64_t *labels;
 } bench_buffers;
 
-static lce_code bench_alloc(void **p, size_t bytes, const char *what, lce_status *st) {
-  cudaError_t rc = cudaMalloc(p, bytes);
-  if (rc != cudaSuccess) {
-    *p = NULL;
-    return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "bench: cudaMalloc of %.2f GB for %s failed: %s",
-                    (double)bytes / 1e9, what, cudaGetErrorString(rc));
-  }
-  return LCE_OK;
-}
+#define BENCH_ALLOC(ptr, size, what) LCE_TRY(lce_cuda_alloc((void **)(ptr), (size), (what), NULL, "bench", st))
 
 static lce_code bench_buffers_alloc(const lce_case *c, bench_buffers *b, lce_status *st) {
   const size_t n = (size_t)c->n, nh = (size_t)(c->n * c->h), vh = (size_t)(c->v * c->h), nv = (size_t)(c->n * c->v);
-  LCE_TRY(bench_alloc(&b->hidden, nh * 2, "hidden", st));
-  LCE_TRY(bench_alloc(&b->w, vh * 2, "W", st));
-  LCE_TRY(bench_alloc(&b->d_hidden, nh * 2, "d_hidden", st));
-  LCE_TRY(bench_alloc((void **)&b->grad_w, vh * 4, "grad_W", st));
-  LCE_TRY(bench_alloc((void **)&b->g, 3 * n * 4, "g, lse, loss_token", st));
+  BENCH_ALLOC(&b->hidden, nh * 2, "hidden");
+  BENCH_ALLOC(&b->w, vh * 2, "W");
+  BENCH_ALLOC(&b->d_hidden, nh * 2, "d_hidden");
+  BENCH_ALLOC((void **)&b->grad_w, vh * 4, "grad_W");
+  BENCH_ALLOC((void **)&b->g, 3 * n * 4, "g, lse, loss_token");
   b->lse = b->g + n, b->loss_token = b->lse + n;
-  LCE_TRY(bench_alloc((void **)&b->labels, n * 8, "labels", st));
-  LCE_TRY(bench_alloc((void **)&b->ref_logits, nv * 4, "the plain GEMMs' logits", st));
-  LCE_TRY(bench_alloc(&b->ref_dlogits, nv * 2, "the plain GEMMs' d_logits", st));
-  LCE_TRY(bench_alloc((void **)&b->ref_dh, nh * 4, "the plain GEMMs' d_hidden", st));
+  BENCH_ALLOC((void **)&b->labels, n * 8, "labels");
+  BENCH_ALLOC((void **)&b->ref_logits, nv * 4, "the plain GEMMs' logits");
+  BENCH_ALLOC(&b->ref_dlogits, nv * 2, "the plain GEMMs' d_logits");
+  BENCH_ALLOC((void **)&b->ref_dh, nh * 4, "the plain GEMMs' d_hidden");
   return LCE_OK;
 }
 

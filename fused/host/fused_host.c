@@ -533,7 +533,6 @@ static void select_gemm_model(fused_host *f, const lce_gemm_arch *arch) {
 /* The run under one GEMM arithmetic model (see the top). */
 static lce_code fused_host_run(const lce_gemm_arch *arch, const lce_case *c, const lce_tensors *in, lce_outputs *out,
                                lce_status *st) {
-  LCE_CHECK(st, arch != NULL, LCE_EINVAL, "fused-host: no GEMM arithmetic model");
   LCE_TRY(lce_case_validate(c, st));
   LCE_TRY(lce_tensors_validate(c, in, st));
   LCE_TRY(lce_fused_check_outputs(c, out, "fused-host", st));
@@ -561,11 +560,6 @@ lce_code LCE_FUSED_HOST_RUN(const lce_case *c, const lce_tensors *in, lce_output
 }
 
 #if !FUSED_HOST_IS_MUTANT /* mutants export only their own run symbol */
-lce_code lce_fused_host_run_arch(const lce_gemm_arch *arch, const lce_case *c, const lce_tensors *in, lce_outputs *out,
-                                 lce_status *st) {
-  return fused_host_run(arch, c, in, out, st);
-}
-
 lce_code lce_fused_host_sm90_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   return fused_host_run(lce_gemm_arch_find("sm90"), c, in, out, st);
 }

@@ -3,20 +3,15 @@
  *
  * The registry (lce_subject_registry.c) wraps it in an lce_subject. Mutant builds of fused_host.c
  * export the same function under another name (mutants.cmake passes -DLCE_FUSED_HOST_RUN=...), so
- * these declarations are only ever the production ones (the sm90 and arch runs exist only there). */
+ * these declarations are only ever the production ones (the sm90 run exists only there). */
 #ifndef FUSED_HOST_H
 #define FUSED_HOST_H
 
-#include "lce_gemm_model.h"
 #include "lce_subject.h"
 
 /* fused-host: every GEMM under the ieee model (sequential fmaf). */
 lce_code lce_fused_host_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
 /* fused-host-sm90: bf16/fp16/tf32 GEMMs under the sm90 tensor-core model, plain fp32 under ieee. */
 lce_code lce_fused_host_sm90_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
-/* The same run under any row of lce_gemm_model.h's table (plain fp32 GEMMs always ieee); LCE_EINVAL
- * for a NULL arch. */
-lce_code lce_fused_host_run_arch(const lce_gemm_arch *arch, const lce_case *c, const lce_tensors *in,
-                                 lce_outputs *out, lce_status *st);
 
 #endif

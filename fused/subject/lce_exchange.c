@@ -3,6 +3,7 @@
  * requires the file to hold exactly its value, so the two can never disagree on a field. */
 #define _XOPEN_SOURCE 700 /* nftw, open_memstream, strdup */
 #include "lce_exchange.h"
+#include "lce_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -113,15 +114,6 @@ static char *path_join(const char *a, const char *b) {
   char *p = malloc(n);
   if (p) snprintf(p, n, "%s/%s", a, b);
   return p;
-}
-
-static lce_code write_text(const char *path, const char *text, lce_status *st) {
-  FILE *f = fopen(path, "wb");
-  LCE_CHECK(st, f != NULL, LCE_EIO, "%s: cannot create: %s", path, strerror(errno));
-  int ok = fputs(text, f) >= 0;
-  ok = fclose(f) == 0 && ok;
-  LCE_CHECK(st, ok, LCE_EIO, "%s: write error", path);
-  return LCE_OK;
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -246,7 +238,7 @@ static lce_code write_case(const char *case_dir, const lce_case *c, lce_status *
   lce_tensors_free(&in);
   char *text = NULL, *path = path_join(case_dir, "case.json");
   if (rc == LCE_OK) rc = path ? lce_exchange_case_json(c, &text, st) : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory");
-  if (rc == LCE_OK) rc = write_text(path, text, st);
+  if (rc == LCE_OK) rc = lce_file_replace(path, text, strlen(text), st);
   free(text);
   free(path);
   return rc;
@@ -274,7 +266,9 @@ lce_code lce_exchange_export(const char *dir, const lce_case *cases, size_t n, F
   fprintf(m, "\n]}\n");
   fclose(m);
   char *path = path_join(dir, "manifest.json");
-  if (rc == LCE_OK) rc = path && manifest ? write_text(path, manifest, st) : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory");
+  if (rc == LCE_OK)
+    rc = path && manifest ? lce_file_replace(path, manifest, strlen(manifest), st)
+                          : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory");
   free(path);
   free(manifest);
   return rc;

@@ -96,17 +96,6 @@ static lce_code read_meta(const char *out_dir, const lce_case *c, unsigned *miss
   return rc;
 }
 
-static void *buffer_of(const lce_case *c, lce_outputs *out, lce_output_id o) {
-  switch (o) {
-    case LCE_OUT_LOSS: return out->loss;
-    case LCE_OUT_LOSS_TOKEN: return out->loss_token;
-    case LCE_OUT_LSE: return out->lse;
-    case LCE_OUT_D_HIDDEN: return out->d_hidden;
-    case LCE_OUT_D_WEIGHT: return lce_output_weight_grad(c, out);
-    default: return out->grad_embedding;
-  }
-}
-
 static void unusable(lce_outputs *out, lce_output_id o, const char *msg) {
   char *dst = out->unusable_msg[o];
   const size_t len = strnlen(msg, sizeof out->unusable_msg[o] - 1);
@@ -147,7 +136,7 @@ static void load_output(const lce_exchange_case *e, const lce_case *c, const lce
   const size_t item = lce_npy_item_size(t->descr), count = a.bytes / item;
   unsigned char poison[4];
   lce_store(fmt, poison, 0, NAN);
-  unsigned char *dst = buffer_of(c, out, t->output);
+  unsigned char *dst = lce_output_buffer(c, out, t->output);
   memcpy(dst, a.data, a.bytes);
   for (size_t i = 0; i < count; i++)
     if (memcmp(dst + i * item, poison, item) == 0) dst[i * item] ^= 1; /* little endian: the lowest payload bit */

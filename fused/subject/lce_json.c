@@ -1,6 +1,7 @@
 /* lce_json.c — the strict JSON reader of lce_json.h: recursive descent over the text with the
  * position kept for messages. */
 #include "lce_json.h"
+#include "lce_file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -228,28 +229,10 @@ lce_code lce_json_parse(const char *text, size_t len, const char *name, lce_json
 
 lce_code lce_json_load(const char *path, lce_json *out, lce_status *st) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  LCE_CHECK(st, f != NULL, LCE_EIO, "%s: cannot open: %s", path, strerror(errno));
-  char *buf = NULL;
-  size_t len = 0, cap = 0, got;
-  do {
-    if (len + 4096 > cap) {
-      cap = cap ? 2 * cap : 8192;
-      char *nb = realloc(buf, cap);
-      if (nb == NULL) {
-        free(buf);
-        fclose(f);
-        return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "%s: out of memory", path);
-      }
-      buf = nb;
-    }
-    got = fread(buf + len, 1, cap - len, f);
-    len += got;
-  } while (got > 0);
-  const int bad = ferror(f);
-  fclose(f);
-  lce_code rc = bad ? lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: read error", path)
-                    : lce_json_parse(buf, len, path, out, st);
+  char *buf;
+  size_t len;
+  LCE_TRY(lce_file_read(path, &buf, &len, st));
+  lce_code rc = lce_json_parse(buf, len, path, out, st);
   free(buf);
   return rc;
 }
@@ -271,11 +254,6 @@ const lce_json *lce_json_get(const lce_json *j, const char *key) {
   for (size_t i = 0; i < j->count; i++)
     if (strcmp(j->keys[i], key) == 0) return &j->items[i];
   return NULL;
-}
-
-const char *lce_json_type_name(lce_json_type t) {
-  static const char *const names[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
-  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 
 static int differ(char *where, size_t size, const char *prefix, const char *part) {

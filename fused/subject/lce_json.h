@@ -40,7 +40,5 @@ const lce_json *lce_json_get(const lce_json *j, const char *key);
 /* 1 when a and b hold the same value (numbers compared as doubles, object members by key, in any
  * order); otherwise 0 and where they first differ into where ("label_smoothing.eps", "inputs"). */
 int lce_json_equal(const lce_json *a, const lce_json *b, char *where, size_t size);
-/* "object", "array", "string", ... */
-const char *lce_json_type_name(lce_json_type t);
 
 #endif

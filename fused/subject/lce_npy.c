@@ -1,5 +1,6 @@
 /* lce_npy.c — the strict .npy reader and writer of lce_npy.h. */
 #include "lce_npy.h"
+#include "lce_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -116,37 +117,13 @@ static lce_code parse_header(const char *path, const char *text, size_t len, lce
   return LCE_OK;
 }
 
-static lce_code read_all(const char *path, unsigned char **buf, size_t *len, lce_status *st) {
-  FILE *f = fopen(path, "rb");
-  LCE_CHECK(st, f != NULL, LCE_EIO, "%s: cannot open: %s", path, strerror(errno));
-  long size = -1;
-  if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: cannot seek", path);
-  }
-  *buf = malloc((size_t)size + 1);
-  if (*buf == NULL) {
-    fclose(f);
-    return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "%s: out of memory (%ld bytes)", path, size);
-  }
-  *len = fread(*buf, 1, (size_t)size, f);
-  const int bad = ferror(f) || *len != (size_t)size;
-  fclose(f);
-  if (bad) {
-    free(*buf);
-    *buf = NULL;
-    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: read error", path);
-  }
-  return LCE_OK;
-}
-
 lce_code lce_npy_read(const char *path, lce_npy *a, lce_status *st) {
   memset(a, 0, sizeof *a);
   LCE_CHECK(st, host_is_little_endian(), LCE_EINTERNAL, "%s: .npy reading needs a little-endian host", path);
-  unsigned char *buf = NULL;
-  size_t len = 0;
-  LCE_TRY(read_all(path, &buf, &len, st));
+  char *raw;
+  size_t len;
+  LCE_TRY(lce_file_read(path, &raw, &len, st));
+  unsigned char *buf = (unsigned char *)raw;
   lce_code rc = LCE_OK;
   size_t start = 10, hlen = 0;
   if (len < 10 || memcmp(buf, MAGIC, 6) != 0) {

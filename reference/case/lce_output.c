@@ -40,15 +40,17 @@ int64_t lce_output_inner(const lce_case *c, lce_output_id o) {
   }
 }
 
-double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i) {
+void *lce_output_buffer(const lce_case *c, const lce_outputs *out, lce_output_id o) {
   switch (o) {
-    case LCE_OUT_LOSS: return out->loss[0];
-    case LCE_OUT_LOSS_TOKEN: return out->loss_token[i];
-    case LCE_OUT_LSE: return out->lse[i];
-    case LCE_OUT_D_HIDDEN: return lce_load(c->dtype, out->d_hidden, (size_t)i);
-    /* The output weight's gradient lives in the buffer of the parameter that IS the output
-     * weight: the embedding's when tied. */
-    case LCE_OUT_D_WEIGHT: return lce_output_weight_grad(c, out)[i];
-    default: return out->grad_embedding[i];
+    case LCE_OUT_LOSS: return out->loss;
+    case LCE_OUT_LOSS_TOKEN: return out->loss_token;
+    case LCE_OUT_LSE: return out->lse;
+    case LCE_OUT_D_HIDDEN: return out->d_hidden;
+    case LCE_OUT_D_WEIGHT: return lce_output_weight_grad(c, out);
+    default: return out->grad_embedding;
   }
+}
+
+double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i) {
+  return lce_load(lce_output_format(c, o), lce_output_buffer(c, out, o), (size_t)i);
 }

@@ -26,6 +26,9 @@ lce_dtype lce_output_format(const lce_case *c, lce_output_id o);
 /* Inner size K of the reduction that produces output o (shape-aware golden bounds):
  * loss: n; loss_token, lse, d_hidden: v; d_weight, d_embedding: n. */
 int64_t lce_output_inner(const lce_case *c, lce_output_id o);
+/* The buffer holding a subject's output o (in lce_output_format; the output weight's gradient is the
+ * buffer of the parameter that IS the output weight: the embedding's when tied). */
+void *lce_output_buffer(const lce_case *c, const lce_outputs *out, lce_output_id o);
 /* Element i of a subject's output o, exactly, as double. */
 double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i);
 

@@ -32,6 +32,22 @@ static inline lce_code lce_cuda_launch_fail(lce_status *st, cudaError_t e, const
                   cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
+/* cudaMalloc of bytes (at least 8: an empty buffer is still a distinct pointer) into *p, counted into
+ * *total (which may be NULL). On failure *p is NULL, the error is cleared, and st names who, the size
+ * and what the buffer is for. */
+static inline lce_code lce_cuda_alloc(void **p, size_t bytes, const char *what, size_t *total, const char *who,
+                                      lce_status *st) {
+  const cudaError_t rc = cudaMalloc(p, bytes ? bytes : 8);
+  if (rc != cudaSuccess) {
+    *p = NULL;
+    cudaGetLastError();
+    return lce_fail(st, rc == cudaErrorMemoryAllocation ? LCE_ENOMEM : LCE_EINTERNAL, __FILE__, __LINE__,
+                    "%s: cudaMalloc of %zu bytes for %s failed: %s", who, bytes, what, cudaGetErrorString(rc));
+  }
+  if (total) *total += bytes;
+  return LCE_OK;
+}
+
 /* Evaluates call once; on failure fills st and runs on_fail with the code in lce_rc_ (e.g.
  * `return lce_rc_`, or `{ rc = lce_rc_; goto done; }`). */
 #define LCE_CUDA_ON_ERROR(st, who, call, on_fail)                                               \

@@ -56,18 +56,6 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
   if (threadIdx.x == 0) out[blockIdx.x] = sh[0];
 }
 
-static const void *subject_buffer(const lce_outputs *s, lce_output_id o) {
-  switch (o) {
-    case LCE_OUT_LOSS: return s->loss;
-    case LCE_OUT_LOSS_TOKEN: return s->loss_token;
-    case LCE_OUT_LSE: return s->lse;
-    case LCE_OUT_D_HIDDEN: return s->d_hidden;
-    case LCE_OUT_D_WEIGHT: return s->grad_weight ? (const void *)s->grad_weight : (const void *)s->grad_embedding;
-    case LCE_OUT_D_EMBEDDING: return s->grad_embedding;
-    default: return NULL;
-  }
-}
-
 static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, const void *host, void *raw,
                                r64_partial *dev_part, r64_partial *part, lce_ref64_sums *sums, lce_status *st) {
   /* d_weight: the real vocab rows (the padded rows are the prior, a class check of the judge's). */
@@ -101,7 +89,7 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   sums->first_mismatch = -1;
   const lce_ref64_dev_output *d = &ref->out[o];
   if (d->count == 0) return LCE_OK;
-  const void *host = subject_buffer(subject, o);
+  const void *host = lce_output_buffer(&ref->c, subject, o);
   LCE_CHECK(st, host != NULL && d->value != NULL, LCE_EINVAL, "ref64 compare: %s missing", lce_output_name(o));
   const int64_t slice = d->count < R64_CMP_SLICE ? d->count : R64_CMP_SLICE;
   void *raw = NULL;

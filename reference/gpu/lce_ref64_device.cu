@@ -29,19 +29,8 @@ size_t lce_ref64_device_bytes(const lce_case *c, const lce_ref64_options *opt) {
 
 }  // extern "C"
 
-static lce_code dev_alloc(lce_ref64_device *ref, void **p, size_t bytes, const char *what, lce_status *st) {
-  cudaError_t rc = cudaMalloc(p, bytes ? bytes : 8);
-  if (rc != cudaSuccess) {
-    *p = NULL;
-    cudaGetLastError();
-    return lce_fail(st, rc == cudaErrorMemoryAllocation ? LCE_ENOMEM : LCE_EINTERNAL, __FILE__, __LINE__,
-                    "ref64: cudaMalloc of %zu bytes for %s failed: %s", bytes, what, cudaGetErrorString(rc));
-  }
-  ref->device_bytes += bytes;
-  return LCE_OK;
-}
 #define R64_ALLOC(ref, ptr, count, what) \
-  LCE_TRY(dev_alloc((ref), (void **)&(ptr), (size_t)(count) * sizeof *(ptr), (what), st))
+  LCE_TRY(lce_cuda_alloc((void **)&(ptr), (size_t)(count) * sizeof *(ptr), (what), &(ref)->device_bytes, "ref64", st))
 
 /* C = alpha op(A) op(B) + beta C, column-major, fp64. */
 static lce_code dgemm(r64_state *x, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
@@ -102,7 +91,8 @@ static lce_code alloc_state(const lce_case *c, int mags, lce_ref64_device *ref, 
   R64_ALLOC(ref, x->bad_w, 1, "the W flag");
   R64_ALLOC(ref, ref->valid, c->n, "valid flags");
   R64_ALLOC(ref, x->prior_w, vph, "the weight prior");
-  LCE_TRY(dev_alloc(ref, &x->raw, (size_t)(vh > nh ? vh : nh) * lce_dtype_size(c->dtype), "raw inputs", st));
+  LCE_TRY(lce_cuda_alloc(&x->raw, (size_t)(vh > nh ? vh : nh) * lce_dtype_size(c->dtype), "raw inputs",
+                         &ref->device_bytes, "ref64", st));
   if (c->class_weights) R64_ALLOC(ref, x->class_weight, c->v, "class weights");
   if (!c->tied) R64_ALLOC(ref, x->prior_emb, vph, "the embedding prior");
   if (mags) {

@@ -29,9 +29,8 @@ class CutCrossEntropy(common.LossFunctionAdapter):
                "class_weights": "CCE has no class-weight parameter"})
 
     def prepare(self, args):
-        import torch
         from cut_cross_entropy import linear_cross_entropy
-        self.torch, self.lce = torch, linear_cross_entropy
+        self.lce = linear_cross_entropy
 
     def version(self, args):
         from importlib.metadata import version

@@ -20,37 +20,21 @@
 #   LCE_GPU_BUILD (default build-gpu), LCE_GPU_DEADLINE_S (default 560 s: every step runs under it).
 # Exit status: 0 when every step met its expectation, 1 otherwise.
 set -u -o pipefail
-case "${1:-}" in
-  -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  "") ;;
-  *) echo "gpu_external.sh: no arguments (settings come from the environment; --help)" >&2; exit 2 ;;
-esac
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-OUT=${OUT:-$ROOT/gpu-out}
-BUILD=${LCE_GPU_BUILD:-$ROOT/build-gpu}
-DEADLINE_S=${LCE_GPU_DEADLINE_S:-560}
+# shellcheck source=scripts/gpu_common.sh
+. "$ROOT/scripts/gpu_common.sh"
+gpu_start log 22 560 "$@"
 STAGES=${LCE_EXT_STAGES:-build production matrix}
 SUBJECTS=${LCE_EXT_SUBJECTS:-torch-eager,liger,liger-fp32-accum,cce,cce-exact,megatron-vocab-parallel}
 CASE=${LCE_EXT_CASE:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
 MATRIX=${LCE_EXT_MATRIX:-default}
-START=$(date +%s)
-mkdir -p "$OUT"
 RES=$(mktemp -d /tmp/lce-ext-results.XXXXXX)
 WORK=$(mktemp -d /tmp/lce-ext-work.XXXXXX)
-exec > >(tee -a "$OUT/log") 2>&1
-# shellcheck source=scripts/gpu_common.sh
-. "$ROOT/scripts/gpu_common.sh"
 LCECHECK=$BUILD/lcecheck
-has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-TO=(sh -c 'o=$1; shift; exec "$@" >"$o"' to)
 echo "gpu_external.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), root $ROOT, stages: $STAGES, subjects: $SUBJECTS"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 
-if has_stage build; then
-  step configure pass 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DLCE_BUILD_TESTS=OFF "${CMAKE_DEPS[@]}"
-  step build pass 300 cmake --build "$BUILD" -j "$(nproc)" --target lcecheck
-fi
+has_stage build && gpu_build build 300 -DLCE_BUILD_TESTS=OFF -- -j "$(nproc)" --target lcecheck
 
 # judge_all <tag> <export dir> <golden> <judge options...>: every answered copy of the export, then
 # fused-cuda and unfused-cuda on the same case(s) through check with the same options.

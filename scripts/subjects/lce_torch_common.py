@@ -291,7 +291,8 @@ class Adapter:
 
 class LossFunctionAdapter(Adapter):
     """An adapter whose kernel is one loss function of (hidden, W, labels): call() invokes it with a
-    reduction; run() differentiates it once, per_token() calls it with reduction none."""
+    reduction and returns the loss, or (loss, lse) where the kernel gives lse too; run()
+    differentiates it once, per_token() calls it with reduction none."""
 
     def call(self, case, t, args, h, w, reduction):
         raise NotImplementedError
@@ -299,12 +300,17 @@ class LossFunctionAdapter(Adapter):
     def run(self, case, t, args):
         h = t.hidden.detach().requires_grad_()
         w = t.w.detach().requires_grad_()
-        loss = self.call(case, t, args, h, w, case.reduction)
-        d_hidden, d_weight = self.torch.autograd.grad(loss, (h, w), t.grad_output_for(loss))
-        return RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
+        loss, lse = self.call_lse(case, t, args, h, w, case.reduction)
+        d_hidden, d_weight = torch_module().autograd.grad(loss, (h, w), t.grad_output_for(loss))
+        return RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight,
+                         lse=None if lse is None else lse.detach())
 
     def per_token(self, case, t, args):
-        return self.call(case, t, args, t.hidden, t.w, "none")
+        return self.call_lse(case, t, args, t.hidden, t.w, "none")[0]
+
+    def call_lse(self, case, t, args, h, w, reduction):
+        r = self.call(case, t, args, h, w, reduction)
+        return r if isinstance(r, tuple) else (r, None)
 
 
 def build_parser(adapter):

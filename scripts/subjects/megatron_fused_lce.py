@@ -50,7 +50,7 @@ def load_linear_cross_entropy(root):
     return mod.linear_cross_entropy
 
 
-class MegatronFusedLCE(common.Adapter):
+class MegatronFusedLCE(common.LossFunctionAdapter):
     name = "megatron-fused-lce"
     description = __doc__
     supported = common.Supported(
@@ -74,8 +74,6 @@ class MegatronFusedLCE(common.Adapter):
                         help="Megatron-LM tree of PR 3345 (the directory holding megatron/core/fusions/)")
 
     def prepare(self, args):
-        import torch
-        self.torch = torch
         self.lce = load_linear_cross_entropy(args.megatron)
 
     def version(self, args):
@@ -86,16 +84,8 @@ class MegatronFusedLCE(common.Adapter):
             cutlass = "?"
         return f"Megatron-LM {common.checkout_revision(args.megatron)}, nvidia-cutlass-dsl {cutlass}"
 
-    def run(self, case, t, args):
-        torch = self.torch
-        h = t.hidden.detach().requires_grad_()
-        w = t.w.detach().requires_grad_()
-        loss = self.lce(h, w, t.labels, reduction=case.reduction, ignore_index=case.ignore_index)
-        d_hidden, d_weight = torch.autograd.grad(loss, (h, w), t.grad_output_for(loss))
-        return common.RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
-
-    def per_token(self, case, t, args):
-        return self.lce(t.hidden, t.w, t.labels, reduction="none", ignore_index=case.ignore_index)
+    def call(self, case, t, args, h, w, reduction):
+        return self.lce(h, w, t.labels, reduction=reduction, ignore_index=case.ignore_index)
 
 
 # ---- the branch's test_correctness, standalone ---------------------------------------------------

@@ -46,7 +46,7 @@ def init_single_process(device):
     dist.init_process_group(backend="nccl" if cuda else "gloo", world_size=1, rank=0)
 
 
-class MegatronVocabParallel(common.Adapter):
+class MegatronVocabParallel(common.LossFunctionAdapter):
     name = "megatron-vocab-parallel"
     description = __doc__
     supported = common.Supported(
@@ -60,9 +60,8 @@ class MegatronVocabParallel(common.Adapter):
                         help="Megatron-LM checkout (the directory holding megatron/)")
 
     def prepare(self, args):
-        import torch
         import torch.nn.functional as F
-        self.torch, self.F = torch, F
+        self.F = F
         init_single_process(args.device)
         ps = common.import_from_checkout(args.megatron, "megatron.core.parallel_state", LIGHT)
         if not ps.model_parallel_is_initialized():
@@ -75,8 +74,7 @@ class MegatronVocabParallel(common.Adapter):
     def version(self, args):
         return f"Megatron-LM {common.checkout_revision(args.megatron)}"
 
-    def loss(self, case, t, h, w, reduction):
-        torch = self.torch
+    def call(self, case, t, args, h, w, reduction):
         logits = self.F.linear(h, w)  # [n, v] in the input dtype, as Megatron's output layer
         alpha = common.smoothing_param(case, self.supported)
         tok = self.vpce(logits.unsqueeze(1), t.labels.unsqueeze(1), alpha).squeeze(1)
@@ -86,17 +84,6 @@ class MegatronVocabParallel(common.Adapter):
             return tok
         total = tok.sum()
         return total if reduction == "sum" else total / mask.sum()
-
-    def run(self, case, t, args):
-        torch = self.torch
-        h = t.hidden.detach().requires_grad_()
-        w = t.w.detach().requires_grad_()
-        loss = self.loss(case, t, h, w, case.reduction)
-        d_hidden, d_weight = torch.autograd.grad(loss, (h, w), t.grad_output_for(loss))
-        return common.RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
-
-    def per_token(self, case, t, args):
-        return self.loss(case, t, t.hidden, t.w, "none")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ class TorchCompile(TorchEager):
     def prepare(self, args):
         import torch
         import torch._dynamo
-        self.torch = torch
         torch._dynamo.config.cache_size_limit = 1024  # one compilation per case shape and option set
         self.fn = torch.compile(flce_torch, mode=args.mode, dynamic=False)
 

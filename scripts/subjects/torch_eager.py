@@ -35,31 +35,20 @@ def flce_torch(case, hidden, w, labels, class_weight, reduction):
     return tok.sum() / w_n.sum(), lse  # as F.cross_entropy's mean: 0/0 when no token is valid
 
 
-class TorchEager(common.Adapter):
+class TorchEager(common.LossFunctionAdapter):
     name = "torch-eager"
     description = __doc__
     supported = common.Supported(smoothing=("pytorch", "megatron"), z_loss=True, softcap=True, class_weights=True)
 
     def prepare(self, args):
-        import torch
-        self.torch = torch
         self.fn = flce_torch
 
     def version(self, args):
         import torch
         return f"torch {torch.__version__}"
 
-    def run(self, case, t, args):
-        torch = self.torch
-        h = t.hidden.detach().requires_grad_()
-        w = t.w.detach().requires_grad_()
-        loss, lse = self.fn(case, h, w, t.labels, t.class_weight, case.reduction)
-        d_hidden, d_weight = torch.autograd.grad(loss, (h, w), t.grad_output_for(loss))
-        return common.RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight, lse=lse.detach())
-
-    def per_token(self, case, t, args):
-        return self.fn(case, t.hidden, t.w, t.labels, t.class_weight, "none")[0]
-
+    def call(self, case, t, args, h, w, reduction):
+        return self.fn(case, h, w, t.labels, t.class_weight, reduction)
 
 if __name__ == "__main__":
     sys.exit(common.main(TorchEager()))

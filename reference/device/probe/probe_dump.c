@@ -3,17 +3,17 @@
  * Both sides go through one in-memory byte buffer: the writer serializes field by field in
  * little-endian order (independent of the host's), the reader loads the whole file (a dump of the
  * default run is a few MB) and walks it with a cursor that refuses to step past the end, so a
- * truncated file is reported at the field it cuts. */
-#define _POSIX_C_SOURCE 200809L /* getpid, strnlen */
+ * truncated file is reported at the field it cuts. The file is replaced atomically
+ * (lce_file_replace). */
+#define _POSIX_C_SOURCE 200809L /* strnlen */
 #include "probe_dump.h"
 
 #include "lce_dtype.h"
+#include "lce_file.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char MAGIC[8] = {'L', 'C', 'E', 'P', 'R', 'O', 'B', 'E'};
 #define HEADER_BYTES (8 + 4 + 4 + 8 + PROBE_DUMP_NAME_LEN + PROBE_DUMP_MODEL_LEN)
@@ -81,26 +81,9 @@ lce_code probe_dump_write(const char *path, const probe_dump *d, lce_status *st)
   }
   put_u64(&o, fnv1a(o.p, o.n));
 
-  char tmp[4096];
-  const int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  if (len < 0 || (size_t)len >= sizeof tmp) {
-    free(o.p);
-    return lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "probe dump: path too long: %s", path);
-  }
-  FILE *f = fopen(tmp, "wb");
-  if (f == NULL) {
-    free(o.p);
-    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "probe dump: cannot create %s: %s", tmp, strerror(errno));
-  }
-  const int ok = fwrite(o.p, 1, o.n, f) == o.n;
-  const int closed = fclose(f) == 0;
+  const lce_code rc = lce_file_replace(path, o.p, o.n, st);
   free(o.p);
-  if (!ok || !closed || rename(tmp, path) != 0) {
-    const int err = errno;
-    remove(tmp);
-    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "probe dump: cannot write %s: %s", path, strerror(err));
-  }
-  return LCE_OK;
+  return rc;
 }
 
 /* ---- reading -------------------------------------------------------------------------------- */
@@ -208,32 +191,10 @@ static lce_code parse(cursor *c, probe_dump *d) {
 
 lce_code probe_dump_read(const char *path, probe_dump *d, lce_status *st) {
   memset(d, 0, sizeof *d);
-  FILE *f = fopen(path, "rb");
-  LCE_CHECK(st, f != NULL, LCE_EIO, "probe dump: cannot open %s: %s", path, strerror(errno));
-  unsigned char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      cap = cap ? 2 * cap : 1 << 20;
-      unsigned char *grown = realloc(buf, cap);
-      if (grown == NULL) {
-        free(buf);
-        fclose(f);
-        return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "probe dump %s: out of memory", path);
-      }
-      buf = grown;
-    }
-    const size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (got == 0) break;
-  }
-  const int failed = ferror(f);
-  fclose(f);
-  if (failed) {
-    free(buf);
-    return lce_fail(st, LCE_EIO, __FILE__, __LINE__, "probe dump: read error on %s", path);
-  }
-  cursor c = {buf, n, 0, path, st};
+  char *buf;
+  size_t n;
+  LCE_TRY(lce_file_read(path, &buf, &n, st));
+  cursor c = {(const unsigned char *)buf, n, 0, path, st};
   const lce_code rc = parse(&c, d);
   free(buf);
   if (rc != LCE_OK) probe_dump_free(d);

@@ -18,8 +18,8 @@
  *                     (row-major; D is the GPU's result, element (i, j) = vector C[i][j] + A[i]·B[:, j])
  *   trailer  u64      FNV-1a 64 of every byte before it
  * The reader checks magic, version, every count and class against its range, the exact file
- * size and the checksum, and names the first problem it finds. Files are written to a temporary
- * name beside the target and renamed, so a reader never sees half a dump. */
+ * size and the checksum, and names the first problem it finds. Files are replaced atomically
+ * (lce_file_replace), so a reader never sees half a dump. */
 #ifndef PROBE_DUMP_H
 #define PROBE_DUMP_H
 
