@@ -152,5 +152,6 @@ int cli_compare(void);    /* cli_compare.c: several subjects on the same case, o
 int cli_production(void); /* cli_production.c: production shapes vs the fp64 GPU tier (CLI_SKIP without GPU) */
 int cli_export(void);     /* cli_export.c: cases written for a runner in any language */
 int cli_judge(void);      /* cli_judge.c: a runner's answers judged as check judges */
+int cli_converge(void);   /* cli_converge.c: training with the subject's gradients vs the reference's */
 
 #endif

@@ -124,6 +124,19 @@ static const cli_option JUDGE_OPTIONS[] = {
     OPT_JSON,
     {NULL, NULL, NULL}};
 
+static const cli_option CONVERGE_OPTIONS[] = {
+    OPT_SUBJECT,
+    {"--embeddings", "E", "untied, tied or untied,tied (the default)"},
+    {"--steps", "T", "SGD steps, 1..100000 (default 60; the golden judges its recorded run only)"},
+    {"--lr", "LR", "learning rate (default 4)"},
+    {"--seed", "S", "seed of the token stream and the start (default 1; any seed is judged)"},
+    {"--oracle", "O", "the reference run's gradients: fast (tier 1, the default), mpfr (tier 0) or fp64-gpu"},
+    {"--golden", "PATH", "the bounds (default golden/converge.golden)"},
+    {"--measure-only", NULL, "the curves without a verdict"},
+    OPT_QUIET,
+    OPT_JSON,
+    {NULL, NULL, NULL}};
+
 static int run_check(void) { return cli_check(0); }
 static int run_measure(void) { return cli_check(1); }
 
@@ -159,6 +172,13 @@ static const cli_verb VERBS[] = {
      "A malformed manifest.json or case.json exits 2. `check --subject exec:CMD` runs CMD over a fresh export "
      "itself (golden class $LCE_EXEC_GOLDEN_CLASS, default fused-host; LCE_KEEP_EXCHANGE=1 keeps the directory).",
      JUDGE_OPTIONS},
+    {"converge", cli_converge, "train a small LM with the subject's gradients and with the oracle's: the gap",
+     NULL,
+     "A bigram model (bf16, N 64, H 32, V 256 in 64 vocab chunks) whose head is the subject's FLCE, trained "
+     "twice from one start; every 10 steps the held-out loss of both runs, their parameter drift and the "
+     "gradients' agreement. golden/converge.golden bounds |gap|, drift and the largest gradient relerr of "
+     "its recorded run (conformance/engine/lce_converge.h).",
+     CONVERGE_OPTIONS},
     {NULL, NULL, NULL, NULL, NULL, NULL}};
 
 static const char EXIT_STATUSES[] =

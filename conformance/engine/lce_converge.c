@@ -20,9 +20,9 @@ lce_converge_config lce_converge_defaults(void) {
   cfg.h = 32;
   cfg.v = 256;
   cfg.vocab_chunk = 4;
-  cfg.steps = 100;
+  cfg.steps = 60;
   cfg.eval_every = 10;
-  cfg.lr = 16.0;
+  cfg.lr = 4.0;
   cfg.seed = 1;
   return cfg;
 }

@@ -57,8 +57,8 @@ typedef struct lce_converge_result {
   double seconds;
 } lce_converge_result;
 
-/* The defaults of `lcecheck converge`: bf16, untied, N 64, H 32, V 256 in 64 vocab chunks of 4, 100
- * steps evaluated every 10, lr 16, seed 1, tier 1. */
+/* The defaults of `lcecheck converge`: bf16, untied, N 64, H 32, V 256 in 64 vocab chunks of 4, 60
+ * steps evaluated every 10, lr 4, seed 1, tier 1. */
 lce_converge_config lce_converge_defaults(void);
 /* The case each step runs (mean reduction, nothing ignored, no prior gradient): its id names the run. */
 lce_case lce_converge_case(const lce_converge_config *cfg);
