@@ -7,7 +7,8 @@ production shape.
         runs the sweeps below with `lcecheck check --json` (bounds included) and writes DIR/sweeps.json
     scripts/plot_errors.py render [--data DIR] [--out DIR] [--only NAME,...] [--json]
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
-        (conformance/external-production.json), bias-scale.png (conformance/external-scale-experiment.json)
+        (conformance/external-production.json), bias-scale.png (conformance/external-scale-experiment.json),
+        converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants)
     scripts/plot_errors.py check FILE.json [--out FILE.png] [--metric relerr]
         any `lcecheck check|judge --json` output: each case's metric against its bound, per output
 
@@ -197,8 +198,45 @@ def render_bias_scale(plt, _data_dir):
     return fig
 
 
+def render_converge(plt, data_dir):
+    """Held-out loss of the reference run and the subject's, and their parameter drift, per subject."""
+    import glob
+    files = sorted(glob.glob(os.path.join(data_dir, "converge-*.json")))
+    if not files:
+        raise UsageError(f"{data_dir}: no converge-*.json (lcecheck converge --json > {data_dir}/converge-NAME.json)")
+    fig, (loss_ax, drift_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, f in enumerate(files):
+        d = load(f)
+        for run in d["runs"]:
+            ev = run["evals"]
+            steps = [e["step"] for e in ev]
+            tag = f"{d['subject']} ({run['embeddings']}: {'pass' if run['pass'] else 'FAIL'})"
+            style = "-" if run["embeddings"] == "untied" else "--"
+            if i == 0:
+                loss_ax.plot(steps, [e["loss_ref"] for e in ev], style, color="k", lw=2, alpha=0.4,
+                             label=f"reference run ({run['embeddings']})")
+            loss_ax.plot(steps, [e["loss_subject"] for e in ev], style, color=f"C{i}", label=tag)
+            drift_ax.plot(steps[1:], [e["drift"] for e in ev[1:]], style + "o", color=f"C{i}", label=tag)
+            if run["metrics"]["drift"]["bound"] is not None and i == 0:
+                drift_ax.axhline(run["metrics"]["drift"]["bound"], ls=style, color="k", alpha=0.4,
+                                 label=f"drift bound ({run['embeddings']})")
+    loss_ax.set_xlabel("SGD step")
+    loss_ax.set_ylabel("held-out loss")
+    loss_ax.legend(fontsize=6)
+    drift_ax.set_yscale("log")
+    drift_ax.set_xlabel("SGD step")
+    drift_ax.set_ylabel("drift |θ_subject − θ_ref| / |θ_ref − θ_0|")
+    drift_ax.legend(fontsize=6)
+    for ax in (loss_ax, drift_ax):
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle("lcecheck converge: a bigram LM trained with each subject's gradients vs the oracle's "
+                 "(bf16, N 64, H 32, V 256 in 64 chunks)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": render_external,
-           "bias-scale": render_bias_scale}
+           "bias-scale": render_bias_scale, "converge": render_converge}
 
 
 def render(args):
