@@ -7,16 +7,11 @@
  * (with --expect-violations: when there was at least one — how ctest proves a mutant is killed),
  * 1 otherwise, 2 on usage errors or when no input was found (an empty run proves nothing), 77 when
  * every input was skipped (the subject could run none of them: nothing was judged). */
-#define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
-#include "lce_file.h"
 #include "lce_fuzz_session.h"
+#include "lce_replay_walk.h"
 #include "lce_time.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -31,45 +26,13 @@ static const char *outcome_name(lce_fuzz_outcome o) {
   return "?";
 }
 
-static int run_file(const char *path, int *failed_reads) {
-  char *data;
-  size_t size;
-  lce_status st;
-  if (lce_file_read(path, &data, &size, &st) != LCE_OK) {
-    fprintf(stderr, "%s\n", st.msg);
-    ++*failed_reads;
-    return 0;
-  }
+static void run_input(void *ctx, const char *path, const uint8_t *data, size_t size) {
+  (void)ctx;
   double t0 = lce_now_seconds();
-  LLVMFuzzerTestOneInput((const uint8_t *)data, size);
+  LLVMFuzzerTestOneInput(data, size);
   const lce_fuzz_session *s = lce_fuzz_session_get();
   printf("%-9s %6.2fs  %s  %s\n", outcome_name(s->last_outcome), lce_now_seconds() - t0, path, s->last_id);
   fflush(stdout);
-  free(data);
-  return 1;
-}
-
-static int is_listed_file(const struct dirent *e) { return e->d_name[0] != '.'; }
-
-/* Runs every regular file of dir in name order; returns the count run. */
-static int run_dir(const char *dir, int *failed_reads) {
-  struct dirent **names;
-  int n = scandir(dir, &names, is_listed_file, alphasort);
-  if (n < 0) {
-    perror(dir);
-    ++*failed_reads;
-    return 0;
-  }
-  int ran = 0;
-  for (int i = 0; i < n; i++) {
-    char path[4096];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
-    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) ran += run_file(path, failed_reads);
-    free(names[i]);
-  }
-  free(names);
-  return ran;
 }
 
 int main(int argc, char **argv) {
@@ -86,14 +49,8 @@ int main(int argc, char **argv) {
   lce_fuzz_session *s = lce_fuzz_session_get();
   s->trap_on_violation = 0; /* count every violation instead of stopping at the first */
 
-  int failed_reads = 0, ran = 0;
-  for (int i = first; i < argc; i++) {
-    struct stat sb;
-    if (stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode))
-      ran += run_dir(argv[i], &failed_reads);
-    else
-      ran += run_file(argv[i], &failed_reads);
-  }
+  int failed_reads = 0;
+  int ran = lce_replay_paths(argv + first, argc - first, run_input, NULL, &failed_reads);
 
   printf("\n%-14s %s\n", "subject", s->subject->name);
   printf("%-14s %d\n", "inputs run", ran);

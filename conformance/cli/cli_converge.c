@@ -1,6 +1,6 @@
 /* cli_converge.c — `lcecheck converge`: a small language model trained with the subject's gradients and
  * with the reference's from one start (conformance/engine/lce_converge.h), per embedding setting; the
- * curves as a table (or JSON), and the verdict of golden/converge.golden on the last evaluation. */
+ * curves as a table (or JSON), and the verdict of golden/converge.bounds on the last evaluation. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +126,7 @@ int cli_converge(void) {
   if (have_golden) {
     char path[512];
     if (a.golden) snprintf(path, sizeof path, "%s", a.golden);
-    else lce_default_golden_path("converge", path, sizeof path);
+    else lce_converge_bounds_path(path, sizeof path);
     lce_status st;
     lce_status_clear(&st);
     if (lce_converge_golden_load(path, &g, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);

@@ -131,7 +131,7 @@ static const cli_option CONVERGE_OPTIONS[] = {
     {"--lr", "LR", "learning rate (default 4)"},
     {"--seed", "S", "seed of the token stream and the start (default 1; any seed is judged)"},
     {"--oracle", "O", "the reference run's gradients: fast (tier 1, the default), mpfr (tier 0) or fp64-gpu"},
-    {"--golden", "PATH", "the bounds (default golden/converge.golden)"},
+    {"--golden", "PATH", "the bounds (default golden/converge.bounds)"},
     {"--measure-only", NULL, "the curves without a verdict"},
     OPT_QUIET,
     OPT_JSON,
@@ -176,7 +176,7 @@ static const cli_verb VERBS[] = {
      NULL,
      "A bigram model (bf16, N 64, H 32, V 256 in 64 vocab chunks) whose head is the subject's FLCE, trained "
      "twice from one start; every 10 steps the held-out loss of both runs, their parameter drift and the "
-     "gradients' agreement. golden/converge.golden bounds |gap|, drift and the largest gradient relerr of "
+     "gradients' agreement. golden/converge.bounds bounds |gap|, drift and the largest gradient relerr of "
      "its recorded run (conformance/engine/lce_converge.h).",
      CONVERGE_OPTIONS},
     {NULL, NULL, NULL, NULL, NULL, NULL}};

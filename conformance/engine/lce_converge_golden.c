@@ -1,4 +1,4 @@
-/* lce_converge_golden.c — golden/converge.golden (format in lce_converge_golden.h). */
+/* lce_converge_golden.c — golden/converge.bounds (format in lce_converge_golden.h). */
 #include "lce_converge_golden.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* lce_converge_golden.h — bounds on what a subject's gradients do to training (lcecheck converge,
- * conformance/engine/lce_converge.h), in golden/converge.golden.
+ * conformance/engine/lce_converge.h), in golden/converge.bounds.
  *
  * Format (every line is one of these; anything else is an error naming file:line):
  *   lcecheck-converge 1                                      first line, exactly

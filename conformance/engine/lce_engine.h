@@ -70,6 +70,9 @@ const char *lce_case_result_status(const lce_case_result *r);
 /* Default golden file for a golden class: $LCE_GOLDEN_DIR/<class>.golden, else the source tree's
  * golden/<class>.golden (path compiled in). lce_golden_path.c. */
 void lce_default_golden_path(const char *golden_class, char *buf, size_t size);
+/* The bounds of `lcecheck converge`: <golden dir>/converge.bounds (lce_converge_golden.h's format, not a
+ * golden file's: it bounds training runs, not outputs). */
+void lce_converge_bounds_path(char *buf, size_t size);
 /* The golden file that judges subject s by default: lce_default_golden_path of its class for CPU
  * subjects; <golden dir>/<arch>/<class>.golden for GPU subjects (LCE_CAP_NEEDS_GPU), arch from
  * lce_device_arch. */

@@ -27,6 +27,8 @@ void lce_default_golden_path(const char *golden_class, char *buf, size_t size) {
   snprintf(buf, size, "%s/%s.golden", golden_dir(), golden_class);
 }
 
+void lce_converge_bounds_path(char *buf, size_t size) { snprintf(buf, size, "%s/converge.bounds", golden_dir()); }
+
 void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size) {
   if (!(s->caps & LCE_CAP_NEEDS_GPU)) {
     lce_default_golden_path(s->golden_class, buf, size);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,12 +118,10 @@ static lce_code parse_header(const char *path, const char *text, size_t len, lce
   return LCE_OK;
 }
 
-lce_code lce_npy_read(const char *path, lce_npy *a, lce_status *st) {
+/* Parses the .npy bytes in raw (len bytes, malloc'd; owned from here on: kept as a->data on success,
+ * freed otherwise); path names the source in messages. */
+static lce_code parse_owned(const char *path, char *raw, size_t len, lce_npy *a, lce_status *st) {
   memset(a, 0, sizeof *a);
-  LCE_CHECK(st, host_is_little_endian(), LCE_EINTERNAL, "%s: .npy reading needs a little-endian host", path);
-  char *raw;
-  size_t len;
-  LCE_TRY(lce_file_read(path, &raw, &len, st));
   unsigned char *buf = (unsigned char *)raw;
   lce_code rc = LCE_OK;
   size_t start = 10, hlen = 0;
@@ -140,9 +139,18 @@ lce_code lce_npy_read(const char *path, lce_npy *a, lce_status *st) {
     rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: truncated: the .npy header (%zu bytes) runs past the end of the file",
                   path, hlen);
   if (rc == LCE_OK) rc = parse_header(path, (const char *)buf + start, hlen, a, st);
+  size_t count = 1;
   if (rc == LCE_OK) {
-    size_t count = 1;
-    for (int i = 0; i < a->ndim; i++) count *= (size_t)a->shape[i];
+    /* The element count in a size_t, refusing a shape whose byte size would not fit in one (a wrapped
+     * product could otherwise match a short file). */
+    size_t limit = SIZE_MAX / 8;
+    for (int i = 0; i < a->ndim && rc == LCE_OK; i++) {
+      if (a->shape[i] != 0 && count > limit / (size_t)a->shape[i])
+        rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: the shape's element count overflows", path);
+      count *= (size_t)a->shape[i];
+    }
+  }
+  if (rc == LCE_OK) {
     const size_t want = count * ITEM_SIZES[a->descr], have = len - start - hlen;
     char shape[96];
     if (have != want)
@@ -158,6 +166,24 @@ lce_code lce_npy_read(const char *path, lce_npy *a, lce_status *st) {
   }
   free(buf);
   return rc;
+}
+
+lce_code lce_npy_parse(const void *data, size_t len, const char *name, lce_npy *a, lce_status *st) {
+  memset(a, 0, sizeof *a);
+  LCE_CHECK(st, host_is_little_endian(), LCE_EINTERNAL, "%s: .npy reading needs a little-endian host", name);
+  char *copy = malloc(len ? len : 1);
+  LCE_ALLOC_CHECK(st, copy);
+  if (len) memcpy(copy, data, len);
+  return parse_owned(name, copy, len, a, st);
+}
+
+lce_code lce_npy_read(const char *path, lce_npy *a, lce_status *st) {
+  memset(a, 0, sizeof *a);
+  LCE_CHECK(st, host_is_little_endian(), LCE_EINTERNAL, "%s: .npy reading needs a little-endian host", path);
+  char *raw;
+  size_t len;
+  LCE_TRY(lce_file_read(path, &raw, &len, st));
+  return parse_owned(path, raw, len, a, st);
 }
 
 lce_code lce_npy_write(const char *path, lce_npy_descr d, int ndim, const int64_t *shape, const void *data,

@@ -29,6 +29,8 @@ size_t lce_npy_item_size(lce_npy_descr d);
 char *lce_npy_shape_text(int ndim, const int64_t *shape, char *buf, size_t size);
 
 lce_code lce_npy_read(const char *path, lce_npy *out, lce_status *st);
+/* The same from len bytes in memory (copied); name stands for the file in messages. */
+lce_code lce_npy_parse(const void *data, size_t len, const char *name, lce_npy *out, lce_status *st);
 /* Writes a v1.0 file whose header is padded to a multiple of 64 bytes, as numpy does. */
 lce_code lce_npy_write(const char *path, lce_npy_descr d, int ndim, const int64_t *shape, const void *data,
                        lce_status *st);

@@ -189,15 +189,21 @@ static lce_code parse(cursor *c, probe_dump *d) {
   return LCE_OK;
 }
 
+lce_code probe_dump_parse(const void *data, size_t n, const char *name, probe_dump *d, lce_status *st) {
+  memset(d, 0, sizeof *d);
+  cursor c = {(const unsigned char *)data, n, 0, name, st};
+  const lce_code rc = parse(&c, d);
+  if (rc != LCE_OK) probe_dump_free(d);
+  return rc;
+}
+
 lce_code probe_dump_read(const char *path, probe_dump *d, lce_status *st) {
   memset(d, 0, sizeof *d);
   char *buf;
   size_t n;
   LCE_TRY(lce_file_read(path, &buf, &n, st));
-  cursor c = {(const unsigned char *)buf, n, 0, path, st};
-  const lce_code rc = parse(&c, d);
+  const lce_code rc = probe_dump_parse(buf, n, path, d, st);
   free(buf);
-  if (rc != LCE_OK) probe_dump_free(d);
   return rc;
 }
 

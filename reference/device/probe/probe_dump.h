@@ -41,6 +41,8 @@ lce_code probe_dump_write(const char *path, const probe_dump *d, lce_status *st)
 /* Fills d (free with probe_dump_free); LCE_EIO when the file cannot be read, LCE_EPARSE when it
  * is not a valid dump (the message says which field at which byte offset). */
 lce_code probe_dump_read(const char *path, probe_dump *d, lce_status *st);
+/* The same from n bytes in memory; name stands for the file in messages. */
+lce_code probe_dump_parse(const void *data, size_t n, const char *name, probe_dump *d, lce_status *st);
 void probe_dump_free(probe_dump *d);
 
 #endif
