@@ -10,7 +10,8 @@ Reads its behaviour from the JSON file named by $FAKE_LCECHECK_CONFIG:
    "shard_rc": {"I/N": <exit code of that shard of measure and check, with a message on stderr>}}
 and appends every invocation (argv, OMP_NUM_THREADS, plus the golden file's text for check) to
 $FAKE_LCECHECK_LOG, one JSON object per line, so that tests can see what the script ran.
---shard I/N keeps the cases whose index is I modulo N and adds "shard" to the JSON, as lcecheck does."""
+--shard I/N keeps the cases whose index is I modulo N and adds "shard" to the JSON, as lcecheck does;
+measure prints lcecheck's per-case progress lines ("[   k/n] status id ...") on stderr."""
 import json
 import os
 import sys
@@ -29,7 +30,9 @@ def main(argv):
         cases = [c for i, c in enumerate(cases) if i % count == index]
     if verb == "list":
         print(json.dumps(cfg["list"]))
-    elif verb == "measure":  # like the CLI: exit 1 when a case failed or errored
+    elif verb == "measure":  # like the CLI: exit 1 when a case failed or errored; progress on stderr
+        for k, c in enumerate(cases):
+            print(f"[{k + 1:4d}/{len(cases)}] {c['status']:<5} {c['id']}  measured", file=sys.stderr)
         print(json.dumps(dict(cfg["measure"], cases=cases, **({"shard": shard} if shard else {}))))
         rc = 1 if any(c["status"] in ("fail", "error") for c in cases) else 0
     elif verb == "check":
