@@ -7,8 +7,11 @@ stderr with a leading '+'. Regeneration refuses, with exit code 1 and a message,
   - use a measurement with a class failure or an error,
   - propose a bound above its analytic ceiling (or accept a measurement above its own case's one),
   - loosen or drop an existing bound without --allow-loosen "reason" (the reason is recorded),
+  - measure fewer matrices than the golden records without --allow-fewer-matrices "reason",
   - write goldens under which a catalogued mutant of the class passes the matrix.
-Without --write it shows what it would write and changes nothing.
+Without --write it shows what it would write and changes nothing; --stage DIR writes there instead.
+The golden records the whole command that wrote it (lcecheck_golden_provenance.py), and
+`reproduce [FILE...]` reruns that command and compares the entries bit for bit.
 Bounds of the `cond` form (a + b*cond) scale with the output's normwise condition, which lcecheck
 reports per case and output as "cond"; ceilings in the policy may use the name cond likewise.
 
@@ -21,6 +24,7 @@ reports per case and output as "cond"; ceilings in the policy may use the name c
   cores / N OpenMP threads)
   scripts/lcecheck_golden.py regen --subject fused-cuda --arch sm_90 [...]   on that GPU: golden/sm_90/
   scripts/lcecheck_golden.py show [--arch sm_90] [--json]
+  scripts/lcecheck_golden.py reproduce [--command-only] [--build build] [--jobs N] [FILE...]
 
 GPU subjects have one golden directory per architecture (golden/<arch>/, as glibc keeps one ulps
 file per platform) with its own policy.txt, whose condk bounds carry the architecture's measured
@@ -240,9 +244,14 @@ def check_mutant_runs(cls, runs, entries):
     return rows
 
 
+KILL_TABLE = os.path.join(REPO, "conformance", "tests", "mutant_kills.txt")
+
+
 def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_reason=None, jobs=1):
     """Runs every mutant of the class under the candidate on every matrix (in `jobs` shards each);
-    returns rows and refuses survivors (a mutant that passes every case of every matrix)."""
+    returns rows and refuses survivors: a mutant that passes every case of every matrix, or that
+    never fails on an output the kill table (KILL_TABLE) says it must fail on."""
+    kills = load_kill_table(KILL_TABLE)
     mutants = [s for s in listing.get("subjects", []) if s.get("golden_class") == cls
                and (s.get("name", "").startswith("mutant") or "mutant" in (s.get("caps") or []))]
     if not mutants and no_mutants_reason:
@@ -253,7 +262,8 @@ def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_r
                       "shown to kill anything (configure with -DLCE_BUILD_MUTANTS=ON)")
     rows, survivors = [], []
     for m in mutants:
-        failed, rcs, err = [], [], ""
+        failed, rcs, err, failed_outputs = [], [], "", set()
+        need = set(kills.get(m["name"], []))
         for spec in matrices:
             # A failing case in any shard kills the mutant; every shard must exit 0 for it to survive.
             for name, rc, out, e in run_sharded([lcecheck, "check", "--subject", m["name"]] + matrix_args(spec)
@@ -261,13 +271,21 @@ def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_r
                 rcs.append(rc)
                 err += f"{name}: {e}" if name and e.strip() else e
                 try:
-                    failed += [c.get("id") for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
+                    cases = [c for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
                 except (json.JSONDecodeError, AttributeError):
-                    pass
-            if failed:
-                break  # killed: the other matrices cannot change that
+                    cases = []
+                failed += [c.get("id") for c in cases]
+                failed_outputs |= {o for c in cases for o, v in (c.get("outputs") or {}).items()
+                                   if v is not None and v.get("pass") is False}
+            if failed and need <= failed_outputs:
+                break  # killed where it must be: the other matrices cannot change that
         rc = max(rcs)
-        if all(r == 0 for r in rcs):
+        missing = sorted(need - failed_outputs)
+        if failed and missing:
+            verdict = "SURVIVED on " + ",".join(missing)
+            survivors.append(f"{m['name']}: never fails on {', '.join(missing)}, which the kill table "
+                             f"{os.path.relpath(KILL_TABLE, REPO)} says it must")
+        elif all(r == 0 for r in rcs):
             verdict = "SURVIVED"
             survivors.append(f"{m['name']}: every case of matrix {', '.join(matrices)} passes "
                              f"({m.get('description', '')})")

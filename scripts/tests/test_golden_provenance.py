@@ -4,7 +4,7 @@ A golden's generator line must reproduce its entries bit for bit (scripts/lceche
 these tests write goldens through the fake lcecheck (fake_lcecheck.py, as test_lcecheck_golden.py
 does), rerun their recorded command with `reproduce`, and break the record or the measurement to see
 both refused. Also: a run on fewer matrices than the golden records is refused, and long sweeps
-report progress. Run: python3 -m unittest discover -s scripts/tests -v"""
+report progress; a mutant must fail on the outputs the kill table names. Run: python3 -m unittest discover -s scripts/tests -v"""
 import os
 import subprocess
 import sys
@@ -93,6 +93,15 @@ class ProvenanceTest(unittest.TestCase):
         gen = lcecheck_golden.header(staged)["text"]
         self.assertIn(f"--golden-dir {self.golden_dir} ", gen)
         self.assertNotIn(stage, gen)
+
+    def test_mutant_that_never_fails_on_its_must_fail_output_is_refused(self):
+        # conformance/tests/mutant_kills.txt: mutant/bf16-dhidden-accum must fail on d_hidden.
+        self.configure(check_fail_outputs={"mutant/bf16-dhidden-accum": ["d_weight"]})
+        p = self.regen("--write")
+        self.assert_refused(p, "mutant/bf16-dhidden-accum: never fails on d_hidden, which the kill table "
+                               "conformance/tests/mutant_kills.txt says it must")
+        self.assertIn("SURVIVED on d_hidden", p.stderr)
+        self.assertFalse(os.path.exists(self.golden_path()))
 
     def test_options_of_the_golden_set_may_follow_the_verb(self):
         args = lcecheck_golden.parse_args(["regen", "--subject", "fused-cuda", "--matrix", "default", "--arch", "sm_90"])
