@@ -25,8 +25,8 @@ class Progress:
     every `every` seconds, and the last one when every process has reported its last case."""
     LINE = re.compile(r"^\[\s*(\d+)/(\d+)\]")
 
-    def __init__(self, what, every=10.0):
-        self.what, self.every = what, every
+    def __init__(self, what, processes=1, every=10.0):
+        self.what, self.processes, self.every = what, processes, every
         self.start = self.last = time.monotonic()
         self.lock = threading.Lock()
         self.seen = {}  # process key -> (done, total)
@@ -44,7 +44,8 @@ class Progress:
             self.last = now
             elapsed = now - self.start
             left = elapsed * (total - done) / done if done else math.inf
-            log(f"  progress {self.what}: {done}/{total} cases, {elapsed:.0f} s elapsed, "
+            shards = f" ({len(self.seen)} of {self.processes} shards counted)" if len(self.seen) < self.processes else ""
+            log(f"  progress {self.what}: {done}/{total} cases{shards}, {elapsed:.0f} s elapsed, "
                 + (f"~{left:.0f} s left" if math.isfinite(left) else "time left unknown"))
 
 
@@ -95,8 +96,10 @@ def run_sharded(argv, jobs):
     (nothing to split), runs argv unsharded. The MPFR oracle is single-threaded, so one process per core fills a machine; the
     host subjects and case generation run OpenMP threads, which get the cores left per shard
     (omp_threads) lest jobs x cores threads compete."""
-    progress = Progress(" ".join(argv[1:argv.index("--json")] if "--json" in argv else argv[1:]))
-    if jobs <= 1 or "--case" in argv:
+    sharded = jobs > 1 and "--case" not in argv
+    progress = Progress(" ".join(argv[1:argv.index("--json")] if "--json" in argv else argv[1:]),
+                        processes=jobs if sharded else 1)
+    if not sharded:
         return [("",) + run_command(argv, check=False, progress=progress)]
     env = dict(os.environ, OMP_NUM_THREADS=str(omp_threads(jobs)))
 
