@@ -16,6 +16,7 @@ Bounds of the `cond` form (a + b*cond) scale with the output's normwise conditio
 reports per case and output as "cond"; ceilings in the policy may use the name cond likewise.
 
   scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--jobs N] [--write]
+  without --matrix: the matrices the class's golden records, or `default` for a new golden;
   --matrix NAME[@ORACLE] repeats: the samples of every matrix are pooled (e.g. --matrix default
   --matrix medium@fp64-gpu: the medium shapes judged by the fp64 GPU tier, lcecheck --oracle);
   --matrix case=ID[@ORACLE] adds one case
@@ -352,6 +353,12 @@ def regenerate(args, run_mutants=True):
     # The class is known before measuring from the listing (or the files): refuse early, not after minutes.
     early = meas.get("golden_class") if args.from_json else next(
         (s.get("golden_class") for s in listing.get("subjects", []) if s.get("name") == args.subject), None)
+    if early and not args.matrix and not args.from_json:
+        # No --matrix: the matrices the class's golden records (its own command reruns), else default.
+        recorded = recorded_matrices(os.path.join(args.golden_dir, f"{early}.golden"))
+        if recorded:
+            log(f"  no --matrix: measuring the matrices {early}.golden records: {', '.join(recorded)}")
+            matrices = args.matrix = report["matrix"] = recorded
     missing = fewer_matrices(args, early, matrices) if early else None
     # measure exits 1 when a case fails a class check or errors; the JSON says which, and
     # collect_measurements refuses with the details. Several matrices: their cases are pooled.
@@ -542,7 +549,8 @@ def build_parser():
                    help="measurements made elsewhere (lcecheck production/measure --json; repeatable), mutant "
                         "runs in them judged offline")
     r.add_argument("--matrix", action="append", metavar="NAME[@ORACLE]",
-                   help="matrix to measure (repeatable, pooled; default: default)")
+                   help="matrix to measure (repeatable, pooled; default: the matrices the golden records, "
+                        "else default)")
     r.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")
     r.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run each matrix (measure, and check for the mutants) as N lcecheck shards at once, "

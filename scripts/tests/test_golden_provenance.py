@@ -76,6 +76,16 @@ class ProvenanceTest(unittest.TestCase):
         self.assertIn("fewer matrices than before (without smoke): smoke is a subset of default",
                       lcecheck_golden.read_text(self.golden_path()))
 
+    def test_without_matrix_the_recorded_matrices_are_measured(self):
+        self.assertEqual(self.regen("--write", "--matrix", "default", "--matrix", "smoke").returncode, 0)
+        p = self.regen()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("measuring the matrices fused-host.golden records: default, smoke", p.stderr)
+        measured = [c["argv"][c["argv"].index("--matrix") + 1] for c in base.RegenTest.calls(self)[-6:]
+                    if c["argv"][0] == "measure"]
+        self.assertEqual(measured, ["default", "smoke"])
+        self.assertIn("--matrix default --matrix smoke", p.stdout)  # the candidate records them too
+
     def test_long_sweeps_report_progress(self):
         self.configure(cases=DEFAULT_CASES)
         p = self.regen("--jobs", "2")
