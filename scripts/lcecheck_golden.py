@@ -7,12 +7,16 @@ stderr with a leading '+'. Regeneration refuses, with exit code 1 and a message,
   - use a measurement with a class failure or an error,
   - propose a bound above its analytic ceiling (or accept a measurement above its own case's one),
   - loosen or drop an existing bound without --allow-loosen "reason" (the reason is recorded),
+  - measure fewer matrices than the golden records without --allow-fewer-matrices "reason",
   - write goldens under which a catalogued mutant of the class passes the matrix.
-Without --write it shows what it would write and changes nothing.
+Without --write it shows what it would write and changes nothing; --stage DIR writes there instead.
+The golden records the whole command that wrote it (lcecheck_golden_provenance.py), and
+`reproduce [FILE...]` reruns that command and compares the entries bit for bit.
 Bounds of the `cond` form (a + b*cond) scale with the output's normwise condition, which lcecheck
 reports per case and output as "cond"; ceilings in the policy may use the name cond likewise.
 
   scripts/lcecheck_golden.py regen --subject fused-host [--matrix default] [--build build] [--jobs N] [--write]
+  without --matrix: the matrices the class's golden records, or `default` for a new golden;
   --matrix NAME[@ORACLE] repeats: the samples of every matrix are pooled (e.g. --matrix default
   --matrix medium@fp64-gpu: the medium shapes judged by the fp64 GPU tier, lcecheck --oracle);
   --matrix case=ID[@ORACLE] adds one case
@@ -21,6 +25,7 @@ reports per case and output as "cond"; ceilings in the policy may use the name c
   cores / N OpenMP threads)
   scripts/lcecheck_golden.py regen --subject fused-cuda --arch sm_90 [...]   on that GPU: golden/sm_90/
   scripts/lcecheck_golden.py show [--arch sm_90] [--json]
+  scripts/lcecheck_golden.py reproduce [--command-only] [--build build] [--jobs N] [FILE...]
 
 GPU subjects have one golden directory per architecture (golden/<arch>/, as glibc keeps one ulps
 file per platform) with its own policy.txt, whose condk bounds carry the architecture's measured
@@ -39,6 +44,8 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from lcecheck_golden_files import *  # noqa: F401,F403  (formats; re-exported for the tests)
+from lcecheck_golden_provenance import (command_problems, generator_command, git_commit, gpu_identity, header,
+                                        mpfr_version, recorded_matrices, repo_relative, seed_summary)
 from lcecheck_run import log, matrix_args, run_command, run_json, run_sharded
 
 
@@ -188,64 +195,6 @@ def print_diff(rows, worst):
               f"{new:>10} {ratio:>7}  {r['change']:<8} {r['at']['cond']:>8.3g}  {w['id'] if w else ''}")
 
 
-def gpu_identity(arch):
-    """'name, driver D, CUDA C, sm_XY' of GPU 0; refuses unless it is of architecture arch (sm_90):
-    a per-architecture golden measured on another GPU would record the wrong device arithmetic."""
-    rc, out, err = run_command(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap",
-                                "--format=csv,noheader"], check=False)
-    if rc != 0 or not out.strip():
-        raise Refusal(f"--arch {arch}: nvidia-smi found no GPU ({err.strip()[-200:]}); per-architecture "
-                      "goldens are measured on that architecture")
-    name, driver, cap = [t.strip() for t in out.strip().split("\n")[0].split(",")]
-    found = "sm_" + cap.replace(".", "")
-    if found != arch:
-        raise Refusal(f"--arch {arch}, but GPU 0 ({name}) is {found}")
-    _, smi, _ = run_command(["nvidia-smi"], check=False)
-    m = re.search(r"CUDA Version:\s*([0-9.]+)", smi)
-    return f"{name}, driver {driver}, CUDA {m.group(1) if m else 'unknown'}, {found}"
-
-
-def mpfr_version(listing, build):
-    if listing.get("mpfr_version"):
-        return listing["mpfr_version"]
-    dirs = ["/usr/include", "/usr/local/include"]
-    try:
-        cache = read_text(os.path.join(build, "CMakeCache.txt"))
-        m = re.search(r"^MPFR_INCLUDE_DIR:\w+=(.*)$", cache, re.M)
-        if m:
-            dirs.insert(0, m.group(1))
-    except OSError:
-        pass
-    for d in dirs:
-        try:
-            m = re.search(r'#define\s+MPFR_VERSION_STRING\s+"([^"]+)"',
-                          read_text(os.path.join(d, "mpfr.h")))
-            if m:
-                return m.group(1) + f" (from {d}/mpfr.h)"
-        except OSError:
-            continue
-    return "unknown"
-
-
-def git_commit():
-    if os.environ.get("LCE_GOLDEN_COMMIT"):  # a copy of the tree without .git (the GPU machine)
-        return os.environ["LCE_GOLDEN_COMMIT"] + " (from LCE_GOLDEN_COMMIT)"
-    rc, out, _ = run_command(["git", "-C", REPO, "rev-parse", "HEAD"], check=False)
-    if rc != 0:
-        return "unknown (not a git checkout)"
-    rc2, dirty, _ = run_command(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                                check=False)
-    return out.strip() + ("-dirty" if rc2 == 0 and dirty.strip() else "")
-
-
-def seed_summary(meas):
-    seeds = sorted({int(m.group(1)) for c in meas["cases"]
-                    for m in [re.search(r"\.s(\d+)$", c.get("id", ""))] if m})
-    if not seeds:
-        return "none recorded"
-    return f"{seeds[0]}..{seeds[-1]} ({len(seeds)} distinct)" if len(seeds) > 1 else str(seeds[0])
-
-
 def load_measurement_files(paths, subject):
     """Measurements from files written by lcecheck (`production --json`, `measure --json`): the runs of
     subject pooled into one measurement, the runs of mutants kept apart (their golden_class decides
@@ -296,9 +245,14 @@ def check_mutant_runs(cls, runs, entries):
     return rows
 
 
+KILL_TABLE = os.path.join(REPO, "conformance", "tests", "mutant_kills.txt")
+
+
 def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_reason=None, jobs=1):
     """Runs every mutant of the class under the candidate on every matrix (in `jobs` shards each);
-    returns rows and refuses survivors (a mutant that passes every case of every matrix)."""
+    returns rows and refuses survivors: a mutant that passes every case of every matrix, or that
+    never fails on an output the kill table (KILL_TABLE) says it must fail on."""
+    kills = load_kill_table(KILL_TABLE)
     mutants = [s for s in listing.get("subjects", []) if s.get("golden_class") == cls
                and (s.get("name", "").startswith("mutant") or "mutant" in (s.get("caps") or []))]
     if not mutants and no_mutants_reason:
@@ -309,7 +263,8 @@ def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_r
                       "shown to kill anything (configure with -DLCE_BUILD_MUTANTS=ON)")
     rows, survivors = [], []
     for m in mutants:
-        failed, rcs, err = [], [], ""
+        failed, rcs, err, failed_outputs = [], [], "", set()
+        need = set(kills.get(m["name"], []))
         for spec in matrices:
             # A failing case in any shard kills the mutant; every shard must exit 0 for it to survive.
             for name, rc, out, e in run_sharded([lcecheck, "check", "--subject", m["name"]] + matrix_args(spec)
@@ -317,13 +272,21 @@ def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_r
                 rcs.append(rc)
                 err += f"{name}: {e}" if name and e.strip() else e
                 try:
-                    failed += [c.get("id") for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
+                    cases = [c for c in json.loads(out).get("cases", []) if c.get("status") == "fail"]
                 except (json.JSONDecodeError, AttributeError):
-                    pass
-            if failed:
-                break  # killed: the other matrices cannot change that
+                    cases = []
+                failed += [c.get("id") for c in cases]
+                failed_outputs |= {o for c in cases for o, v in (c.get("outputs") or {}).items()
+                                   if v is not None and v.get("pass") is False}
+            if failed and need <= failed_outputs:
+                break  # killed where it must be: the other matrices cannot change that
         rc = max(rcs)
-        if all(r == 0 for r in rcs):
+        missing = sorted(need - failed_outputs)
+        if failed and missing:
+            verdict = "SURVIVED on " + ",".join(missing)
+            survivors.append(f"{m['name']}: never fails on {', '.join(missing)}, which the kill table "
+                             f"{os.path.relpath(KILL_TABLE, REPO)} says it must")
+        elif all(r == 0 for r in rcs):
             verdict = "SURVIVED"
             survivors.append(f"{m['name']}: every case of matrix {', '.join(matrices)} passes "
                              f"({m.get('description', '')})")
@@ -354,7 +317,26 @@ def write_atomically(path, text):
         raise
 
 
-def cmd_regen(args):
+def fewer_matrices(args, cls, matrices):
+    """The matrices (or files) class cls's golden was measured on that this run leaves out; refuses
+    unless --allow-fewer-matrices gives a reason. Bounds fitted on fewer cases fail the cases left
+    out: fitted on the default matrix alone, fused-host's fail 2 of the wide matrix's 8 (golden/README.md)."""
+    path = os.path.join(args.golden_dir, f"{cls}.golden")
+    # The same cases judged by another oracle tier (NAME@ORACLE) are not fewer cases.
+    measured = {m.partition("@")[0] for m in (args.from_json or matrices)}
+    missing = [m for m in recorded_matrices(path) if m.partition("@")[0] not in measured]
+    if missing and not args.allow_fewer_matrices:
+        raise Refusal(f"{path} was measured on {', '.join(missing)} too, which this run leaves out; bounds "
+                      "fitted without them fail those cases. Run the command its header records:\n  "
+                      + header(path)["text"] + "\nor pass --allow-fewer-matrices \"reason\"")
+    return missing
+
+
+def regenerate(args, run_mutants=True):
+    """Measures (or reads the measurement files), proposes, diffs and checks; returns the golden text,
+    the report and the golden's path, or raises Refusal. run_mutants False leaves out the `lcecheck
+    check` runs of the class's mutants (reproduce: the committed goldens' kills are the mutants
+    tests' job); mutant runs in measurement files are judged either way."""
     lcecheck = os.path.join(args.build, "lcecheck")
     matrices = args.matrix or ["default"]
     report = {"subject": args.subject, "matrix": matrices, "written": False}
@@ -368,6 +350,16 @@ def cmd_regen(args):
             raise Refusal(f"--arch {args.arch}, but the measurements were made on {(device or {}).get('arch')}")
     else:
         listing = run_json([lcecheck, "list", "--json"])
+    # The class is known before measuring from the listing (or the files): refuse early, not after minutes.
+    early = meas.get("golden_class") if args.from_json else next(
+        (s.get("golden_class") for s in listing.get("subjects", []) if s.get("name") == args.subject), None)
+    if early and not args.matrix and not args.from_json:
+        # No --matrix: the matrices the class's golden records (its own command reruns), else default.
+        recorded = recorded_matrices(os.path.join(args.golden_dir, f"{early}.golden"))
+        if recorded:
+            log(f"  no --matrix: measuring the matrices {early}.golden records: {', '.join(recorded)}")
+            matrices = args.matrix = report["matrix"] = recorded
+    missing = fewer_matrices(args, early, matrices) if early else None
     # measure exits 1 when a case fails a class check or errors; the JSON says which, and
     # collect_measurements refuses with the details. Several matrices: their cases are pooled.
     for spec in ([] if args.from_json else matrices):
@@ -383,6 +375,7 @@ def cmd_regen(args):
     new, worst, above_ceiling = propose(pol, samples)
     golden_path = os.path.join(args.golden_dir, f"{cls}.golden")
     old = load_golden(golden_path)
+    missing = fewer_matrices(args, cls, matrices) if missing is None else missing
     old_entries = {k: v for k, v in (old or {"entries": {}})["entries"].items() if k[0] == cls}
     rows = diff_entries(old_entries, new, samples, worst)
     report["diff"] = rows
@@ -396,19 +389,15 @@ def cmd_regen(args):
     if loosened and not args.allow_loosen:
         raise Refusal("refusing to loosen or drop existing bounds without --allow-loosen \"reason\":\n  "
                       + "\n  ".join(loosened))
-    generator = "scripts/lcecheck_golden.py " + shlex.join(
-        ["regen", "--subject", args.subject]
-        + [a for spec in (args.from_json or matrices) for a in ("--from-json" if args.from_json else "--matrix", spec)]
-        + (["--arch", args.arch] if args.arch else []))
     provenance = [
-        f"generator: {generator}",
+        f"generator: {generator_command(args, REPO)}",
         (f"measured by: lcecheck (JSON files {', '.join(os.path.basename(p) for p in args.from_json)})"
-         if args.from_json else f"measured by: {lcecheck} measure --subject {args.subject} "
+         if args.from_json else f"measured by: {repo_relative(lcecheck, REPO)} measure --subject {args.subject} "
          + " and ".join(shlex.join(matrix_args(spec)) for spec in matrices) + " --json"),
         f"matrix: {', '.join(matrices)} ({len(meas['cases'])} cases), seeds {seed_summary(meas)}",
         f"policy: {os.path.relpath(args.policy, REPO)} (margins and analytic ceilings)",
         f"MPFR: {mpfr_version(listing, args.build)}",
-        f"commit: {git_commit()}",
+        f"commit: {git_commit(REPO)}",
         f"date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
         "device: " + (", ".join(f"{k} {v}" for k, v in device.items()) if device
                       else gpu_identity(args.arch) if args.arch
@@ -416,6 +405,8 @@ def cmd_regen(args):
     ]
     if loosened:
         provenance.append(f"loosened ({', '.join(loosened)}): {args.allow_loosen}")
+    if missing:
+        provenance.append(f"fewer matrices than before (without {', '.join(missing)}): {args.allow_fewer_matrices}")
     if args.allow_no_mutants:
         provenance.append(f"no mutants checked: {args.allow_no_mutants}")
     text = format_golden(new, provenance)
@@ -431,13 +422,21 @@ def cmd_regen(args):
         elif mutant_runs is not None:
             log(f"  class {cls} has no mutants: {args.allow_no_mutants}")
             report["mutants"] = []
-        else:
+        elif run_mutants:
             report["mutants"] = check_mutants(lcecheck, listing, cls, matrices, candidate, args.allow_no_mutants,
                                               args.jobs)
+    report["golden"] = golden_path
+    return text, report, new
+
+
+def cmd_regen(args):
+    text, report, new = regenerate(args)
+    golden_path = report["golden"]
+    if args.stage:  # diffed against the golden directory, written beside it for a later install
+        golden_path = report["golden"] = os.path.join(args.stage, os.path.basename(golden_path))
     if args.write:
         write_atomically(golden_path, text)
         report["written"] = True
-    report["golden"] = golden_path
     if args.json:
         print(json.dumps(report, indent=2))
     elif args.write:
@@ -473,33 +472,116 @@ def cmd_show(args):
     return 0
 
 
-def main(argv=None):
+def cmd_reproduce(args):
+    """Reruns the command each golden's header records (without writing) and compares: every entry
+    bit for bit and the generator line itself. --command-only checks the command is complete (it
+    names every option that shapes the file) without measuring anything."""
+    paths = args.golden or sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(REPO, "golden"))
+                                  for f in fs if f.endswith(".golden"))
+    paths = [os.path.abspath(p) for p in paths]
+    build = os.path.abspath(args.build)
+    os.chdir(REPO)  # the recorded commands run from the repository root, and name paths from there
+    failed, skipped = [], []
+    for path in paths:
+        where = os.path.relpath(path, REPO)
+        h = header(path)
+        try:
+            rec = parse_args(h["generator"])
+        except SystemExit:
+            failed.append(f"{where}: the generator does not parse: {h['text']}")
+            continue
+        problems = command_problems(path, h, rec, REPO)
+        if problems or args.command_only:
+            failed += [f"{where}: {p}" for p in problems]
+            log(f"{where}: command {'incomplete' if problems else 'complete'}: {h['text']}")
+            continue
+        if rec.arch and not rec.from_json:  # measured here: only on a GPU of that architecture
+            try:
+                gpu_identity(rec.arch)
+            except (Refusal, ToolError) as e:  # no GPU, or one of another architecture
+                skipped.append(f"{where}: {e}")
+                continue
+        rec.build, rec.jobs, rec.json = build, args.jobs, False
+        rec.allow_loosen = "reproduce: compared with the file, nothing written"  # a looser entry is a difference
+        log(f"{where}: rerunning its generator: {h['text']}")
+        try:
+            text, _, _ = regenerate(rec, run_mutants=False)
+        except Refusal as e:
+            failed.append(f"{where}: its generator refuses now: {e}")
+            continue
+        with tempfile.TemporaryDirectory(prefix="lcecheck-reproduce-") as tmp:
+            write_atomically(os.path.join(tmp, "g.golden"), text)
+            now = load_golden(os.path.join(tmp, "g.golden"))["entries"]
+        was = load_golden(path)["entries"]
+        differ = [" ".join(k) for k in sorted(set(was) | set(now), key=entry_order) if was.get(k) != now.get(k)]
+        if differ:
+            failed.append(f"{where}: {len(differ)} entries differ from a fresh run of its generator: "
+                          + ", ".join(differ[:8]) + (" ..." if len(differ) > 8 else ""))
+        else:
+            log(f"{where}: reproduced: {len(was)} entries bit for bit")
+    for s in skipped:
+        log(f"skipped (needs its GPU): {s}")
+    if failed:
+        raise Refusal("goldens not reproduced by the command in their header:\n  " + "\n  ".join(failed))
+    if skipped and len(skipped) == len(paths):
+        return 77  # nothing could be rerun on this machine (ctest's skip code)
+    done = len(paths) - len(skipped)
+    print(f"{done} golden{'s' if done != 1 else ''}: "
+          + ("every generator command complete" if args.command_only else "reproduced by their generator")
+          + (f"; {len(skipped)} skipped for want of their GPU" if skipped else ""))
+    return 0
+
+
+def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--golden-dir", help="directory of *.golden (default golden/, or golden/<arch>/)")
-    ap.add_argument("--policy", help="policy file (default policy.txt in the golden directory)")
-    ap.add_argument("--arch", help="GPU architecture of the goldens, e.g. sm_90 (GPU subjects)")
+    # The options of the golden set, accepted before the verb and (as older goldens recorded them)
+    # after it; the later word wins.
+    where = argparse.ArgumentParser(add_help=False)
+    for sup, parser in ((None, ap), (argparse.SUPPRESS, where)):
+        parser.add_argument("--golden-dir", default=sup, help="directory of *.golden (default golden/, or golden/<arch>/)")
+        parser.add_argument("--policy", default=sup, help="policy file (default policy.txt in the golden directory)")
+        parser.add_argument("--arch", default=sup, help="GPU architecture of the goldens, e.g. sm_90 (GPU subjects)")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("regen", help="measure, propose bounds, check ceilings and mutants, write")
+    r = sub.add_parser("regen", parents=[where], help="measure, propose bounds, check ceilings and mutants, write")
     r.add_argument("--subject", required=True)
     r.add_argument("--from-json", action="append", metavar="FILE",
                    help="measurements made elsewhere (lcecheck production/measure --json; repeatable), mutant "
                         "runs in them judged offline")
     r.add_argument("--matrix", action="append", metavar="NAME[@ORACLE]",
-                   help="matrix to measure (repeatable, pooled; default: default)")
+                   help="matrix to measure (repeatable, pooled; default: the matrices the golden records, "
+                        "else default)")
     r.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")
     r.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run each matrix (measure, and check for the mutants) as N lcecheck shards at once, "
                         "the cores shared out among them; the result is the same as with 1 (default 1)")
     r.add_argument("--write", action="store_true", help="replace golden/<class>.golden")
+    r.add_argument("--stage", metavar="DIR",
+                   help="write the golden into DIR instead (a GPU machine's results, installed later); the file "
+                        "is diffed against, and records, the golden directory")
     r.add_argument("--allow-loosen", metavar="REASON", help="permit looser or dropped bounds; recorded")
     r.add_argument("--allow-no-mutants", metavar="REASON",
                    help="a class without mutants (a baseline such as unfused-cuda); recorded")
+    r.add_argument("--allow-fewer-matrices", metavar="REASON",
+                   help="measure fewer matrices than the golden records (its bounds then fail the cases left "
+                        "out); recorded")
     r.add_argument("--json", action="store_true")
     s = sub.add_parser("show", help="print the committed goldens as a table")
     s.add_argument("--json", action="store_true")
     s.add_argument("--require", action="append", default=[], metavar="CLASS",
                    help="fail when golden/CLASS.golden is missing (repeatable)")
+    p = sub.add_parser("reproduce", help="rerun each golden's recorded generator and compare its entries")
+    p.add_argument("golden", nargs="*", help="golden files (default: every *.golden under golden/)")
+    p.add_argument("--command-only", action="store_true",
+                   help="only check that each recorded command is complete; measure nothing")
+    p.add_argument("--build", default=os.path.join(REPO, "build"), help="directory holding lcecheck")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="as for regen")
+    p.add_argument("--json", action="store_true", help="print refusals as JSON")
+    return ap
+
+
+def parse_args(argv):
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.arch is not None and not re.fullmatch(r"sm_[0-9]{2,3}", args.arch):
         ap.error(f"--arch wants sm_XY (e.g. sm_90), got '{args.arch}'")
@@ -509,8 +591,14 @@ def main(argv=None):
         args.golden_dir = os.path.join(REPO, "golden", *([args.arch] if args.arch else []))
     if args.policy is None:
         args.policy = os.path.join(args.golden_dir, "policy.txt")
+    args.golden_dir, args.policy = os.path.abspath(args.golden_dir), os.path.abspath(args.policy)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     try:
-        return {"regen": cmd_regen, "show": cmd_show}[args.cmd](args)
+        return {"regen": cmd_regen, "show": cmd_show, "reproduce": cmd_reproduce}[args.cmd](args)
     except Refusal as e:
         log(f"lcecheck_golden: REFUSED: {e}")
         if args.json:

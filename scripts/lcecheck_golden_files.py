@@ -223,3 +223,26 @@ def format_golden(entries, provenance):
 def entry_order(key):
     c, t, o, m = key
     return (c, DTYPES.index(t), OUTPUTS.index(o), METRICS.index(m))
+
+
+# ---- the mutant kill table (conformance/tests/mutant_kills.txt) ----------------------------------
+KILLS_MAGIC = "lcecheck-mutant-kills 1"
+
+
+def load_kill_table(path):
+    """{mutant name: [outputs]}: the outputs on which each catalogued mutant must fail in at least one
+    case (test_mutants holds the default matrix to them, regeneration the candidate goldens)."""
+    lines = read_text(path).split("\n")
+    if not lines or lines[0] != KILLS_MAGIC:
+        raise ToolError(f"{path}:1: first line must be '{KILLS_MAGIC}'")
+    table = {}
+    for no, line in enumerate(lines[1:], start=2):
+        tok = line.split()
+        if not tok or tok[0].startswith("#"):
+            continue
+        outs = tok[1].split(",") if len(tok) == 2 else []
+        if not outs or any(o not in OUTPUTS for o in outs) or tok[0] in table:
+            raise ToolError(f"{path}:{no}: malformed kill line: {line.strip()}")
+        table[tok[0]] = outs
+    return table
+

@@ -3,10 +3,13 @@ JSON, and a matrix split into `--shard i/N` processes run at once whose JSON is 
 unsharded run's. Matrix specs (NAME[@ORACLE], case=ID[@ORACLE]) become lcecheck arguments here."""
 import concurrent.futures
 import json
+import math
 import os
+import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 
 from lcecheck_golden_files import ToolError
@@ -16,18 +19,62 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_command(argv, check=True, env=None):
+class Progress:
+    """Cases done and time left over the lcecheck processes of one sweep (a matrix, perhaps in shards),
+    from their per-case progress lines on stderr ("[   k/n] status id ..."). Prints one line at most
+    every `every` seconds, and the last one when every process has reported its last case."""
+    LINE = re.compile(r"^\[\s*(\d+)/(\d+)\]")
+
+    def __init__(self, what, processes=1, every=10.0):
+        self.what, self.processes, self.every = what, processes, every
+        self.start = self.last = time.monotonic()
+        self.lock = threading.Lock()
+        self.seen = {}  # process key -> (done, total)
+
+    def line(self, key, text):
+        m = self.LINE.match(text)
+        if not m:
+            return
+        with self.lock:
+            self.seen[key] = (int(m.group(1)), int(m.group(2)))
+            done, total = (sum(v[i] for v in self.seen.values()) for i in (0, 1))
+            now = time.monotonic()
+            if now - self.last < self.every and done < total:
+                return
+            self.last = now
+            elapsed = now - self.start
+            left = elapsed * (total - done) / done if done else math.inf
+            shards = f" ({len(self.seen)} of {self.processes} shards counted)" if len(self.seen) < self.processes else ""
+            log(f"  progress {self.what}: {done}/{total} cases{shards}, {elapsed:.0f} s elapsed, "
+                + (f"~{left:.0f} s left" if math.isfinite(left) else "time left unknown"))
+
+
+def run_command(argv, check=True, env=None, progress=None):
     """Runs argv, printing it first (with OMP_NUM_THREADS when env sets it, so that the line reruns
-    what ran); returns (exit code, stdout, stderr)."""
+    what ran); returns (exit code, stdout, stderr). With a Progress, stderr is read as it comes and its
+    per-case lines feed it (a sweep of minutes says how far it is)."""
     threads = (env or {}).get("OMP_NUM_THREADS")
     log("+ " + (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(argv))
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, env=env)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     except OSError as e:
         raise ToolError(f"cannot run {argv[0]}: {e}")
+    err_lines = []
+
+    def read_stderr():
+        for text in p.stderr:
+            err_lines.append(text)
+            if progress is not None:
+                progress.line(id(p), text)
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    out = p.stdout.read()
+    p.wait()
+    reader.join()
+    err = "".join(err_lines)
     if check and p.returncode != 0:
-        raise ToolError(f"{shlex.join(argv)} exited with {p.returncode}:\n{p.stderr.strip()}")
-    return p.returncode, p.stdout, p.stderr
+        raise ToolError(f"{shlex.join(argv)} exited with {p.returncode}:\n{err.strip()}")
+    return p.returncode, out, err
 
 
 def usable_cores():
@@ -49,13 +96,16 @@ def run_sharded(argv, jobs):
     (nothing to split), runs argv unsharded. The MPFR oracle is single-threaded, so one process per core fills a machine; the
     host subjects and case generation run OpenMP threads, which get the cores left per shard
     (omp_threads) lest jobs x cores threads compete."""
-    if jobs <= 1 or "--case" in argv:
-        return [("",) + run_command(argv, check=False)]
+    sharded = jobs > 1 and "--case" not in argv
+    progress = Progress(" ".join(argv[1:argv.index("--json")] if "--json" in argv else argv[1:]),
+                        processes=jobs if sharded else 1)
+    if not sharded:
+        return [("",) + run_command(argv, check=False, progress=progress)]
     env = dict(os.environ, OMP_NUM_THREADS=str(omp_threads(jobs)))
 
     def run_shard(i):
         start = time.monotonic()
-        result = run_command(argv + ["--shard", f"{i}/{jobs}"], check=False, env=env)
+        result = run_command(argv + ["--shard", f"{i}/{jobs}"], check=False, env=env, progress=progress)
         log(f"  shard {i}/{jobs} finished: exit {result[0]} after {time.monotonic() - start:.1f} s")
         return (f"shard {i}/{jobs}",) + result
 

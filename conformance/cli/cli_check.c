@@ -22,6 +22,7 @@ typedef struct tally {
   double worst_pct[LCE_OUT_COUNT][LCE_PREC_COUNT];
   lce_metric worst_pct_metric[LCE_OUT_COUNT][LCE_PREC_COUNT];
   double worst[LCE_OUT_COUNT][LCE_PREC_COUNT][LCE_METRIC_COUNT];
+  int defined[LCE_OUT_COUNT][LCE_PREC_COUNT][LCE_METRIC_COUNT]; /* some case measured it */
   int seen[LCE_OUT_COUNT][LCE_PREC_COUNT];
 } tally;
 
@@ -36,7 +37,9 @@ static void tally_add(tally *t, const lce_case_result *r) {
     t->seen[o][d] = 1;
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       double x = fabs(ov->metrics.v[m]);
-      if (x > t->worst[o][d][m]) t->worst[o][d][m] = x;
+      if (ov->metrics.undefined[m]) continue; /* not measured: neither a value nor a budget */
+      t->defined[o][d][m] = 1;
+      if (x > t->worst[o][d][m] || isnan(x)) t->worst[o][d][m] = x;
       int trivial = m == LCE_METRIC_ULPFRAC && ov->bound[m] >= 1.0; /* a fraction bounded by the whole */
       if (!trivial && ov->budget_pct[m] > t->worst_pct[o][d]) {
         t->worst_pct[o][d] = ov->budget_pct[m];
@@ -81,15 +84,21 @@ static void print_budget_table(const tally *t) {
   }
 }
 
+/* A metric no case of the (output, dtype) defined (too few elements, or an output judged by its class
+ * checks only: lce_metrics.h) prints as "-", never as a measured 0; the JSON carries null. */
 static void print_metric_table(const tally *t) {
-  printf("\nworst measured error per output and dtype (|bias| for bias):\n%-12s %-5s", "output", "dtype");
+  printf("\nworst measured error per output and dtype (|bias| for bias; -: undefined in every case):\n%-12s %-5s",
+         "output", "dtype");
   for (int m = 0; m < LCE_METRIC_COUNT; m++) printf(" %11s", lce_metric_name((lce_metric)m));
   printf("\n");
   for (int o = 0; o < LCE_OUT_COUNT; o++)
     for (int d = 0; d < LCE_PREC_COUNT; d++) {
       if (!t->seen[o][d]) continue;
       printf("%-12s %-5s", lce_output_name((lce_output_id)o), lce_precision_name((lce_precision)d));
-      for (int m = 0; m < LCE_METRIC_COUNT; m++) printf(" %11.3e", t->worst[o][d][m]);
+      for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+        if (t->defined[o][d][m]) printf(" %11.3e", t->worst[o][d][m]);
+        else printf(" %11s", "-");
+      }
       printf("\n");
     }
 }

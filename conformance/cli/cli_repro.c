@@ -1,5 +1,6 @@
 /* cli_repro.c — `lcecheck repro [--subject S] ID`: one case in full detail — the case, the oracle's
  * certification, and for every output the class check, each metric, its bound and budget. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,13 +76,21 @@ int cli_repro(void) {
         const lce_output_verdict *ov = &r.verdict.out[o];
         if (!ov->judged) continue;
         const char *name = lce_output_name((lce_output_id)o);
+        const char *cls = ov->class_ok ? "ok" : "FAIL";
         if (!ov->class_ok) printf("%-12s %-6s %s\n", name, "FAIL", ov->class_msg);
-        printf("%-12s %-6s %-10s %12.4e\n", name, ov->class_ok ? "ok" : "FAIL", "cond", ov->metrics.cond);
+        if (isnan(ov->metrics.cond)) { /* class checks only: no metric exists for this output */
+          printf("%-12s %-6s %s\n", name, cls, "(class checks only, no metrics)");
+          continue;
+        }
+        printf("%-12s %-6s %-10s %12.4e\n", name, cls, "cond", ov->metrics.cond);
         for (int m = 0; m < LCE_METRIC_COUNT; m++) {
-          if (ov->metrics.v[m] != ov->metrics.v[m]) continue; /* NaN: metric not computed for this output */
-          printf("%-12s %-6s %-10s %12.4e %12.4e %8.1f%%  %s\n", name, ov->class_ok ? "ok" : "FAIL",
-                 lce_metric_name((lce_metric)m), ov->metrics.v[m], ov->bound[m], ov->budget_pct[m],
-                 ov->metric_ok[m] ? "ok" : "OVER");
+          if (ov->metrics.undefined[m]) { /* lce_metrics.h: too few elements, reported and not bounded */
+            printf("%-12s %-6s %-10s %12s %12s %9s  %s\n", name, cls, lce_metric_name((lce_metric)m), "undefined",
+                   "-", "-", "not bounded");
+            continue;
+          }
+          printf("%-12s %-6s %-10s %12.4e %12.4e %8.1f%%  %s\n", name, cls, lce_metric_name((lce_metric)m),
+                 ov->metrics.v[m], ov->bound[m], ov->budget_pct[m], ov->metric_ok[m] ? "ok" : "OVER");
         }
       }
       printf("\n%s\n", r.verdict.summary);

@@ -267,10 +267,14 @@ static lce_code check_shapes(const lce_case *c, const lce_oracle_result *ref, lc
   return LCE_OK;
 }
 
-/* The start of every judged output's verdict, on either path. */
+/* The start of every judged output's verdict, on either path. An output judged by its class checks
+ * only (the untied embedding's gradient, the loss of reduction none) keeps every metric, its cond
+ * and its bounds undefined: reported as undefined, never as a measured 0. */
 static void begin_output(lce_output_verdict *ov) {
   ov->judged = ov->class_ok = ov->pass = 1;
-  for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1;
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1, ov->bound[m] = NAN;
+  lce_metrics_undefined(&ov->metrics);
+  ov->metrics.cond = NAN;
 }
 
 /* Metrics from the comparison, then the bounds: the same step on the host and the device path. */

@@ -46,6 +46,10 @@ static void mark_undefined(lce_metric_values *mv) {
     mv->undefined[LCE_METRIC_ULPFRAC] = 1, mv->v[LCE_METRIC_ULPFRAC] = NAN;
 }
 
+void lce_metrics_undefined(lce_metric_values *mv) {
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) mv->undefined[m] = 1, mv->v[m] = NAN;
+}
+
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
                       const unsigned char *mask, lce_comparison *cmp) {
   lce_dtype fmt = lce_output_format(c, o);
@@ -99,8 +103,8 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   mv->cond = rr > 0 && m2 > 0 ? fmax(1.0, sqrt(m2 / rr)) : 1.0;
   mv->neff = cmp->sum_r4 > 0 ? rr * rr / cmp->sum_r4 : 0.0;
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
-  if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no statistic exists */
-    mark_undefined(mv);
+  if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no metric exists */
+    lce_metrics_undefined(mv);
     return;
   }
   mv->v[LCE_METRIC_ULPFRAC] = mv->well_conditioned ? (double)cmp->beyond_ulps / (double)mv->well_conditioned : 0.0;

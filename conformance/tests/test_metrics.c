@@ -202,6 +202,25 @@ static void test_inconclusive_and_mask(void) {
   vec_free(&f);
 }
 
+/* Nothing judged (every element masked out or inconclusive, as lse of an all-ignored batch): no
+ * metric exists, so all four are undefined (NaN, flagged), never a measured 0. */
+static void test_nothing_judged(void) {
+  vec_fixture f;
+  vec_init(&f, 8);
+  for (int i = 0; i < 8; i++) vec_set(&f, i, R[i], R[i] * 2, 1.0);
+  unsigned char none[8] = {0};
+  lce_metric_values mv = vec_metrics(&f, none);
+  EXPECT(mv.judged == 0, "judged %lld, expected 0", (long long)mv.judged);
+  for (int m = 0; m < LCE_METRIC_COUNT; m++)
+    EXPECT(mv.undefined[m] && isnan(mv.v[m]), "nothing judged: %s must be undefined, got %g (flag %d)",
+           lce_metric_name((lce_metric)m), mv.v[m], mv.undefined[m]);
+  lce_metric_values all;
+  lce_metrics_undefined(&all);
+  for (int m = 0; m < LCE_METRIC_COUNT; m++)
+    EXPECT(all.undefined[m] && isnan(all.v[m]), "lce_metrics_undefined left %s defined", lce_metric_name((lce_metric)m));
+  vec_free(&f);
+}
+
 /* Edge cases: all-zero reference, zero mag, non-finite values on either side. */
 static void test_edges(void) {
   vec_fixture f;
@@ -293,6 +312,7 @@ int main(void) {
   test_ulpfrac();
   test_condition();
   test_inconclusive_and_mask();
+  test_nothing_judged();
   test_edges();
   test_compensated_sums();
   test_zero_reference_both_paths();

@@ -134,7 +134,7 @@ class RegenTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         text = lcecheck_golden.read_text(self.golden_path())
         self.assertTrue(text.startswith("lcecheck-golden 1\n"))
-        for needle in ("# generator: scripts/lcecheck_golden.py regen --subject fused-host",
+        for needle in ("# generator: scripts/lcecheck_golden.py ", " regen --subject fused-host --matrix default\n",
                        "# MPFR: 4.2.0", "# commit: ", "# date: ", "seeds 1..3",
                        "# device: host (fused-host emulation)"):
             self.assertIn(needle, text)
@@ -235,7 +235,8 @@ class RegenTest(unittest.TestCase):
         self.configure(cases=self.SHARD_CASES, shard_rc={"1/3": 2})
         p = self.regen("--write", "--jobs", "3")
         self.assertEqual(p.returncode, 2, p.stderr)
-        self.assertIn("--json (shard 1/3) exited with 2:\nfake lcecheck: shard 1/3 broke", p.stderr)
+        self.assertIn("--json (shard 1/3) exited with 2:\n", p.stderr)
+        self.assertIn("\nfake lcecheck: shard 1/3 broke", p.stderr)
         self.assertFalse(os.path.exists(self.golden_path()))
 
     def test_mutant_failing_in_one_shard_is_killed_and_passing_in_all_survives(self):
