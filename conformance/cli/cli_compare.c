@@ -1,7 +1,7 @@
 /* cli_compare.c — `lcecheck compare --subjects A,B[,C...]`: several subjects on the same case,
  * against one oracle run.
  *
- *   lcecheck compare --subjects A,B[,C...] [--case ID | --matrix M] [--oracle mpfr|fp64-gpu]
+ *   lcecheck compare --subjects A,B[,C...] [--case ID | --matrix M] [--oracle fast|mpfr|fp64-gpu]
  *                    [--predict-factor F [--predict-outputs O,...] [--predict-precisions P,...]]
  *                    [--json] [--quiet]
  *

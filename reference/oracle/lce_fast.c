@@ -17,15 +17,7 @@
  * A = sum_n term_nj |h_nk|. mag and emag are tier 0's sums (term + floor, cond term + floor, plus
  * gemm_floor; cond_n = 1 + the row's largest logit scale), regrouped: equal to tier 0's to rounding.
  *
- * Exact zeros. A column k of W holding one finite value c makes d_hidden[n, k] = c sum_v DS_v for
- * the exact DS. Without softcap (ds = dz), sum_v DZ_v = g ((1 - e) w_y (sum_v P_v - 1) +
- * (e / V) (SW sum_v P_v - sum_v w_v) + 2 lambda lse sum_v P_v) = 2 g lambda lse, since sum_v P_v = 1
- * and SW = sum_v w_v exactly (tier 0's lce_row_dz, lce_oracle_loss.c); so without softcap and z-loss,
- * or when c = 0, d_hidden[n, k] is exactly 0 for every active row. It is reported as 0 with err
- * 2^-1074 (decisive: below every format's smallest subnormal), not err 0: the judge reads value 0
- * with err 0 as a zero the subject must reproduce exactly (lce_judge.c, check_exact), which a
- * subject's rounded sum of ds_v W_vk is not, and tier 0 never reports it so either (its sum is
- * rounded at 160 bits: ~1e-60 within ~1e-58). Its mag and emag stay tier 0's.
+ * Exact zeros of d_hidden: the constant columns of W (lce_zero_d_hidden_columns, lce_oracle_internal.h).
  *
  * Reduction. sum_n W_n (mean's divisor) by Sum2 (exact without class weights), g = grad_output / SW
  * within g_rel = 1.01 (sw_rel + u); the loss is Sum2 of the token losses with the sum of their bounds,
@@ -147,15 +139,7 @@ static lce_code load(fast_work *w, lce_status *st) {
     w->w[i] = input(c, wt, i);
     if (!isfinite(w->w[i])) w->bad_w = 1;
   }
-  /* A column k of W holding one finite value c: d_hidden[n, k] = c sum_v DS_v exactly, and
-   * sum_v DS_v = 0 exactly without softcap and z-loss (run_row). */
-  const int zero_sum = c->softcap == 0 && lce_case_z_loss(c) == 0.0;
-  for (int64_t k = 0; k < H && V > 0; k++) {
-    const double c0 = w->w[k];
-    int same = isfinite(c0);
-    for (int64_t v = 1; v < V && same; v++) same = w->w[v * H + k] == c0;
-    w->col_zero[k] = (unsigned char)(same && (c0 == 0.0 || zero_sum));
-  }
+  lce_zero_d_hidden_columns(c, w->w, w->col_zero); /* exact zeros of d_hidden */
   for (int64_t n = 0; n < N; n++) w->lsb_h[n] = row_lsb(w->hidden + n * H, H);
   for (int64_t v = 0; v < V; v++) {
     w->lsb_w[v] = row_lsb(w->w + v * H, H);
@@ -255,8 +239,8 @@ static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double
   const double cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   for (int64_t k = 0; k < H; k++) {
     const double mag = t1[k] + fl * w->w1[k], emag = cond * t1[k] + fl * w->w1[k] + gf;
-    if (w->col_zero[k]) { /* exactly 0 (load); err 2^-1074, not 0 (see the top of this file) */
-      put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, FAST_TINY, mag, emag);
+    if (w->col_zero[k]) { /* exactly 0, err 2^-1074 (lce_zero_d_hidden_columns) */
+      put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, LCE_EXACT_ZERO_ERR, mag, emag);
       continue;
     }
     const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V);

@@ -209,6 +209,7 @@ typedef struct oracle_work {
   double sw_rel;
   const lce_oracle_subset *sub; /* NULL: every element (lce_oracle_run_subset) */
   int all_rows;             /* every token's forward is needed */
+  unsigned char *col_zero;  /* [h] d_hidden[n, k] exactly 0 (lce_zero_d_hidden_columns) */
 } oracle_work;
 
 static void work_free(oracle_work *w) {
@@ -216,6 +217,7 @@ static void work_free(oracle_work *w) {
   free(w->w);
   free(w->hidden_t);
   free(w->w_t);
+  free(w->col_zero);
   lce_mp_array_free(&w->hidden_mp);
   lce_mp_array_free(&w->w_mp);
   lce_mp_array_free(&w->hidden_mp_t);
@@ -253,7 +255,8 @@ static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_wor
   w->hidden_t = malloc((size_t)nh * sizeof *w->hidden_t);
   w->w_t = malloc((size_t)vh * sizeof *w->w_t);
   w->bad_h = calloc((size_t)c->n, 1);
-  LCE_CHECK(st, w->hidden && w->w && w->hidden_t && w->w_t && w->bad_h, LCE_ENOMEM,
+  w->col_zero = calloc((size_t)c->h, 1);
+  LCE_CHECK(st, w->hidden && w->w && w->hidden_t && w->w_t && w->bad_h && w->col_zero, LCE_ENOMEM,
             "out of memory loading the oracle's inputs");
   for (int64_t i = 0; i < nh; i++) {
     w->hidden[i] = input(c, in->hidden, i);
@@ -263,6 +266,7 @@ static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_wor
     w->w[i] = input(c, wt, i);
     if (!isfinite(w->w[i])) w->bad_w = 1;
   }
+  lce_zero_d_hidden_columns(c, w->w, w->col_zero);
   const mpfr_prec_t dp = lce_dtype_precision(c->dtype);
   LCE_TRY(lce_mp_array_init(&w->hidden_mp, nh, dp, st));
   LCE_TRY(lce_mp_array_init(&w->w_mp, vh, dp, st));
@@ -395,6 +399,7 @@ static void row_backward(oracle_ctx *cx, int64_t n, int64_t y, double g_rel, dou
     double e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_err, w->dz_row_mag, w->dz_row_emag, &emag,
                                     w->w_mp_t.x + k * V, w->w_t + k * V, V, &w->prod, &mag);
     if (mpfr_underflow_p()) e = INFINITY;
+    if (w->col_zero[k]) mpfr_set_zero(w->out, 1), e = LCE_EXACT_ZERO_ERR; /* proven 0, not the sum's ~1e-49 */
     finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
     cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = emag + gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   }

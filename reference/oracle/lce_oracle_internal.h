@@ -107,6 +107,19 @@ static inline double lce_mul_d_err(mpfr_ptr r, mpfr_srcptr a, double ea, double 
   return mpfr_mul_d(r, a, d, MPFR_RNDN) ? lce_add_up(e, lce_half_ulp(r, p)) : e;
 }
 
+/* Exact zeros of d_hidden (both tiers). A column k of W holding one finite value c makes
+ * d_hidden[n, k] = c sum_v DS_v for the exact DS. Without softcap (ds = dz), sum_v DZ_v =
+ * g ((1 - e) w_y (sum_v P_v - 1) + (e / V) (SW sum_v P_v - sum_v w_v) + 2 lambda lse sum_v P_v) =
+ * 2 g lambda lse, since sum_v P_v = 1 and SW = sum_v w_v exactly (lce_row_dz, lce_oracle_loss.c); so
+ * without softcap and z-loss, or when c = 0, d_hidden[n, k] is exactly 0 for every active row.
+ * Both tiers report it as 0 with err 2^-1074 (decisive: below every format's smallest subnormal),
+ * not err 0: the judge reads value 0 with err 0 as a zero the subject must reproduce exactly
+ * (lce_judge.c, check_exact), which a subject's rounded sum of ds_v W_vk is not. Tier 0's own sum
+ * would be ~1e-49 within ~1e-48: inconclusive for fp32, whose subnormal ulp is 2^-149.
+ * lce_zero_d_hidden_columns sets col_zero[k] for those columns of w ([v*h] doubles). */
+#define LCE_EXACT_ZERO_ERR 0x1p-1074
+void lce_zero_d_hidden_columns(const lce_case *c, const double *w, unsigned char *col_zero);
+
 /* ---- one token row: logits, lse, loss and dz (lce_oracle_forward.c, lce_oracle_loss.c) --------- */
 
 /* The case's loss options as the row math uses them (lce_case.h): e and lambda are the doubles

@@ -38,8 +38,8 @@ typedef struct lce_reference {
 } lce_reference;
 
 typedef struct lce_reference_tier {
-  const char *name; /* "mpfr", "fp64-gpu" */
-  int level;        /* 0, 2 */
+  const char *name; /* "mpfr", "fast", "fp64-gpu" */
+  int level;        /* 0, 1, 2 */
   const char *what; /* one line for `lcecheck list` */
   int (*available)(char *why, size_t size);
   lce_code (*prepare)(const lce_case *c, const lce_tensors *in, lce_ref_mode mode, lce_reference *ref,
@@ -54,7 +54,7 @@ const lce_reference_tier *lce_reference_tier_at(size_t i);
 /* The tier called name ("mpfr", "fp64-gpu"), also in builds that lack it (its available() then
  * says why); NULL when no tier has that name. */
 const lce_reference_tier *lce_reference_tier_find(const char *name);
-const lce_reference_tier *lce_reference_tier_default(void); /* tier 0 */
+const lce_reference_tier *lce_reference_tier_default(void); /* tier 1, fast */
 
 /* tier->prepare with the bookkeeping every tier shares (zeroed ref, the tier, the case, timing). A
  * tier that is not available answers LCE_ENODEV with its reason. */
