@@ -23,11 +23,15 @@
  * within g_rel = 1.01 (sw_rel + u); the loss is Sum2 of the token losses with the sum of their bounds,
  * divided for the mean as tier 0 does (lce_oracle.c, run_loss). */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lce_fast_internal.h"
 #include "lce_parallel.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ---- certification ---------------------------------------------------------------------------- */
 
@@ -412,6 +416,12 @@ static lce_code escalate(fast_work *w, lce_fast_stats *stats, lce_status *st) {
   }
   if (stats) stats->escalated = count, stats->recomputed_rows = any ? rows : 0;
   if (!any) goto done;
+  lce_fast_cost cost;
+  lce_fast_estimate(c, NULL, &cost);
+  if (cost.escalation_bytes > lce_available_memory()) { /* tier 0 would not fit: they stay inconclusive */
+    if (stats) stats->unescalated = count, stats->escalated = stats->recomputed_rows = 0;
+    goto done;
+  }
   /* The rows tier 0 recomputes take tier 1's logits where those are proven exact (most bf16 and
    * fp16 rows): tier 0 then skips its h MPFR products per logit, with the same results. */
   double *logits = malloc((size_t)(N * V) * sizeof *logits);
@@ -458,17 +468,57 @@ static void count_elements(lce_oracle_result *res) {
   }
 }
 
-/* Rows in flight when the options leave it to tier 1: their ds and terms in about 64 MiB. */
-static int64_t default_block(const lce_case *c) {
-  const int64_t rows = ((int64_t)64 << 20) / (16 * (c->v > 0 ? c->v : 1));
-  return rows < 16 ? 16 : rows;
+/* ---- cost --------------------------------------------------------------------------------------- */
+
+/* Rows in flight: the options' count, else their ds and terms in about 64 MiB (at least 16 rows). */
+static int64_t block_rows(const lce_case *c, const lce_fast_options *opt) {
+  int64_t rows = ((int64_t)64 << 20) / (16 * (c->v > 0 ? c->v : 1));
+  if (rows < 16) rows = 16;
+  if (opt && opt->block_rows > 0) rows = opt->block_rows;
+  return rows > c->n ? (c->n > 0 ? c->n : 1) : rows;
+}
+
+void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_cost *cost) {
+  const double N = (double)c->n, H = (double)c->h, V = (double)c->v;
+  double out = 0.0; /* the result: value, err, mag, emag, rounded and a flag per element */
+  for (int o = 0; o < LCE_OUT_COUNT; o++) out += (double)lce_output_count(c, (lce_output_id)o);
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  cost->block_rows = block_rows(c, opt);
+  cost->macs = 3.0 * N * H * V;
+  cost->bytes = 41.0 * out + 8.0 * (N + V) * H + 100.0 * N + 4.0 * V + 16.0 * (double)cost->block_rows * V +
+                (double)threads * 8.0 * (5.0 * V + 4.0 * H);
+  /* Tier 0 (lce_oracle.c): hidden and W as doubles twice and as MPFR numbers of the dtype's
+   * precision twice (32 bytes + a limb each), dz of every row at 160 bits (32 + 24 bytes) with
+   * three doubles, its result; and tier 1's masks and exact logits handed to it. */
+  cost->escalation_bytes = 96.0 * (N + V) * H + 80.0 * N * V + 41.0 * out + (N + N * H + V * H) + 8.0 * N * V;
+}
+
+double lce_available_memory(void) {
+  const char *limit = getenv("LCE_MEMORY_LIMIT");
+  if (limit && *limit) return strtod(limit, NULL);
+  FILE *f = fopen("/proc/meminfo", "r");
+  double kib = -1.0;
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+  if (f) fclose(f);
+  return kib >= 0.0 ? kib * 1024.0 : INFINITY;
 }
 
 static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_stats *stats, lce_status *st) {
   const lce_case *c = w->c;
   const int64_t N = c->n, H = c->h, V = c->v;
-  w->block = opt->block_rows > 0 ? opt->block_rows : default_block(c);
-  if (w->block > N) w->block = N > 0 ? N : 1;
+  lce_fast_cost cost;
+  lce_fast_estimate(c, opt, &cost);
+  const double avail = lce_available_memory();
+  LCE_CHECK(st, cost.bytes <= avail, LCE_ENOMEM,
+            "tier 1 needs ~%.1f MiB for this case (%.3g multiply-adds; inputs in double, the result at 41 bytes an "
+            "element, %lld rows in flight) and %.1f MiB are available: run it on a machine with more memory, or "
+            "judge it with --oracle fp64-gpu", cost.bytes / 0x1p20, cost.macs, (long long)cost.block_rows, avail / 0x1p20);
+  w->block = cost.block_rows;
   LCE_TRY(load(w, st));
   LCE_TRY(lce_oracle_result_alloc(c, w->res, "tier 1", st));
   fast_opts_init(&w->opts, c, w->in->class_weight);

@@ -23,6 +23,7 @@ typedef struct lce_fast_stats {
   int64_t recomputed_rows; /* token forwards tier 0 ran for them (all N when a d_weight or the loss escalated) */
   int64_t inexact_logits;  /* logits not proven exact in plain double (compensated instead) */
   int64_t logits;
+  int64_t unescalated;     /* undecided elements left so: tier 0 would not fit in memory */
 } lce_fast_stats;
 
 typedef struct lce_fast_options {
@@ -32,8 +33,24 @@ typedef struct lce_fast_options {
                        * The results are the same bits for any value. */
 } lce_fast_options;
 
-/* Runs forward and backward; rejects invalid cases or tensors with LCE_EINVAL before computing.
- * stats may be NULL. */
+/* What a case costs tier 1, estimated from its shape before anything is allocated. */
+typedef struct lce_fast_cost {
+  double bytes;            /* peak memory of tier 1 itself: inputs in double, the result, the rows in flight */
+  double escalation_bytes; /* what tier 0 allocates for the case when some element escalates to it */
+  double macs;             /* 3 N H V multiply-adds (logits, d_hidden, d_weight) */
+  int64_t block_rows;      /* token rows in flight */
+} lce_fast_cost;
+
+void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_cost *cost);
+
+/* Bytes of memory this process may still take: $LCE_MEMORY_LIMIT when set (bytes, for tests and
+ * shared machines), else the kernel's MemAvailable; +Inf when neither is known. */
+double lce_available_memory(void);
+
+/* Runs forward and backward; rejects invalid cases or tensors with LCE_EINVAL before computing, and
+ * a case whose estimate (lce_fast_estimate) exceeds lce_available_memory with LCE_ENOMEM and the
+ * estimate. Elements that would escalate when tier 0's estimate for the case exceeds the memory
+ * left stay undecided (inconclusive, counted in stats). stats may be NULL. */
 lce_code lce_fast_run_opts(const lce_case *c, const lce_tensors *in, const lce_fast_options *opt,
                            lce_oracle_result *res, lce_fast_stats *stats, lce_status *st);
 /* The same with escalation and the automatic block. */

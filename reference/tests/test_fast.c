@@ -9,9 +9,11 @@
  *   - tier 1 is as decisive as tier 0 (escalation), and without escalation its own bound already
  *     decides most elements;
  *   - the same bits with 1 and 4 threads, and with 5 token rows in flight instead of all;
+ *   - with memory for tier 1 but not for tier 0 ($LCE_MEMORY_LIMIT), undecided elements stay so;
  * and a negative control: the tier-1 values pushed by 3x their bound must fail the bound check.
  * Prints the elements compared, the worst |fast - mpfr| / (err_fast + err_mpfr) and escalations.
  * Seed: $LCE_TEST_SEED (default 1); failures print the case id. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,7 @@
 #include "lce_oracle_internal.h"
 #include "lce_test.h"
 
-static int64_t compared, escalated, undecided_alone, total_alone, undecided_by[LCE_OUT_COUNT];
+static int64_t unescalated_checked, compared, escalated, undecided_alone, total_alone, undecided_by[LCE_OUT_COUNT];
 static double worst_ratio;
 
 static void gen(const lce_case *c, lce_tensors *t) {
@@ -114,6 +116,23 @@ static void check_case(const lce_case *c) {
     if (isfinite(dh->value[i]) && dh->err[i] > m.out[LCE_OUT_D_HIDDEN].err[i] && dh->err[i] > 0)
       dh->value[i] += 3.0 * dh->err[i], moved++;
   if (moved) EXPECT(compare(c, &f0, &m, 0) == moved, "negative control: %lld moved values, not all caught", (long long)moved);
+  /* With memory for tier 1 but not for tier 0, the undecided elements stay undecided (counted). */
+  lce_fast_cost cost;
+  lce_fast_estimate(c, NULL, &cost);
+  if (stats.escalated > 0 && cost.bytes < cost.escalation_bytes) {
+    char limit[64];
+    snprintf(limit, sizeof limit, "%.0f", cost.bytes);
+    setenv("LCE_MEMORY_LIMIT", limit, 1);
+    lce_oracle_result u;
+    lce_fast_stats su;
+    EXPECT(lce_fast_run(c, &t, &u, &su, &st) == LCE_OK, "tier 1 without room for tier 0: %s", st.msg);
+    EXPECT(su.unescalated == stats.escalated && su.escalated == 0 && u.decisive == f0.decisive,
+           "without room for tier 0: %lld left undecided, %lld escalated, decisive %lld (tier 1 alone %lld)",
+           (long long)su.unescalated, (long long)su.escalated, (long long)u.decisive, (long long)f0.decisive);
+    unsetenv("LCE_MEMORY_LIMIT");
+    lce_oracle_free(&u);
+    unescalated_checked++;
+  }
   /* The same bits in rows of 5 at a time (several blocks, the last one short). */
   const lce_fast_options blocks = {1, 5};
   lce_oracle_result g;
@@ -227,6 +246,7 @@ int main(void) {
   for (int o = 0; o < LCE_OUT_COUNT; o++)
     if (undecided_by[o]) printf("  undecided without escalation: %lld %s\n", (long long)undecided_by[o], lce_output_name(o));
   EXPECT(compared > 100000, "only %lld elements compared", (long long)compared);
+  EXPECT(unescalated_checked > 0, "no case escalated: the memory refusal of tier 0 went unchecked");
   EXPECT(worst_ratio > 0.0, "no element differs from tier 0: the comparison is vacuous");
   return lce_test_finish("test_fast");
 }
