@@ -11,10 +11,16 @@
  *   ratios        tier 1 / plain double and tier 1 / tier 0, side by side, from the rates above
  *   per matrix    tier 1 over every case of each named matrix (default: default and wide): the
  *                 fraction of elements it escalated to tier 0, and its seconds
+ *   --threads     tier 1 at each thread count listed: seconds, speedup, and the same bits or not
+ *                 (exit 1 when not)
  * Usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | --matrices none]. Progress
  * goes to stderr; the table (or one JSON object with --json) to stdout. Timings are printed, never
  * asserted: not a ctest. */
+#include <math.h>
 #include <mpfr.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,25 +57,45 @@ static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total) 
   return dt;
 }
 
-/* Seconds for one tier-1 run of c; exits on error. */
-static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats) {
+/* FNV-1a over every field of every element of r: equal hashes, same bits. */
+static uint64_t result_hash(const lce_oracle_result *r) {
+  uint64_t h = 1469598103934665603ull;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_ref_output *x = &r->out[o];
+    const size_t n = (size_t)x->count * sizeof(double);
+    const unsigned char *fields[6] = {(const void *)x->value, (const void *)x->err, (const void *)x->mag,
+                                      (const void *)x->emag, (const void *)x->rounded, x->decisive};
+    for (int f = 0; f < 6 && x->count > 0; f++)
+      for (size_t i = 0; i < (f == 5 ? (size_t)x->count : n); i++) h = (h ^ fields[f][i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+/* Seconds for a tier-1 run of c (best of three: the machine may be shared), and its result's hash;
+ * exits on error. */
+static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats, uint64_t *hash) {
   lce_tensors t;
-  lce_oracle_result r;
   lce_status st = {0};
   if (lce_case_generate(c, &t, &st) != LCE_OK) {
     fprintf(stderr, "bench_oracle: %s\n", st.msg);
     exit(1);
   }
-  double t0 = lce_now_seconds();
-  const lce_fast_options opt = {escalate, 0};
-  if (lce_fast_run_opts(c, &t, &opt, &r, stats, &st) != LCE_OK) {
-    fprintf(stderr, "bench_oracle: %s\n", st.msg);
-    exit(1);
+  double best = INFINITY;
+  for (int rep = 0; rep < 3; rep++) {
+    lce_oracle_result r;
+    double t0 = lce_now_seconds();
+    const lce_fast_options opt = {escalate, 0};
+    if (lce_fast_run_opts(c, &t, &opt, &r, stats, &st) != LCE_OK) {
+      fprintf(stderr, "bench_oracle: %s\n", st.msg);
+      exit(1);
+    }
+    double dt = lce_now_seconds() - t0;
+    if (dt < best) best = dt;
+    if (hash) *hash = result_hash(&r);
+    lce_oracle_free(&r);
   }
-  double dt = lce_now_seconds() - t0;
-  lce_oracle_free(&r);
   lce_tensors_free(&t);
-  return dt;
+  return best;
 }
 
 /* Tier 1 over every case of a matrix: elements escalated, elements, seconds, cases. */
@@ -173,9 +199,32 @@ static double rate_exact_sum(long macs) {
   return (double)(rounds * K) / dt;
 }
 
+/* Tier 1 (with escalation) at each thread count of list: seconds, rate, speedup over the first
+ * count, and whether the result has the same bits; returns 0 when the bits differ. */
+static int thread_scaling(const lce_case *c, const char *list, double macs) {
+  uint64_t first = 0;
+  double base = 0.0;
+  int same = 1;
+  for (const char *p = list; *p;) {
+    const int k = atoi(p);
+#ifdef _OPENMP
+    omp_set_num_threads(k > 0 ? k : 1);
+#endif
+    uint64_t h;
+    const double s = time_fast(c, 1, NULL, &h);
+    if (p == list) first = h, base = s;
+    same &= h == first;
+    printf("  tier 1 on %2d thread(s): %.4f s, %.3e MAC/s, speedup %.2f, %s\n", k, s, macs / s, base / s,
+           h == first ? "same bits" : "OTHER BITS");
+    p += strcspn(p, ",");
+    p += *p == ',';
+  }
+  return same;
+}
+
 int main(int argc, char **argv) {
   int json = 0;
-  const char *matrices = "default,wide";
+  const char *matrices = "default,wide", *threads = NULL;
   lce_case c = lce_case_default();
   c.n = 64, c.h = 256, c.v = 2048, c.vp = 2048, c.vocab_chunk = 256, c.dtype = LCE_BF16, c.prior_grad = 1;
   for (int i = 1; i < argc; i++) {
@@ -184,8 +233,9 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--h") == 0) c.h = atoll(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--v") == 0) c.vp = c.v = atoll(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--matrices") == 0) matrices = argv[++i];
+    else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | none]\n");
+      fprintf(stderr, "usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | none] [--threads T,T,...]\n");
       return 2;
     }
   }
@@ -211,10 +261,10 @@ int main(int argc, char **argv) {
   double oracle_rate = macs / oracle_s;
   fprintf(stderr, "bench_oracle: tier 1 on %s ...\n", id);
   lce_fast_stats fs;
-  double fast_s = time_fast(&c, 1, &fs);
+  double fast_s = time_fast(&c, 1, &fs, NULL);
   double fast_rate = macs / fast_s;
   lce_fast_stats fs_alone;
-  double alone_rate = macs / time_fast(&c, 0, &fs_alone);
+  double alone_rate = macs / time_fast(&c, 0, &fs_alone, NULL);
   fprintf(stderr, "bench_oracle: plain double dot ...\n");
   double plain_rate = rate_plain_dot(200000000);
   enum { MAX_MATRICES = 8 };
@@ -265,6 +315,7 @@ int main(int argc, char **argv) {
            (long long)per[m].cases, per[m].seconds, (long long)per[m].escalated, (long long)per[m].total,
            100.0 * (double)per[m].escalated / (double)(per[m].total ? per[m].total : 1));
   printf("  case %s: %.3f s, decisive %lld/%lld\n", id, oracle_s, (long long)d, (long long)tot);
+  if (threads && !thread_scaling(&c, threads, macs)) return 1;
   printf("  small case n16 h64 v512: %.1f ms (best of 3), decisive %lld/%lld\n", small_s * 1e3, (long long)sd,
          (long long)stot);
   return 0;
