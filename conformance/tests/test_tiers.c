@@ -27,45 +27,37 @@ typedef struct tier_stats {
   size_t nsubjects;
   int64_t cases, elements, verdicts, passes, fails, failures;
   double worst, seconds0, seconds1;
-  char worst_at[320]; /* the case and element of the worst ratio */
+  char worst_at[400]; /* the case and element of the worst ratio */
   int control_done;
 } tier_stats;
 
-static int same_class(double a, double b) {
-  return (isnan(a) && isnan(b)) || (!isnan(a) && !isnan(b) && (isfinite(a) == isfinite(b)) && (isfinite(a) || a == b));
+/* One element of both tiers, for a message. */
+static void describe(char *buf, size_t size, const char *id, const lce_oracle_result *f, const lce_oracle_result *m,
+                     int o, int64_t i) {
+  const lce_ref_output *a = &f->out[o], *b = &m->out[o];
+  if (i >= a->count || i >= b->count) {
+    snprintf(buf, size, "%s %s: %lld elements in tier 1, %lld in tier 0", id, lce_output_name((lce_output_id)o),
+             (long long)a->count, (long long)b->count);
+    return;
+  }
+  snprintf(buf, size, "%s %s[%lld]: tier 1 %a (err %.3g, decisive %d, rounded %a), tier 0 %a (err %.3g, decisive %d, "
+           "rounded %a)", id, lce_output_name((lce_output_id)o), (long long)i, a->value[i], a->err[i], a->decisive[i],
+           a->rounded[i], b->value[i], b->err[i], b->decisive[i], b->rounded[i]);
 }
 
-/* Element-wise comparison of two host references; returns the elements that violate it, printing
- * the first few when report is set. */
+/* The two references element by element (lce_tiers_differ, decisive flags equal); returns the
+ * elements that disagree, printing the first when report is set. */
 static int64_t compare_refs(const char *id, const lce_oracle_result *f, const lce_oracle_result *m, int report,
                             tier_stats *ts) {
-  int64_t bad = 0;
-  for (int o = 0; o < LCE_OUT_COUNT; o++) {
-    const lce_ref_output *a = &f->out[o], *b = &m->out[o];
-    if (a->count != b->count) {
-      if (report) fprintf(stderr, "FAIL %s: %s has %lld elements in tier 1, %lld in tier 0\n", id, lce_output_name(o),
-                          (long long)a->count, (long long)b->count);
-      bad++;
-      continue;
-    }
-    for (int64_t i = 0; i < a->count; i++) {
-      const double va = a->value[i], vb = b->value[i], lim = a->err[i] + b->err[i], d = fabs(va - vb);
-      const int finite = isfinite(va) && isfinite(vb);
-      const int ok = a->decisive[i] == b->decisive[i] && (finite ? d <= lim * (1 + 0x1p-50) : same_class(va, vb)) &&
-                     (!a->decisive[i] || a->rounded[i] == b->rounded[i] || (isnan(a->rounded[i]) && isnan(b->rounded[i])));
-      if (report && finite && lim > 0 && d / lim > ts->worst) {
-        ts->worst = d / lim;
-        snprintf(ts->worst_at, sizeof ts->worst_at, "%s %s[%lld]: tier 1 %a err %.3g, tier 0 %a err %.3g", id,
-                 lce_output_name(o), (long long)i, va, a->err[i], vb, b->err[i]);
-      }
-      if (ok) continue;
-      if (report && bad < 5)
-        fprintf(stderr, "FAIL %s: %s[%lld] tier 1 %a (err %.3g, decisive %d, rounded %a) vs tier 0 %a (err %.3g, "
-                "decisive %d, rounded %a)\n", id, lce_output_name(o), (long long)i, va, a->err[i], a->decisive[i],
-                a->rounded[i], vb, b->err[i], b->decisive[i], b->rounded[i]);
-      bad++;
-    }
-    if (report) ts->elements += a->count;
+  lce_tier_diff d;
+  const int64_t bad = lce_tiers_differ(f, m, 1, &d);
+  if (!report) return bad;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) ts->elements += f->out[o].count;
+  if (d.worst > ts->worst) ts->worst = d.worst, describe(ts->worst_at, sizeof ts->worst_at, id, f, m, d.worst_output, d.worst_index);
+  if (bad) {
+    char what[400];
+    describe(what, sizeof what, id, f, m, d.output, d.index);
+    fprintf(stderr, "FAIL %s (%lld elements disagree)\n", what, (long long)bad);
   }
   return bad;
 }
