@@ -8,8 +8,8 @@
  *     fixed tree and then with the tail: the same order whatever width the vector code has;
  *   - gradient steps (d_hidden and d_weight) are element-wise over k: acc[k] op= d x[k], no sum
  *     across k, so the lanes are independent and vectorizing changes nothing.
- * The file is built with -O3 (reference/oracle/CMakeLists.txt) and, where the compiler supports it,
- * each kernel is cloned for AVX2 and AVX-512F beside the baseline (target_clones: the loader picks
+ * The file is built with -O3 (reference/oracle/CMakeLists.txt) and, with GCC, each kernel is cloned
+ * for AVX2 and AVX-512F beside the baseline (target_clones: the loader picks
  * the clone the CPU runs); every clone computes the same operations, so the bits are those of the
  * baseline code on any machine. test_fast checks tier 1 against tier 0 element by element and the
  * committed reference outputs (test_fast_golden) hold the bits.
@@ -23,7 +23,9 @@
 
 #include "lce_fast_internal.h"
 
-#if defined(__x86_64__) && defined(__has_attribute) && !defined(LCE_FAST_NO_CLONES) /* baseline only */
+/* GCC only: clang 14 leaves the clones' dispatcher undefined at link time. LCE_FAST_NO_CLONES
+ * builds the baseline alone (the same bits: see above). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(LCE_FAST_NO_CLONES)
 #if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
 #define FAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
