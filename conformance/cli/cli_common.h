@@ -90,7 +90,7 @@ typedef struct cli_args {
   int quiet;            /* --quiet: no per-case progress lines */
   int on_device;        /* --on-device: the reference stays on the GPU and outputs are compared there */
   unsigned outputs;     /* --outputs O,...: a bit per lce_output_id to judge; 0: every output */
-  const char *oracle;   /* --oracle mpfr|fp64-gpu (lce_reference_tier_find); NULL: mpfr */
+  const char *oracle;   /* --oracle fast|mpfr|fp64-gpu (lce_reference_tier_find); NULL: fast */
   const char *dir;           /* --dir D: an exchange directory (export, judge) */
   const char *subject_name;  /* judge --subject-name NAME */
   const char *golden_class;  /* judge --golden-class C */
@@ -132,7 +132,7 @@ void cli_json_member(FILE *f, const char *key, const char *s);
 void cli_json_number(FILE *f, double x);
 /* One case result as a JSON object (with bounds and budgets when with_bounds). */
 void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds);
-/* The reference tier --oracle names (default: tier 0). */
+/* The reference tier --oracle names (default: tier 1, fast). */
 const lce_reference_tier *cli_tier(const cli_args *a);
 
 /* check's run and report for subject s over cases [0, n): the engine with the check sink, progress on

@@ -31,9 +31,9 @@
   {"--golden", "PATH", "the golden file (default golden/<class>.golden, $LCE_GOLDEN_DIR/<class>.golden, " \
                        "golden/<arch>/ for GPU subjects)"}
 #define OPT_ORACLE                                                                              \
-  {"--oracle", "O", "the reference: mpfr (tier 0, the default: MPFR on the CPU), fast (tier 1: double with " \
-                    "a bound per element, undecided elements by mpfr) or fp64-gpu (tier 2, fp64 on the GPU, "     \
-                    "certified against mpfr)"}
+  {"--oracle", "O", "the reference: fast (tier 1, the default: double on the CPU with a bound per element, " \
+                    "undecided elements by mpfr; tier 0's verdicts), mpfr (tier 0: MPFR on the CPU, the slow "    \
+                    "truth, for certification) or fp64-gpu (tier 2, fp64 on the GPU, certified against mpfr)"}
 
 #define OPT_ON_DEVICE                                                                                 \
   {"--on-device", NULL, "with --oracle fp64-gpu: keep the reference on the GPU and compare there (production " \

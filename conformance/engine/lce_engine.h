@@ -38,7 +38,7 @@ typedef struct lce_engine_config {
   const lce_subject *const *subjects;
   const lce_golden *const *goldens; /* [nsubjects]; NULL (or a NULL entry): metrics only, no bounds */
   size_t nsubjects;
-  const lce_reference_tier *tier;   /* NULL: tier 0 */
+  const lce_reference_tier *tier;   /* NULL: the default tier (lce_reference_tier_default: fast) */
   int device_compare; /* keep the reference on the device and compare there (production shapes) */
   int keep_outputs;   /* hand the subjects' outputs to the sink (compare) */
   int repeat;         /* run each subject a second time and require identical bits (fuzz) */

@@ -1,9 +1,11 @@
 /* lce_dtype.c — exact conversions between double and bf16 / fp16 / fp32 (see lce_dtype.h).
  *
  * One rounding routine serves all three formats: scale x so that the format's quantum at x's
- * binade (clamped at the subnormal quantum) becomes 1, round to an integer with rint() in the
- * default round-to-nearest-even mode, and scale back. Both scalings are exact powers of two, so
- * the only rounding is rint's, which is the correct one. Overflow follows IEEE: a result whose
+ * binade (clamped at the subnormal quantum) becomes 1, round to an integer to nearest even (by
+ * adding and subtracting 1.5 * 2^52, which is what rint does in the default mode), and scale back.
+ * Both scalings are exact powers of two, so the only rounding is the integer one, which is the
+ * correct one. Exponents and powers of two come from the bits (no libm call: tier 1 rounds every
+ * element of its result three times). Overflow follows IEEE: a result whose
  * magnitude, rounded with unbounded exponent, exceeds the largest finite value becomes ±Inf. */
 #include "lce_dtype.h"
 
@@ -40,18 +42,29 @@ int lce_dtype_emin(lce_dtype t) { return FORMATS[t].emin; }
 int lce_dtype_emax(lce_dtype t) { return FORMATS[t].emax; }
 double lce_dtype_unit_roundoff(lce_dtype t) { return ldexp(1.0, -FORMATS[t].precision); }
 
-double lce_dtype_max(lce_dtype t) {
-  const format_info *f = &FORMATS[t];
-  return ldexp(2.0 - ldexp(1.0, 1 - f->precision), f->emax);
+/* The largest finite values, (2 - 2^(1 - precision)) 2^emax. */
+static const double MAXIMA[LCE_DTYPE_COUNT] = {[LCE_BF16] = 0x1.fep127, [LCE_FP16] = 0x1.ffcp15, [LCE_FP32] = 0x1.fffffep127};
+
+double lce_dtype_max(lce_dtype t) { return MAXIMA[t]; }
+
+/* floor(log2 |x|) of a finite non-zero x, from its exponent bits (ilogb for double subnormals). */
+static int binade(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  const int be = (int)((b >> 52) & 0x7ff);
+  return be == 0 ? ilogb(x) : be - 1023;
 }
 
 double lce_round_to(lce_dtype t, double x) {
   const format_info *f = &FORMATS[t];
   if (x == 0.0 || !isfinite(x)) return isnan(x) ? (signbit(x) ? -NAN : NAN) : x;
-  int e = ilogb(x);
+  int e = binade(x);
   if (e < f->emin) e = f->emin;
-  int q = e - (f->precision - 1); /* exponent of the quantum at x */
-  double r = ldexp(rint(ldexp(x, -q)), q);
+  const int q = e - (f->precision - 1); /* exponent of the quantum at x: -149 <= q <= 1016 */
+  /* y = x / 2^q is exact and |y| < 2^precision <= 2^24; adding and subtracting 1.5 * 2^52 rounds it
+   * to an integer, to nearest even (what rint does in the default mode, without the call). */
+  const double y = x * lce_pow2(-q), magic = 0x1.8p52;
+  const double r = ((y + magic) - magic) * lce_pow2(q);
   if (fabs(r) > lce_dtype_max(t)) return copysign(INFINITY, x);
   return r == 0.0 ? copysign(0.0, x) : r;
 }
@@ -108,16 +121,16 @@ void lce_store(lce_dtype t, void *buf, size_t i, double x) {
 
 double lce_ulp(lce_dtype t, double x) {
   const format_info *f = &FORMATS[t];
-  int e = (x == 0.0 || isnan(x)) ? f->emin : isinf(x) ? f->emax : ilogb(x);
+  int e = (x == 0.0 || isnan(x)) ? f->emin : isinf(x) ? f->emax : binade(x);
   if (e < f->emin) e = f->emin;
   if (e > f->emax) e = f->emax;
-  return ldexp(1.0, e - (f->precision - 1));
+  return lce_pow2(e - (f->precision - 1));
 }
 
 int lce_round_certain(lce_dtype t, double value, double err, double *rounded) {
-  if (!(err <= ldexp(lce_ulp(t, value), -12))) return 0;
-  double lo = lce_round_to(t, nextafter(value - err, -INFINITY));
-  double hi = lce_round_to(t, nextafter(value + err, INFINITY));
+  if (!(err <= lce_ulp(t, value) * 0x1p-12)) return 0; /* exact: an ulp is at least 2^-149 */
+  double lo = lce_round_to(t, lce_next_down(value - err));
+  double hi = lce_round_to(t, lce_next_up(value + err));
   if (!(lo == hi)) return 0;
   *rounded = lo == 0.0 ? copysign(0.0, value) : lo;
   return 1;

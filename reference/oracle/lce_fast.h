@@ -9,8 +9,10 @@
  * (lce_round_certain): an element whose bound cannot make its rounded value certain is recomputed
  * by tier 0 (lce_oracle_run_subset) and takes tier 0's value, bound and flags, so the result is as
  * decisive as tier 0's. mag and emag are tier 0's definitions, equal to them to rounding. The
- * non-finite semantics are tier 0's (lce_oracle.c). Token rows run in parallel (OpenMP) with the same
- * bits for any thread count. Memory: doubles only (dz and its magnitudes for every token, N*V). */
+ * non-finite semantics are tier 0's (lce_oracle.c). Token rows run in blocks, each block's rows in
+ * parallel and then its d_weight contributions in parallel over vocab rows (OpenMP), with the same
+ * bits for any thread count and block size. Memory: the inputs and the result in doubles, and the dz
+ * of the rows in flight (block_rows * V), never N * V. */
 #ifndef LCE_FAST_H
 #define LCE_FAST_H
 
@@ -21,13 +23,37 @@ typedef struct lce_fast_stats {
   int64_t recomputed_rows; /* token forwards tier 0 ran for them (all N when a d_weight or the loss escalated) */
   int64_t inexact_logits;  /* logits not proven exact in plain double (compensated instead) */
   int64_t logits;
+  int64_t unescalated;     /* undecided elements left so: tier 0 would not fit in memory */
 } lce_fast_stats;
 
-/* Runs forward and backward; rejects invalid cases or tensors with LCE_EINVAL before computing.
- * stats may be NULL. escalate = 0 skips the escalation (for tests: the elements tier 1 cannot decide
- * stay non-decisive, with their tier-1 value and bound). */
-lce_code lce_fast_run_opts(const lce_case *c, const lce_tensors *in, int escalate, lce_oracle_result *res,
-                           lce_fast_stats *stats, lce_status *st);
+typedef struct lce_fast_options {
+  int escalate;       /* 0: skip the escalation (for tests: the elements tier 1 cannot decide stay
+                       * non-decisive, with their tier-1 value and bound) */
+  int64_t block_rows; /* token rows in flight (their dz kept for d_weight); 0: about 64 MiB of them.
+                       * The results are the same bits for any value. */
+} lce_fast_options;
+
+/* What a case costs tier 1, estimated from its shape before anything is allocated. */
+typedef struct lce_fast_cost {
+  double bytes;            /* peak memory of tier 1 itself: inputs in double, the result, the rows in flight */
+  double escalation_bytes; /* what tier 0 allocates for the case when some element escalates to it */
+  double macs;             /* 3 N H V multiply-adds (logits, d_hidden, d_weight) */
+  int64_t block_rows;      /* token rows in flight */
+} lce_fast_cost;
+
+void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_cost *cost);
+
+/* Bytes of memory this process may still take: $LCE_MEMORY_LIMIT when set (bytes, for tests and
+ * shared machines), else the kernel's MemAvailable; +Inf when neither is known. */
+double lce_available_memory(void);
+
+/* Runs forward and backward; rejects invalid cases or tensors with LCE_EINVAL before computing, and
+ * a case whose estimate (lce_fast_estimate) exceeds lce_available_memory with LCE_ENOMEM and the
+ * estimate. Elements that would escalate when tier 0's estimate for the case exceeds the memory
+ * left stay undecided (inconclusive, counted in stats). stats may be NULL. */
+lce_code lce_fast_run_opts(const lce_case *c, const lce_tensors *in, const lce_fast_options *opt,
+                           lce_oracle_result *res, lce_fast_stats *stats, lce_status *st);
+/* The same with escalation and the automatic block. */
 lce_code lce_fast_run(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_fast_stats *stats,
                       lce_status *st);
 

@@ -20,7 +20,7 @@ static inline double fast_two_sum(double a, double b, double *e) {
 
 /* gamma_n^2 = (n u / (1 - n u))^2, rounded up; n u < 1/2. */
 static inline double fast_gamma2(int64_t n) {
-  double g = nextafter((double)n * FAST_U / (1.0 - (double)n * FAST_U), INFINITY);
+  double g = lce_next_up((double)n * FAST_U / (1.0 - (double)n * FAST_U));
   return lce_mul_up(g, g);
 }
 
@@ -30,7 +30,7 @@ static inline double fast_gamma2(int64_t n) {
  * the normal range adds at most 2^-1074. */
 static inline double fast_sum2_bound(double res, double m, int64_t n) {
   double e = lce_add_up(lce_mul_up(FAST_U, fabs(res)), lce_mul_up(fast_gamma2(n), m));
-  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), (double)n * FAST_TINY);
+  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), lce_tiny_multiple(n));
 }
 
 /* Bound on |res - S| for the split dot product of lce_fast.c (fast_dot_add): each term d x with x
@@ -40,10 +40,33 @@ static inline double fast_sum2_bound(double res, double m, int64_t n) {
  * + 2^-25) m <= gamma_2n 2^-24 m (n u <= 2^-29), and res = RN(hi + lo) adds u |res|; products
  * below the normal range add 2^-1074 each. m >= sum |terms|. */
 static inline double fast_dot_bound(double res, double m, int64_t n) {
-  double g = nextafter((double)(2 * n) * FAST_U / (1.0 - (double)(2 * n) * FAST_U), INFINITY);
+  double g = lce_next_up((double)(2 * n) * FAST_U / (1.0 - (double)(2 * n) * FAST_U));
   double e = lce_add_up(lce_mul_up(FAST_U, fabs(res)), lce_mul_up(lce_mul_up(g, 0x1p-24), m));
-  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), (double)(2 * n + 1) * FAST_TINY);
+  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), lce_tiny_multiple(2 * n + 1));
 }
+
+/* The vectorized inner loops (lce_fast_kernels.c), the same bits as their scalar reading. */
+#define FAST_LANES 16 /* partial sums of a logit, k mod FAST_LANES, combined in a fixed tree */
+
+/* A logit's sum of exact products h_k w_k in a fixed order (lanes), and in *m the sum of |h_k w_k|. */
+double fast_dot_lanes(const double *restrict h, const double *restrict w, int64_t n, double *restrict m);
+
+/* One term d of a split dot product (fast_dot_bound) and the coefficients of its magnitude sums. */
+typedef struct fast_step {
+  double dh, dl;     /* d = dh + dl, dh its top 26 bits */
+  double ta, tb, te; /* a[k] += ta |x_k|, b[k] += tb |x_k|, e[k] += te |x_k| */
+} fast_step;
+
+/* For each term j < count (at most FAST_TERMS) in order: hi, lo += d_j x_j (TwoSum of dh x_jk into
+ * hi, its error and dl x_jk into lo), a and e (and b) += t_j |x_j|, element-wise over k < n. The
+ * same bits as count calls with one term each. */
+#define FAST_TERMS 4
+void fast_grad_step2(const fast_step *s, const double *const *x, int count, int64_t n, double *restrict hi,
+                     double *restrict lo, double *restrict a, double *restrict e);
+void fast_grad_step3(const fast_step *s, const double *const *x, int count, int64_t n, double *restrict hi,
+                     double *restrict lo, double *restrict a, double *restrict b, double *restrict e);
+/* y[k] += t |x_k| for k < n. */
+void fast_axpy_abs(double t, const double *restrict x, int64_t n, double *restrict y);
 
 /* Running bounds (tier 0's lce_add_err / lce_mul_err in double): r = RN(a op b) from computed a, b
  * within ea, eb of the exact operands; RN adds u |r| (and 2^-1074 in the subnormal range). */

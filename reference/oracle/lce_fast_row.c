@@ -14,9 +14,10 @@
  * Logits. Products of dtype values are exact in double (at most 24 + 24 significant bits, exponents
  * far inside double's range), so only the sum rounds. Exact sums: every product h_k W_vk is an
  * integer multiple of Q = 2^(lsb(h row) + lsb(W row v)) (lsb: the exponent of the lowest set bit over
- * the row), hence so is every partial sum, whose magnitude is at most M = sum |h_k W_vk|; when
- * M < 2^53 Q each partial sum is representable and the plain double sum is exact: s_v = S_v. M is
- * the same loop's double sum of |p_k|, within gamma_(H-1) M <= 2^-29 M of it (H <= 2^24), so the test
+ * the row), hence so is every partial sum, in any order, whose magnitude is at most M = sum |h_k W_vk|;
+ * when M < 2^53 Q each partial sum is representable and the plain double sum is exact in any order
+ * (fast_dot_lanes sums in lanes): s_v = S_v. M is the same loop's double sum of |p_k| (any order of
+ * H non-negative terms), within gamma_(H-1) M <= 2^-29 M of it (H <= 2^24), so the test
  * m (1 + 2^-28) < 2^53 Q is a proof. bf16 and fp16 rows pass it unless a row mixes magnitudes over
  * ~2^37 (bf16) or ~2^31 (fp16); otherwise s_v = Sum2 of the exact products, within
  * ES_v = fast_sum2_bound(s_v, M, H). Softcap c, as tier 0: q = RN(s / c), t = tanh q, z = RN(c t):
@@ -80,18 +81,17 @@ void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight) 
   o->e_sw = o->class_weight ? fast_sum2_bound(o->sw, lce_sum_bound(m, c->v), c->v) : 0.0;
 }
 
+/* The exactness proof of a logit's plain sum (Logits above): every partial sum is a multiple of
+ * 2^lsb below 2^53 2^lsb in magnitude, whatever the order of the sum. */
+static int sum_proven_exact(double m, int lsb) { return lsb > 900 || m * (1.0 + 0x1p-28) < lce_pow2(53 + lsb); }
+
 /* Logit v of the row: the plain sum when it is proven exact, Sum2 otherwise; sets *es. */
 static double logit(const double *h, const double *w, int64_t H, int lsb, double *m_out, double *es, int *inexact) {
-  double s = 0.0, m = 0.0;
-  for (int64_t k = 0; k < H; k++) {
-    const double p = h[k] * w[k];
-    s += p;
-    m += fabs(p);
-  }
+  double m, s = fast_dot_lanes(h, w, H, &m);
   *m_out = m;
   *es = 0.0;
   *inexact = 0;
-  if (lsb > 900 || m * (1.0 + 0x1p-28) < ldexp(1.0, 53 + lsb)) return s;
+  if (sum_proven_exact(m, lsb)) return s;
   double hi = 0.0, lo = 0.0, e;
   for (int64_t k = 0; k < H; k++) {
     hi = fast_two_sum(hi, h[k] * w[k], &e);
@@ -107,15 +107,8 @@ int fast_row_exact_logits(const fast_in *in, int64_t n, double *s) {
   const int64_t H = in->h;
   const double *h = in->hidden + n * H;
   for (int64_t v = 0; v < in->v; v++) {
-    const double *w = in->w + v * H;
-    const int lsb = in->lsb_h[n] + in->lsb_w[v];
-    double sum = 0.0, m = 0.0;
-    for (int64_t k = 0; k < H; k++) {
-      const double p = h[k] * w[k];
-      sum += p;
-      m += fabs(p);
-    }
-    if (!(lsb > 900 || m * (1.0 + 0x1p-28) < ldexp(1.0, 53 + lsb))) return 0;
+    double m, sum = fast_dot_lanes(h, in->w + v * H, H, &m);
+    if (!sum_proven_exact(m, in->lsb_h[n] + in->lsb_w[v])) return 0;
     s[v] = sum;
   }
   return 1;
@@ -128,7 +121,7 @@ static double softcap_logit(fast_row *r, const fast_opts *o, int64_t v, double e
   const double t = tanh(q), ch = cosh(q);
   r->z[v] = c * t;
   r->f[v] = 1.0 / (ch * ch);
-  const double eq = lce_add_up(hq, nextafter(es / c, INFINITY));
+  const double eq = lce_add_up(hq, lce_next_up(es / c));
   const double a = lce_add_up(lce_mul_up(2.0, eq), 2.0 * (FAST_LIBM + FAST_U));
   const int ok = a <= 0.001 && r->f[v] >= 0x1p-1000;
   r->rf = fmax(r->rf, ok ? lce_mul_up(1.02, a) : INFINITY);
@@ -170,7 +163,7 @@ void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y) {
     hd = fmax(hd, FAST_U * fabs(d));
     t[v] = v == a ? 1.0 : exp(d);
   }
-  const double g2 = fast_gamma2(V), vtau = (double)V * 0x1p-1072;
+  const double g2 = fast_gamma2(V), vtau = lce_tiny_multiple(4 * V);
   r->certified = hd <= 0.0099;
   r->rho = lce_mul_up(1.01, lce_add_up(hd, FAST_LIBM));
   const double rsum = lce_mul_up(1.01, lce_add_up(FAST_U, g2));
@@ -255,7 +248,7 @@ void fast_row_dz(fast_row *r, const fast_opts *o, int64_t y, double g, double g_
                  double *mag) {
   const double a = lce_add_up(lce_mul_up(2.0, lce_add_up(r->ez, r->rs)), FAST_U);
   const int ok = r->certified && a <= 0.001 && isfinite(r->err_lse);
-  const double rp = lce_mul_up(1.03, a), tau_p = 0x1p-1071, tau_q = (double)r->v * 0x1p-1071;
+  const double rp = lce_mul_up(1.03, a), tau_p = 0x1p-1071, tau_q = lce_tiny_multiple(8 * r->v);
   double k = 0.0, e_k = 0.0;
   const int has_k = o->smoothing || o->lambda > 0.0;
   if (o->smoothing) {

@@ -209,6 +209,7 @@ typedef struct oracle_work {
   double sw_rel;
   const lce_oracle_subset *sub; /* NULL: every element (lce_oracle_run_subset) */
   int all_rows;             /* every token's forward is needed */
+  unsigned char *col_zero;  /* [h] d_hidden[n, k] exactly 0 (lce_zero_d_hidden_columns) */
 } oracle_work;
 
 static void work_free(oracle_work *w) {
@@ -216,6 +217,7 @@ static void work_free(oracle_work *w) {
   free(w->w);
   free(w->hidden_t);
   free(w->w_t);
+  free(w->col_zero);
   lce_mp_array_free(&w->hidden_mp);
   lce_mp_array_free(&w->w_mp);
   lce_mp_array_free(&w->hidden_mp_t);
@@ -237,6 +239,28 @@ static void work_free(oracle_work *w) {
   lce_mp_array_free(&w->prod);
 }
 
+static int row_asked(const unsigned char *flags, int64_t count) {
+  for (int64_t i = 0; i < count; i++)
+    if (flags[i]) return 1;
+  return 0;
+}
+
+/* Whether row n's forward runs (every row, or one a subset asks for through its row, its d_hidden). */
+static int row_runs(const lce_case *c, const oracle_work *w, int64_t n) {
+  return w->all_rows || (w->sub->row && w->sub->row[n]) || (w->sub->d_hidden && row_asked(w->sub->d_hidden + n * c->h, c->h));
+}
+
+/* Whether a running row reads W in MPFR: its logits are not given exact, or one given is 0. */
+static int needs_w_rows(const lce_case *c, const oracle_work *w) {
+  for (int64_t n = 0; n < c->n; n++) {
+    if (!row_runs(c, w, n)) continue;
+    if (!(w->sub && w->sub->logits && w->sub->logits_exact && w->sub->logits_exact[n])) return 1;
+    for (int64_t v = 0; v < c->v; v++)
+      if (w->sub->logits[n * c->v + v] == 0.0) return 1;
+  }
+  return 0;
+}
+
 /* One input element as the math reads it: exact, tf32-rounded for tf32 GEMMs. */
 static double input(const lce_case *c, const void *buf, int64_t i) {
   double x = lce_load(c->dtype, buf, (size_t)i);
@@ -253,7 +277,8 @@ static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_wor
   w->hidden_t = malloc((size_t)nh * sizeof *w->hidden_t);
   w->w_t = malloc((size_t)vh * sizeof *w->w_t);
   w->bad_h = calloc((size_t)c->n, 1);
-  LCE_CHECK(st, w->hidden && w->w && w->hidden_t && w->w_t && w->bad_h, LCE_ENOMEM,
+  w->col_zero = calloc((size_t)c->h, 1);
+  LCE_CHECK(st, w->hidden && w->w && w->hidden_t && w->w_t && w->bad_h && w->col_zero, LCE_ENOMEM,
             "out of memory loading the oracle's inputs");
   for (int64_t i = 0; i < nh; i++) {
     w->hidden[i] = input(c, in->hidden, i);
@@ -263,11 +288,16 @@ static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_wor
     w->w[i] = input(c, wt, i);
     if (!isfinite(w->w[i])) w->bad_w = 1;
   }
+  lce_zero_d_hidden_columns(c, w->w, w->col_zero);
   const mpfr_prec_t dp = lce_dtype_precision(c->dtype);
+  /* The MPFR copies of W (each V*H numbers) only where a computed element reads them: the
+   * row-major one for logits not given exact (or given as 0, whose sign mpfr_sum decides), the
+   * transposed one for d_hidden. A subset run (tier 1's escalations) often needs neither. */
+  const int need_w = needs_w_rows(c, w), need_w_t = w->sub == NULL || (w->sub->d_hidden && row_asked(w->sub->d_hidden, nh));
   LCE_TRY(lce_mp_array_init(&w->hidden_mp, nh, dp, st));
-  LCE_TRY(lce_mp_array_init(&w->w_mp, vh, dp, st));
+  LCE_TRY(lce_mp_array_init(&w->w_mp, need_w ? vh : 0, dp, st));
   LCE_TRY(lce_mp_array_init(&w->hidden_mp_t, nh, dp, st));
-  LCE_TRY(lce_mp_array_init(&w->w_mp_t, vh, dp, st));
+  LCE_TRY(lce_mp_array_init(&w->w_mp_t, need_w_t ? vh : 0, dp, st));
   for (int64_t n = 0; n < c->n; n++)
     for (int64_t k = 0; k < c->h; k++) {
       double x = w->hidden[n * c->h + k];
@@ -279,8 +309,8 @@ static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_wor
     for (int64_t k = 0; k < c->h; k++) {
       double x = w->w[j * c->h + k];
       w->w_t[k * c->v + j] = x;
-      mpfr_set_d(w->w_mp.x[j * c->h + k], x, MPFR_RNDN);
-      mpfr_set_d(w->w_mp_t.x[k * c->v + j], x, MPFR_RNDN);
+      if (need_w) mpfr_set_d(w->w_mp.x[j * c->h + k], x, MPFR_RNDN);
+      if (need_w_t) mpfr_set_d(w->w_mp_t.x[k * c->v + j], x, MPFR_RNDN);
     }
   return LCE_OK;
 }
@@ -395,16 +425,12 @@ static void row_backward(oracle_ctx *cx, int64_t n, int64_t y, double g_rel, dou
     double e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_err, w->dz_row_mag, w->dz_row_emag, &emag,
                                     w->w_mp_t.x + k * V, w->w_t + k * V, V, &w->prod, &mag);
     if (mpfr_underflow_p()) e = INFINITY;
+    if (w->col_zero[k]) mpfr_set_zero(w->out, 1), e = LCE_EXACT_ZERO_ERR; /* proven 0, not the sum's ~1e-49 */
     finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
     cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = emag + gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   }
 }
 
-static int row_asked(const unsigned char *flags, int64_t count) {
-  for (int64_t i = 0; i < count; i++)
-    if (flags[i]) return 1;
-  return 0;
-}
 
 /* Per token: lse, loss, dz, and the d_hidden row. Returns the number of rows with non-zero g. */
 static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
@@ -414,8 +440,7 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
   for (int64_t n = 0; n < c->n; n++) {
     const int64_t y = in->labels[n];
     const int valid = y != c->ignore_index;
-    if (!w->all_rows && !(w->sub->row && w->sub->row[n]) && !(w->sub->d_hidden && row_asked(w->sub->d_hidden + n * H, H)))
-      continue;
+    if (!row_runs(c, w, n)) continue;
     if (w->bad_w || w->bad_h[n]) {
       poisoned_row(cx, n, valid, w);
       continue;
@@ -518,13 +543,13 @@ static lce_code run_body(const lce_case *c, const lce_tensors *in, mpfr_prec_t p
   if (w->sub && !w->sub->loss && !(w->sub->d_weight && row_asked(w->sub->d_weight, c->v * c->h)) &&
       !(w->sub->row && row_asked(w->sub->row, c->n)) && !(w->sub->d_hidden && row_asked(w->sub->d_hidden, c->n * c->h)))
     return alloc_results(c, prec, res, mp, st); /* nothing asked */
+  w->all_rows = w->sub == NULL || w->sub->loss || (w->sub->d_weight && row_asked(w->sub->d_weight, c->v * c->h));
   LCE_TRY(load_inputs(c, in, w, st));
   LCE_TRY(alloc_work(c, in, prec, w, st));
   LCE_TRY(alloc_results(c, prec, res, mp, st));
   oracle_ctx cx = {.c = c, .prec = prec, .res = res, .mp = mp};
   mpfr_inits2(prec, cx.diff, cx.exact, (mpfr_ptr)0);
   w->sw_rel = lce_valid_weight_sum(c, in, w->sw);
-  w->all_rows = w->sub == NULL || w->sub->loss || (w->sub->d_weight && row_asked(w->sub->d_weight, c->v * c->h));
   int64_t na = run_rows(&cx, in, w);
   if (!w->sub || w->sub->loss) run_loss(&cx, w);
   if (!w->sub || w->all_rows) run_weight_grads(&cx, in, na, w);

@@ -117,3 +117,14 @@ double lce_d_weight_element(mpfr_t out, mpfr_prec_t prec, double prior, mpfr_t *
   double e = lce_sum_bound(se, terms);
   return inexact ? lce_add_up(e, lce_half_ulp(out, prec)) : e;
 }
+
+void lce_zero_d_hidden_columns(const lce_case *c, const double *w, unsigned char *col_zero) {
+  const int64_t H = c->h, V = c->v;
+  const int zero_sum = c->softcap == 0 && lce_case_z_loss(c) == 0.0;
+  for (int64_t k = 0; k < H; k++) {
+    const double c0 = V > 0 ? w[k] : NAN;
+    int same = isfinite(c0);
+    for (int64_t v = 1; v < V && same; v++) same = w[v * H + k] == c0;
+    col_zero[k] = (unsigned char)(same && (c0 == 0.0 || zero_sum));
+  }
+}

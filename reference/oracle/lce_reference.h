@@ -38,8 +38,8 @@ typedef struct lce_reference {
 } lce_reference;
 
 typedef struct lce_reference_tier {
-  const char *name; /* "mpfr", "fp64-gpu" */
-  int level;        /* 0, 2 */
+  const char *name; /* "mpfr", "fast", "fp64-gpu" */
+  int level;        /* 0, 1, 2 */
   const char *what; /* one line for `lcecheck list` */
   int (*available)(char *why, size_t size);
   lce_code (*prepare)(const lce_case *c, const lce_tensors *in, lce_ref_mode mode, lce_reference *ref,
@@ -54,7 +54,7 @@ const lce_reference_tier *lce_reference_tier_at(size_t i);
 /* The tier called name ("mpfr", "fp64-gpu"), also in builds that lack it (its available() then
  * says why); NULL when no tier has that name. */
 const lce_reference_tier *lce_reference_tier_find(const char *name);
-const lce_reference_tier *lce_reference_tier_default(void); /* tier 0 */
+const lce_reference_tier *lce_reference_tier_default(void); /* tier 1, fast */
 
 /* tier->prepare with the bookkeeping every tier shares (zeroed ref, the tier, the case, timing). A
  * tier that is not available answers LCE_ENODEV with its reason. */
@@ -63,6 +63,23 @@ lce_code lce_reference_prepare(const lce_reference_tier *tier, const lce_case *c
 void lce_reference_release(lce_reference *ref);
 /* For a tier's prepare that filled ref->host: host mode, and the counts and accuracy taken from it. */
 void lce_reference_adopt_host(lce_reference *ref);
+
+/* Two tiers' host results of one case compared element by element (test_tiers, fuzz_tiers): the
+ * counts match; finite values lie within the sum of both bounds, |a - b| <= (err_a + err_b)(1 +
+ * 2^-50); non-finite ones are of the same class; where both are decisive the rounded values are
+ * equal (+0 == -0: a zero's sign is that of each tier's approximation); with same_decisive the
+ * decisive flags are equal too. Returns the elements that disagree; d (may be NULL) gets the first
+ * one and the worst |a - b| / (err_a + err_b) over finite elements. */
+typedef struct lce_tier_diff {
+  int64_t count;
+  int output;       /* the first disagreeing element, when count > 0 */
+  int64_t index;
+  double worst;     /* largest |a - b| / (err_a + err_b) */
+  int worst_output;
+  int64_t worst_index;
+} lce_tier_diff;
+
+int64_t lce_tiers_differ(const lce_oracle_result *a, const lce_oracle_result *b, int same_decisive, lce_tier_diff *d);
 
 /* The tiers' implementations (lce_reference.c registers them). */
 extern const lce_reference_tier lce_tier_mpfr;

@@ -8,14 +8,25 @@
  *   tier 1        lce_fast_run on the same case (escalations to tier 0 included, and counted), and
  *                 the same without escalating (tier 1's own arithmetic)
  *   plain double  a double dot product of bf16 values, 256 terms (the speed of light)
- * Usage: bench_oracle [--json] [--n N] [--h H] [--v V]. Progress goes to stderr; the table (or one
- * JSON object with --json) to stdout. Timings are printed, never asserted: not a ctest. */
+ *   ratios        tier 1 / plain double and tier 1 / tier 0, side by side, from the rates above
+ *   per matrix    tier 1 over every case of each named matrix (default: default and wide): the
+ *                 fraction of elements it escalated to tier 0, and its seconds
+ *   --threads     tier 1 at each thread count listed: seconds, speedup, and the same bits or not
+ *                 (exit 1 when not)
+ * Usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | --matrices none]. Progress
+ * goes to stderr; the table (or one JSON object with --json) to stdout. Timings are printed, never
+ * asserted: not a ctest. */
+#include <math.h>
 #include <mpfr.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lce_fast.h"
+#include "lce_matrix.h"
 #include "lce_oracle.h"
 #include "lce_prng.h"
 #include "lce_time.h"
@@ -46,24 +57,82 @@ static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total) 
   return dt;
 }
 
-/* Seconds for one tier-1 run of c; exits on error. */
-static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats) {
+/* FNV-1a over every field of every element of r: equal hashes, same bits. */
+static uint64_t result_hash(const lce_oracle_result *r) {
+  uint64_t h = 1469598103934665603ull;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_ref_output *x = &r->out[o];
+    const size_t n = (size_t)x->count * sizeof(double);
+    const unsigned char *fields[6] = {(const void *)x->value, (const void *)x->err, (const void *)x->mag,
+                                      (const void *)x->emag, (const void *)x->rounded, x->decisive};
+    for (int f = 0; f < 6 && x->count > 0; f++)
+      for (size_t i = 0; i < (f == 5 ? (size_t)x->count : n); i++) h = (h ^ fields[f][i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+/* Seconds for a tier-1 run of c (best of three: the machine may be shared), and its result's hash;
+ * exits on error. */
+static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats, uint64_t *hash) {
   lce_tensors t;
-  lce_oracle_result r;
   lce_status st = {0};
   if (lce_case_generate(c, &t, &st) != LCE_OK) {
     fprintf(stderr, "bench_oracle: %s\n", st.msg);
     exit(1);
   }
-  double t0 = lce_now_seconds();
-  if (lce_fast_run_opts(c, &t, escalate, &r, stats, &st) != LCE_OK) {
-    fprintf(stderr, "bench_oracle: %s\n", st.msg);
-    exit(1);
+  double best = INFINITY;
+  for (int rep = 0; rep < 3; rep++) {
+    lce_oracle_result r;
+    double t0 = lce_now_seconds();
+    const lce_fast_options opt = {escalate, 0};
+    if (lce_fast_run_opts(c, &t, &opt, &r, stats, &st) != LCE_OK) {
+      fprintf(stderr, "bench_oracle: %s\n", st.msg);
+      exit(1);
+    }
+    double dt = lce_now_seconds() - t0;
+    if (dt < best) best = dt;
+    if (hash) *hash = result_hash(&r);
+    lce_oracle_free(&r);
   }
-  double dt = lce_now_seconds() - t0;
-  lce_oracle_free(&r);
   lce_tensors_free(&t);
-  return dt;
+  return best;
+}
+
+/* Tier 1 over every case of a matrix: elements escalated, elements, seconds, cases. */
+typedef struct matrix_stats {
+  int64_t escalated, total, cases, refused;
+  double seconds;
+} matrix_stats;
+
+static matrix_stats time_matrix(const char *name) {
+  matrix_stats ms = {0};
+  lce_case *cases;
+  size_t count;
+  lce_status st = {0};
+  if (lce_matrix_cases(name, &cases, &count, &st) != LCE_OK) {
+    fprintf(stderr, "bench_oracle: %s\n", st.msg);
+    exit(2);
+  }
+  for (size_t i = 0; i < count; i++) {
+    lce_tensors t;
+    lce_oracle_result r;
+    lce_fast_stats fs;
+    if (lce_case_generate(&cases[i], &t, &st) != LCE_OK) {
+      ms.refused++; /* a case the matrix keeps to test rejection */
+      continue;
+    }
+    const double t0 = lce_now_seconds();
+    if (lce_fast_run(&cases[i], &t, &r, &fs, &st) == LCE_OK) {
+      ms.seconds += lce_now_seconds() - t0;
+      ms.escalated += fs.escalated, ms.total += r.total, ms.cases++;
+      lce_oracle_free(&r);
+    } else {
+      ms.refused++;
+    }
+    lce_tensors_free(&t);
+  }
+  free(cases);
+  return ms;
 }
 
 /* Multiply-adds per second of a plain double dot product over 256 bf16 values. */
@@ -130,8 +199,32 @@ static double rate_exact_sum(long macs) {
   return (double)(rounds * K) / dt;
 }
 
+/* Tier 1 (with escalation) at each thread count of list: seconds, rate, speedup over the first
+ * count, and whether the result has the same bits; returns 0 when the bits differ. */
+static int thread_scaling(const lce_case *c, const char *list, double macs) {
+  uint64_t first = 0;
+  double base = 0.0;
+  int same = 1;
+  for (const char *p = list; *p;) {
+    const int k = atoi(p);
+#ifdef _OPENMP
+    omp_set_num_threads(k > 0 ? k : 1);
+#endif
+    uint64_t h;
+    const double s = time_fast(c, 1, NULL, &h);
+    if (p == list) first = h, base = s;
+    same &= h == first;
+    printf("  tier 1 on %2d thread(s): %.4f s, %.3e MAC/s, speedup %.2f, %s\n", k, s, macs / s, base / s,
+           h == first ? "same bits" : "OTHER BITS");
+    p += strcspn(p, ",");
+    p += *p == ',';
+  }
+  return same;
+}
+
 int main(int argc, char **argv) {
   int json = 0;
+  const char *matrices = "default,wide", *threads = NULL;
   lce_case c = lce_case_default();
   c.n = 64, c.h = 256, c.v = 2048, c.vp = 2048, c.vocab_chunk = 256, c.dtype = LCE_BF16, c.prior_grad = 1;
   for (int i = 1; i < argc; i++) {
@@ -139,8 +232,10 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--n") == 0) c.n = atoll(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--h") == 0) c.h = atoll(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--v") == 0) c.vp = c.v = atoll(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--matrices") == 0) matrices = argv[++i];
+    else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_oracle [--json] [--n N] [--h H] [--v V]\n");
+      fprintf(stderr, "usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | none] [--threads T,T,...]\n");
       return 2;
     }
   }
@@ -166,12 +261,24 @@ int main(int argc, char **argv) {
   double oracle_rate = macs / oracle_s;
   fprintf(stderr, "bench_oracle: tier 1 on %s ...\n", id);
   lce_fast_stats fs;
-  double fast_s = time_fast(&c, 1, &fs);
+  double fast_s = time_fast(&c, 1, &fs, NULL);
   double fast_rate = macs / fast_s;
   lce_fast_stats fs_alone;
-  double alone_rate = macs / time_fast(&c, 0, &fs_alone);
+  double alone_rate = macs / time_fast(&c, 0, &fs_alone, NULL);
   fprintf(stderr, "bench_oracle: plain double dot ...\n");
   double plain_rate = rate_plain_dot(200000000);
+  enum { MAX_MATRICES = 8 };
+  char names[MAX_MATRICES][32];
+  matrix_stats per[MAX_MATRICES];
+  int nm = 0;
+  for (const char *p = matrices; strcmp(matrices, "none") != 0 && *p && nm < MAX_MATRICES;) {
+    size_t len = strcspn(p, ",");
+    snprintf(names[nm], sizeof names[nm], "%.*s", (int)len, p);
+    fprintf(stderr, "bench_oracle: tier 1 over the %s matrix ...\n", names[nm]);
+    per[nm] = time_matrix(names[nm]);
+    nm++;
+    p += len + (p[len] == ',');
+  }
 
   if (json) {
     printf("{\"case\": \"%s\", \"precision_bits\": %d, \"oracle_seconds\": %.6f, \"oracle_macs_per_s\": %.6g, "
@@ -179,10 +286,15 @@ int main(int argc, char **argv) {
            "\"oracle_over_exact_sum\": %.4f, \"decisive\": %lld, \"total\": %lld, "
            "\"small_case_ms\": %.3f, \"small_decisive\": %lld, \"small_total\": %lld, "
            "\"fast_seconds\": %.6f, \"fast_macs_per_s\": %.6g, \"fast_escalated\": %lld, \"fast_alone_macs_per_s\": %.6g, "
-           "\"plain_dot_macs_per_s\": %.6g}\n",
+           "\"plain_dot_macs_per_s\": %.6g, \"fast_over_plain_dot\": %.4f, \"fast_over_oracle\": %.4f, \"matrices\": [",
            id, LCE_ORACLE_PREC, oracle_s, oracle_rate, fma_rate, sum_rate, oracle_rate / fma_rate,
            oracle_rate / sum_rate, (long long)d, (long long)tot, small_s * 1e3, (long long)sd, (long long)stot, fast_s, fast_rate,
-           (long long)fs.escalated, alone_rate, plain_rate);
+           (long long)fs.escalated, alone_rate, plain_rate, fast_rate / plain_rate, fast_rate / oracle_rate);
+    for (int m = 0; m < nm; m++)
+      printf("%s{\"name\": \"%s\", \"cases\": %lld, \"escalated\": %lld, \"elements\": %lld, \"fast_seconds\": %.3f}",
+             m ? ", " : "", names[m], (long long)per[m].cases, (long long)per[m].escalated, (long long)per[m].total,
+             per[m].seconds);
+    printf("]}\n");
     return 0;
   }
   printf("tier-0 oracle throughput (%d-bit MPFR %s)\n", LCE_ORACLE_PREC, mpfr_get_version());
@@ -196,7 +308,14 @@ int main(int argc, char **argv) {
   printf("  tier 1: %.3f s, %lld elements escalated to tier 0 (%lld token forwards), %lld of %lld logits not "
          "proven exact\n", fast_s, (long long)fs.escalated, (long long)fs.recomputed_rows,
          (long long)fs.inexact_logits, (long long)fs.logits);
+  printf("  tier 1 / plain double dot = %.3f (%.1fx slower), tier 1 / tier 0 = %.1f\n", fast_rate / plain_rate,
+         plain_rate / fast_rate, fast_rate / oracle_rate);
+  for (int m = 0; m < nm; m++)
+    printf("  matrix %-8s tier 1: %lld cases in %.2f s, %lld of %lld elements escalated to tier 0 (%.4f%%)\n", names[m],
+           (long long)per[m].cases, per[m].seconds, (long long)per[m].escalated, (long long)per[m].total,
+           100.0 * (double)per[m].escalated / (double)(per[m].total ? per[m].total : 1));
   printf("  case %s: %.3f s, decisive %lld/%lld\n", id, oracle_s, (long long)d, (long long)tot);
+  if (threads && !thread_scaling(&c, threads, macs)) return 1;
   printf("  small case n16 h64 v512: %.1f ms (best of 3), decisive %lld/%lld\n", small_s * 1e3, (long long)sd,
          (long long)stot);
   return 0;

@@ -8,10 +8,12 @@
  *   - mag and emag equal to tier 0's within 1e-12 relative (the same sums, regrouped);
  *   - tier 1 is as decisive as tier 0 (escalation), and without escalation its own bound already
  *     decides most elements;
- *   - the same bits with 1 and 4 threads;
+ *   - the same bits with 1 and 4 threads, and with 5 token rows in flight instead of all;
+ *   - with memory for tier 1 but not for tier 0 ($LCE_MEMORY_LIMIT), undecided elements stay so;
  * and a negative control: the tier-1 values pushed by 3x their bound must fail the bound check.
  * Prints the elements compared, the worst |fast - mpfr| / (err_fast + err_mpfr) and escalations.
  * Seed: $LCE_TEST_SEED (default 1); failures print the case id. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,7 @@
 #include "lce_oracle_internal.h"
 #include "lce_test.h"
 
-static int64_t compared, escalated, undecided_alone, total_alone, undecided_by[LCE_OUT_COUNT];
+static int64_t unescalated_checked, compared, escalated, undecided_alone, total_alone, undecided_by[LCE_OUT_COUNT];
 static double worst_ratio;
 
 static void gen(const lce_case *c, lce_tensors *t) {
@@ -76,6 +78,18 @@ static int64_t compare(const lce_case *c, const lce_oracle_result *f, const lce_
   return bad;
 }
 
+/* Every field of every element bit for bit. */
+static void expect_same_result(const lce_oracle_result *f, const lce_oracle_result *g, const char *how) {
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    for (int64_t i = 0; i < f->out[o].count; i++) {
+      const lce_ref_output *a = &f->out[o], *b = &g->out[o];
+      EXPECT(same_bits(a->value[i], b->value[i]) && same_bits(a->err[i], b->err[i]) && same_bits(a->mag[i], b->mag[i]) &&
+                 same_bits(a->emag[i], b->emag[i]) && same_bits(a->rounded[i], b->rounded[i]) &&
+                 a->decisive[i] == b->decisive[i],
+             "%s[%lld] differs %s", lce_output_name(o), (long long)i, how);
+    }
+}
+
 static void check_case(const lce_case *c) {
   lce_test_set_case(c);
   lce_tensors t;
@@ -85,7 +99,8 @@ static void check_case(const lce_case *c) {
   lce_status st = {0};
   EXPECT(lce_oracle_run(c, &t, &m, &st) == LCE_OK, "tier 0: %s", st.msg);
   EXPECT(lce_fast_run(c, &t, &f, &stats, &st) == LCE_OK, "tier 1: %s", st.msg);
-  EXPECT(lce_fast_run_opts(c, &t, 0, &f0, &stats0, &st) == LCE_OK, "tier 1 alone: %s", st.msg);
+  const lce_fast_options alone = {0, 0};
+  EXPECT(lce_fast_run_opts(c, &t, &alone, &f0, &stats0, &st) == LCE_OK, "tier 1 alone: %s", st.msg);
   compare(c, &f, &m, 1);
   EXPECT(f.decisive >= m.decisive, "decisive %lld < tier 0's %lld", (long long)f.decisive, (long long)m.decisive);
   escalated += stats.escalated;
@@ -101,16 +116,35 @@ static void check_case(const lce_case *c) {
     if (isfinite(dh->value[i]) && dh->err[i] > m.out[LCE_OUT_D_HIDDEN].err[i] && dh->err[i] > 0)
       dh->value[i] += 3.0 * dh->err[i], moved++;
   if (moved) EXPECT(compare(c, &f0, &m, 0) == moved, "negative control: %lld moved values, not all caught", (long long)moved);
+  /* With memory for tier 1 but not for tier 0, the undecided elements stay undecided (counted). */
+  lce_fast_cost cost;
+  lce_fast_estimate(c, NULL, &cost);
+  if (stats.escalated > 0 && cost.bytes < cost.escalation_bytes) {
+    char limit[64];
+    snprintf(limit, sizeof limit, "%.0f", cost.bytes);
+    setenv("LCE_MEMORY_LIMIT", limit, 1);
+    lce_oracle_result u;
+    lce_fast_stats su;
+    EXPECT(lce_fast_run(c, &t, &u, &su, &st) == LCE_OK, "tier 1 without room for tier 0: %s", st.msg);
+    EXPECT(su.unescalated == stats.escalated && su.escalated == 0 && u.decisive == f0.decisive,
+           "without room for tier 0: %lld left undecided, %lld escalated, decisive %lld (tier 1 alone %lld)",
+           (long long)su.unescalated, (long long)su.escalated, (long long)u.decisive, (long long)f0.decisive);
+    unsetenv("LCE_MEMORY_LIMIT");
+    lce_oracle_free(&u);
+    unescalated_checked++;
+  }
+  /* The same bits in rows of 5 at a time (several blocks, the last one short). */
+  const lce_fast_options blocks = {1, 5};
+  lce_oracle_result g;
+  EXPECT(lce_fast_run_opts(c, &t, &blocks, &g, NULL, &st) == LCE_OK, "tier 1 in blocks: %s", st.msg);
+  expect_same_result(&f, &g, "in blocks of 5 rows");
+  lce_oracle_free(&g);
 #ifdef _OPENMP
   /* The same bits with any thread count. */
   int saved = omp_get_max_threads();
   omp_set_num_threads(saved > 1 ? 1 : 4);
-  lce_oracle_result g;
   EXPECT(lce_fast_run(c, &t, &g, NULL, &st) == LCE_OK, "tier 1: %s", st.msg);
-  for (int o = 0; o < LCE_OUT_COUNT; o++)
-    for (int64_t i = 0; i < f.out[o].count; i++)
-      EXPECT(same_bits(f.out[o].value[i], g.out[o].value[i]) && same_bits(f.out[o].err[i], g.out[o].err[i]),
-             "%s[%lld] differs with another thread count", lce_output_name(o), (long long)i);
+  expect_same_result(&f, &g, "with another thread count");
   lce_oracle_free(&g);
   omp_set_num_threads(saved);
 #endif
@@ -212,6 +246,7 @@ int main(void) {
   for (int o = 0; o < LCE_OUT_COUNT; o++)
     if (undecided_by[o]) printf("  undecided without escalation: %lld %s\n", (long long)undecided_by[o], lce_output_name(o));
   EXPECT(compared > 100000, "only %lld elements compared", (long long)compared);
+  EXPECT(unescalated_checked > 0, "no case escalated: the memory refusal of tier 0 went unchecked");
   EXPECT(worst_ratio > 0.0, "no element differs from tier 0: the comparison is vacuous");
   return lce_test_finish("test_fast");
 }
