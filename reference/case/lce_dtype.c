@@ -45,15 +45,18 @@ double lce_dtype_max(lce_dtype t) {
   return ldexp(2.0 - ldexp(1.0, 1 - f->precision), f->emax);
 }
 
-double lce_round_to(lce_dtype t, double x) {
-  const format_info *f = &FORMATS[t];
-  if (x == 0.0 || !isfinite(x)) return isnan(x) ? (signbit(x) ? -NAN : NAN) : x;
+double lce_round_format(double x, int p, int emin, int emax, int ties_away) {
+  if (x == 0.0 || !isfinite(x)) return x;
   int e = ilogb(x);
-  if (e < f->emin) e = f->emin;
-  int q = e - (f->precision - 1); /* exponent of the quantum at x */
-  double r = ldexp(rint(ldexp(x, -q)), q);
-  if (fabs(r) > lce_dtype_max(t)) return copysign(INFINITY, x);
-  return r == 0.0 ? copysign(0.0, x) : r;
+  if (e < emin) e = emin;
+  const int q = e - (p - 1); /* exponent of the quantum at x: scaling by it is exact, so rounding is once */
+  const double y = ldexp(x, -q), r = ldexp(ties_away ? round(y) : rint(y), q); /* both keep a zero's sign */
+  return fabs(r) > ldexp(2.0 - ldexp(1.0, 1 - p), emax) ? copysign(INFINITY, x) : r;
+}
+
+double lce_round_to(lce_dtype t, double x) {
+  if (isnan(x)) return signbit(x) ? -NAN : NAN;
+  return lce_round_format(x, FORMATS[t].precision, FORMATS[t].emin, FORMATS[t].emax, 0);
 }
 
 uint16_t lce_bf16_from_double(double x) {
