@@ -80,13 +80,9 @@ double lce_case_smoothing(const lce_case *c) {
 double lce_case_z_loss(const lce_case *c) { return c->z_loss_e5 * 1e-5; }
 
 double lce_round_tf32(double x) {
-  /* Ties away from zero (cvt.rna): round() on the value scaled so the tf32 quantum is 1. The
-   * exponent range is fp32's; the inputs are fp32 values, so no overflow beyond fp32's either. */
-  if (x == 0.0 || !isfinite(x)) return x;
-  int e = ilogb(x);
-  if (e < -126) e = -126;
-  double r = ldexp(round(ldexp(x, 10 - e)), e - 10);
-  return fabs(r) > 0x1.ffcp127 ? copysign(INFINITY, x) : r;
+  /* Ties away from zero (cvt.rna), 11 significant bits, fp32's exponent range: the inputs are fp32
+   * values, so no overflow beyond fp32's either. */
+  return lce_round_format(x, 11, -126, 127, 1);
 }
 
 lce_case lce_case_default(void) {

@@ -55,18 +55,22 @@ static int binade(double x) {
   return be == 0 ? ilogb(x) : be - 1023;
 }
 
-double lce_round_to(lce_dtype t, double x) {
-  const format_info *f = &FORMATS[t];
-  if (x == 0.0 || !isfinite(x)) return isnan(x) ? (signbit(x) ? -NAN : NAN) : x;
+double lce_round_format(double x, int p, int emin, int emax, int ties_away) {
+  if (x == 0.0 || !isfinite(x)) return x;
   int e = binade(x);
-  if (e < f->emin) e = f->emin;
-  const int q = e - (f->precision - 1); /* exponent of the quantum at x: -149 <= q <= 1016 */
-  /* y = x / 2^q is exact and |y| < 2^precision <= 2^24; adding and subtracting 1.5 * 2^52 rounds it
-   * to an integer, to nearest even (what rint does in the default mode, without the call). */
+  if (e < emin) e = emin;
+  const int q = e - (p - 1); /* exponent of the quantum at x: scaling by it is exact, so rounding is once */
+  /* y = x / 2^q is exact and |y| < 2^p <= 2^24; to nearest even, adding and subtracting 1.5 * 2^52
+   * rounds it to an integer (what rint does in the default mode, without the call). */
   const double y = x * lce_pow2(-q), magic = 0x1.8p52;
-  const double r = ((y + magic) - magic) * lce_pow2(q);
-  if (fabs(r) > lce_dtype_max(t)) return copysign(INFINITY, x);
-  return r == 0.0 ? copysign(0.0, x) : r;
+  const double r = (ties_away ? round(y) : (y + magic) - magic) * lce_pow2(q);
+  if (fabs(r) > (2.0 - lce_pow2(1 - p)) * lce_pow2(emax)) return copysign(INFINITY, x);
+  return r == 0.0 ? copysign(0.0, x) : r; /* a zero keeps its sign */
+}
+
+double lce_round_to(lce_dtype t, double x) {
+  if (isnan(x)) return signbit(x) ? -NAN : NAN;
+  return lce_round_format(x, FORMATS[t].precision, FORMATS[t].emin, FORMATS[t].emax, 0);
 }
 
 uint16_t lce_bf16_from_double(double x) {

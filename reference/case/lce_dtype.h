@@ -69,6 +69,10 @@ double lce_fp16_to_double(uint16_t bits);
 
 /* x rounded to format t, returned as a double holding that exact value. */
 double lce_round_to(lce_dtype t, double x);
+/* x rounded to the binary format of precision p (bits, the implicit one included) and exponent range
+ * [emin, emax]: to nearest, ties to even or (ties_away) away from zero; subnormals below emin,
+ * overflow to a signed infinity; zeros, infinities and NaN returned as they are. */
+double lce_round_format(double x, int p, int emin, int emax, int ties_away);
 
 /* Element i of a buffer stored in format t. */
 double lce_load(lce_dtype t, const void *buf, size_t i);

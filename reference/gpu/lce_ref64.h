@@ -91,26 +91,14 @@ lce_code lce_ref64_device_run(const lce_case *c, const lce_tensors *in, const lc
                               lce_ref64_device *ref, lce_status *st);
 void lce_ref64_device_free(lce_ref64_device *ref);
 
-/* A subject's output against the device reference, reduced on the device. Elements where both are
- * finite enter the sums; the others are class-checked (NaN, +Inf, -Inf must match). lse: valid
- * tokens only; d_weight: the real vocab rows. The judge turns the sums into its metrics
- * (lce_ref64_tier.c fills an lce_comparison from them). */
-typedef struct lce_ref64_sums {
-  double sum_d2;           /* sum (x - r)^2 */
-  double sum_r2;           /* sum r^2 */
-  double sum_dr;           /* sum (x - r) r */
-  double sum_r4;           /* sum r^4 */
-  double sum_emag2;        /* sum emag^2 (0 without mags) */
-  double max_scaled;       /* max |x - r| / emag (0 without mags; 0/0 counts as 0) */
-  int64_t compared;        /* elements in the sums */
-  int64_t class_mismatch;  /* elements whose class (finite, NaN, +Inf, -Inf) differs */
-  int64_t first_mismatch;  /* index of the first such element, -1 when none */
-} lce_ref64_sums;
-
-/* subject: the outputs as lce_outputs holds them on the host (d_hidden in the case dtype, the rest
+/* A subject's output against the device reference, reduced on the device into cmp, the comparison the
+ * judge turns into its metrics: elements where both are finite enter the sums; the others are
+ * class-checked (NaN, +Inf, -Inf must match). lse: valid tokens only; d_weight: the real vocab rows.
+ * No per-element ulps (has_ulps 0); has_emag where the reference has its magnitudes.
+ * subject: the outputs as lce_outputs holds them on the host (d_hidden in the case dtype, the rest
  * fp32). They are uploaded in slices, so the device needs only a small staging buffer. */
 lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id o, const lce_outputs *subject,
-                           lce_ref64_sums *sums, lce_status *st);
+                           lce_comparison *cmp, lce_status *st);
 
 /* Host level: the fp64 reference as an lce_oracle_result (lce_oracle.h), every field tier 0 fills:
  * value (the fp64 result), err (the a-priori bound above), mag, emag, rounded (value rounded to the

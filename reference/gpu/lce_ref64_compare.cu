@@ -3,6 +3,7 @@
  * fp64 partial sums (fixed order), the host adds the partials in block order. The reference never
  * comes back. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +58,8 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
 }
 
 static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, const void *host, void *raw,
-                               r64_partial *dev_part, r64_partial *part, lce_ref64_sums *sums, lce_status *st) {
+                               r64_partial *dev_part, r64_partial *part, lce_comparison *cmp, int64_t *mismatch,
+                               int64_t *first, lce_status *st) {
   /* d_weight: the real vocab rows (the padded rows are the prior, a class check of the judge's). */
   const lce_ref64_dev_output *d = &ref->out[o];
   const lce_dtype fmt = lce_output_format(&ref->c, o);
@@ -72,21 +74,22 @@ static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, con
     R64_CUDA_CHECK(st, cudaMemcpy(part, dev_part, R64_CMP_BLOCKS * sizeof *part, cudaMemcpyDeviceToHost));
     for (int b = 0; b < R64_CMP_BLOCKS; b++) {
       const r64_partial *p = &part[b];
-      sums->sum_d2 += p->d2, sums->sum_r2 += p->r2, sums->sum_dr += p->dr, sums->sum_r4 += p->r4;
-      sums->sum_emag2 += p->emag2, sums->compared += p->compared, sums->class_mismatch += p->mismatch;
-      sums->max_scaled = fmax(sums->max_scaled, p->maxscaled);
-      if (p->first >= 0 && (sums->first_mismatch < 0 || p->first < sums->first_mismatch)) sums->first_mismatch = p->first;
+      cmp->sum_d2 += p->d2, cmp->sum_r2 += p->r2, cmp->sum_dr += p->dr, cmp->sum_r4 += p->r4;
+      cmp->sum_emag2 += p->emag2, cmp->judged += p->compared, *mismatch += p->mismatch;
+      cmp->max_scaled = fmax(cmp->max_scaled, p->maxscaled);
+      if (p->first >= 0 && (*first < 0 || p->first < *first)) *first = p->first;
     }
   }
   return LCE_OK;
 }
 
 extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id o, const lce_outputs *subject,
-                                      lce_ref64_sums *sums, lce_status *st) {
-  LCE_CHECK(st, ref != NULL && subject != NULL && sums != NULL, LCE_EINVAL, "ref64 compare: NULL argument");
+                                      lce_comparison *cmp, lce_status *st) {
+  LCE_CHECK(st, ref != NULL && subject != NULL && cmp != NULL, LCE_EINVAL, "ref64 compare: NULL argument");
   LCE_CHECK(st, (int)o >= 0 && o < LCE_OUT_COUNT, LCE_EINVAL, "ref64 compare: output %d unknown", (int)o);
-  memset(sums, 0, sizeof *sums);
-  sums->first_mismatch = -1;
+  memset(cmp, 0, sizeof *cmp);
+  cmp->has_emag = (unsigned char)ref->has_mags;
+  cmp->class_ok = 1;
   const lce_ref64_dev_output *d = &ref->out[o];
   if (d->count == 0) return LCE_OK;
   const void *host = lce_output_buffer(&ref->c, subject, o);
@@ -97,11 +100,16 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   LCE_ALLOC_CHECK(st, part);
   cudaError_t rc = cudaMalloc(&raw, (size_t)slice * sizeof(float));
   if (rc == cudaSuccess) rc = cudaMalloc((void **)&dev_part, R64_CMP_BLOCKS * sizeof *dev_part);
-  lce_code code = rc == cudaSuccess ? compare_slices(ref, o, host, raw, dev_part, part, sums, st)
+  int64_t mismatch = 0, first = -1;
+  lce_code code = rc == cudaSuccess ? compare_slices(ref, o, host, raw, dev_part, part, cmp, &mismatch, &first, st)
                                     : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "ref64 compare: cudaMalloc: %s",
                                                cudaGetErrorString(rc));
   if (raw) cudaFree(raw);
   if (dev_part) cudaFree(dev_part);
   free(part);
+  cmp->class_ok = mismatch == 0;
+  if (!cmp->class_ok)
+    snprintf(cmp->class_msg, sizeof cmp->class_msg, "%lld elements with the wrong class (NaN/Inf), first at %lld",
+             (long long)mismatch, (long long)first);
   return code;
 }

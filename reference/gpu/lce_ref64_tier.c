@@ -41,18 +41,7 @@ static lce_code ref64_prepare(const lce_case *c, const lce_tensors *in, lce_ref_
 
 static lce_code ref64_compare(const lce_reference *ref, lce_output_id o, const lce_outputs *subject,
                               lce_comparison *cmp, lce_status *st) {
-  memset(cmp, 0, sizeof *cmp);
-  lce_ref64_sums sums;
-  LCE_TRY(lce_ref64_compare((const lce_ref64_device *)ref->priv, o, subject, &sums, st));
-  cmp->judged = sums.compared;
-  cmp->sum_d2 = sums.sum_d2, cmp->sum_r2 = sums.sum_r2, cmp->sum_dr = sums.sum_dr, cmp->sum_r4 = sums.sum_r4;
-  cmp->sum_emag2 = sums.sum_emag2, cmp->max_scaled = sums.max_scaled;
-  cmp->has_emag = (unsigned char)ref->has_mags;
-  cmp->class_ok = sums.class_mismatch == 0;
-  if (!cmp->class_ok)
-    snprintf(cmp->class_msg, sizeof cmp->class_msg, "%lld elements with the wrong class (NaN/Inf), first at %lld",
-             (long long)sums.class_mismatch, (long long)sums.first_mismatch);
-  return LCE_OK;
+  return lce_ref64_compare((const lce_ref64_device *)ref->priv, o, subject, cmp, st);
 }
 
 static void ref64_release(lce_reference *ref) {

@@ -47,14 +47,7 @@ int probe_format_parse(const char *s, lce_mma_format *out) {
 }
 
 double probe_round(lce_mma_format f, double x) {
-  const format_info *fi = &FORMATS[f];
-  if (x == 0.0 || !isfinite(x)) return x;
-  int e = ilogb(x);
-  if (e < fi->emin) e = fi->emin; /* subnormal quantum */
-  const double q = ldexp(1.0, e - fi->precision + 1);
-  const double r = rint(x / q) * q; /* both scalings exact: one rounding */
-  const double max = ldexp(2.0 - ldexp(1.0, 1 - fi->precision), fi->emax);
-  return fabs(r) > max ? copysign(INFINITY, x) : r;
+  return lce_round_format(x, FORMATS[f].precision, FORMATS[f].emin, FORMATS[f].emax, 0);
 }
 
 uint32_t probe_bits(lce_mma_format f, float x) {
