@@ -1,4 +1,5 @@
 /* lce_converge_golden.c — golden/converge.bounds (format in lce_converge_golden.h). */
+#define _POSIX_C_SOURCE 200809L /* strtok_r: undeclared in strict C11, an implicit int would truncate its pointer */
 #include "lce_converge_golden.h"
 
 #include <math.h>
