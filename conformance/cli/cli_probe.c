@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "lce_device.h"
 #include "probe_check.h"
 #include "probe_curve.h"
 #include "probe_dump.h"
@@ -288,10 +289,15 @@ static int probe_run(const probe_args *a, probe_report *r) {
   r->arch = find_arch(a->arch ? a->arch : "sm90");
   if (r->arch == NULL) return CLI_USAGE;
   r->seed = a->seed;
-  int major = 0, minor = 0;
-  if (probe_gpu_device(r->device, sizeof r->device, &major, &minor, &st) != LCE_OK) return fail_run("device", &st);
-  fprintf(stderr, "probe: %s (compute capability %d.%d), model %s, seed 0x%" PRIx64 "\n", r->device, major, minor,
-          r->arch->name, r->seed);
+  lce_device_info dev;
+  char why[200];
+  if (!lce_device_query(&dev, why, sizeof why)) {
+    lce_fail(&st, LCE_ENODEV, __FILE__, __LINE__, "probe: %s", why);
+    return fail_run("device", &st);
+  }
+  snprintf(r->device, sizeof r->device, "%.*s", PROBE_DUMP_NAME_LEN, dev.name);
+  fprintf(stderr, "probe: %s (compute capability %d.%d), model %s, seed 0x%" PRIx64 "\n", r->device, dev.cc_major,
+          dev.cc_minor, r->arch->name, r->seed);
   if (a->mma) {
     const int rc = probe_mma_part(a, r, &st);
     if (rc != CLI_PASS) return rc;

@@ -25,6 +25,7 @@ extern "C" int lce_device_query(lce_device_info *dev, char *why, size_t size) {
   if (dev) {
     snprintf(dev->name, sizeof dev->name, "%.127s", prop.name);
     snprintf(dev->arch, sizeof dev->arch, "sm_%d%d", prop.major, prop.minor);
+    dev->cc_major = prop.major, dev->cc_minor = prop.minor;
     dev->total_bytes = (double)prop.totalGlobalMem;
     cudaDriverGetVersion(&dev->driver);
     cudaRuntimeGetVersion(&dev->runtime);

@@ -19,6 +19,7 @@ extern "C" {
 typedef struct lce_device_info {
   char name[128];     /* "NVIDIA H200" */
   char arch[16];      /* "sm_90" */
+  int cc_major, cc_minor; /* compute capability, 9 and 0 */
   int driver, runtime;/* CUDA driver and runtime versions, e.g. 13000 */
   double total_bytes; /* device memory */
 } lce_device_info;

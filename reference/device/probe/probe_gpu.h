@@ -17,9 +17,6 @@
 extern "C" {
 #endif
 
-/* Device 0's name and compute capability; LCE_ENODEV without one. */
-lce_code probe_gpu_device(char *name, size_t size, int *cc_major, int *cc_minor, lce_status *st);
-
 /* Runs every tile of ts through one mma.sync instruction (m16n8k16 bf16/fp16, m16n8k8 tf32, fp32
  * accumulate, one warp per tile) and stores the results in ts->d. */
 lce_code probe_gpu_mma(probe_tileset *ts, lce_status *st);

@@ -30,18 +30,6 @@ lce_code probe_require_device(lce_status *st) {
   return LCE_OK;
 }
 
-extern "C" lce_code probe_gpu_device(char *name, size_t size, int *cc_major, int *cc_minor, lce_status *st) {
-  lce_code rc = LCE_OK;
-  cudaDeviceProp prop;
-  LCE_TRY(probe_require_device(st));
-  PROBE_CUDA_CHECK(st, cudaGetDeviceProperties(&prop, 0));
-  snprintf(name, size, "%s", prop.name);
-  *cc_major = prop.major;
-  *cc_minor = prop.minor;
-done:
-  return rc;
-}
-
 __device__ __forceinline__ uint32_t pack16(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
 
 /* One tile per warp: A [16][16], B [16][8] 16-bit storage bits, C and D [16][8] fp32. */
