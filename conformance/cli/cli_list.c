@@ -65,7 +65,8 @@ int cli_list(void) {
     const lce_reference_tier *t = lce_reference_tier_at(i);
     char why[256];
     const int here = t->available(why, sizeof why);
-    printf("  %-34s tier %d: %s%s%s\n", t->name, t->level, t->what, here ? "" : " — not here: ", here ? "" : why);
+    printf("  %-34s tier %d%s: %s%s%s\n", t->name, t->level, t == lce_reference_tier_default() ? " (the default)" : "",
+           t->what, here ? "" : " — not here: ", here ? "" : why);
   }
   return CLI_PASS;
 }

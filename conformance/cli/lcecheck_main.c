@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "lce_parallel.h"
 
 #ifndef LCE_VERSION
 #define LCE_VERSION "unknown" /* the build passes the CMake project version */
@@ -215,6 +216,7 @@ static const cli_verb *find_verb(const char *name) {
 static int is_help(const char *arg) { return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0; }
 
 int main(int argc, char **argv) {
+  lce_parallel_prefer_passive(argv); /* no spinning OpenMP threads (lce_parallel.h) */
   if (argc < 2) {
     usage(stderr);
     return CLI_USAGE;

@@ -18,6 +18,7 @@
 
 #include "lce_engine.h"
 #include "lce_matrix.h"
+#include "lce_parallel.h"
 
 #define MAX_SUBJECTS 4
 
@@ -135,6 +136,7 @@ static void sink(void *ctx, const lce_engine_case *ec) {
 }
 
 int main(int argc, char **argv) {
+  lce_parallel_prefer_passive(argv); /* no spinning OpenMP threads (lce_parallel.h) */
   if (argc != 2) {
     fprintf(stderr, "usage: test_tiers MATRIX[,MATRIX...]\n");
     return 2;

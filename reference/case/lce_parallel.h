@@ -21,6 +21,14 @@
 #define LCE_PARALLEL_FOR_IF(condition)
 #endif
 
+/* OpenMP's default wait policy lets idle threads spin between parallel regions; where the cores
+ * are few or shared, the spinning takes the CPU the work needs (the default matrix judged with
+ * fused-host and tier 1 on the 2-core machine: 18.8 s with 2 threads, 4.0 s with passive waiting or
+ * one thread). libgomp reads OMP_WAIT_POLICY once, when it loads, so a program calls this first
+ * thing in main: without OMP_WAIT_POLICY in the environment it re-executes itself
+ * (/proc/self/exe) with OMP_WAIT_POLICY=passive; otherwise, and where that fails, it returns. */
+void lce_parallel_prefer_passive(char **argv);
+
 /* Multiply-adds below which a tile loop stays serial (about 50 microseconds of work). */
 #define LCE_PARALLEL_MIN_MACS ((int64_t)1 << 16)
 

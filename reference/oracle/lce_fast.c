@@ -422,15 +422,16 @@ static lce_code escalate(fast_work *w, lce_fast_stats *stats, lce_status *st) {
     if (stats) stats->unescalated = count, stats->escalated = stats->recomputed_rows = 0;
     goto done;
   }
-  /* The rows tier 0 recomputes take tier 1's logits where those are proven exact (most bf16 and
-   * fp16 rows): tier 0 then skips its h MPFR products per logit, with the same results. */
+  /* The rows tier 0 recomputes take tier 1's logits where those are proven exact (nearly every bf16
+   * and fp16 logit; the others NaN, which tier 0 computes): tier 0 then skips its h MPFR products
+   * per known logit, with the same results. */
   double *logits = malloc((size_t)(N * V) * sizeof *logits);
   unsigned char *exact = calloc((size_t)N, 1);
   if (logits && exact && !w->bad_w)
     for (int64_t n = 0; n < N; n++) {
       int asked = all_rows || row[n];
       for (int64_t k = 0; k < H && !asked; k++) asked = dh[n * H + k];
-      if (asked && !w->bad_h[n]) exact[n] = (unsigned char)fast_row_exact_logits(&w->fin, n, logits + n * V);
+      if (asked && !w->bad_h[n]) exact[n] = fast_row_exact_logits(&w->fin, n, logits + n * V) > 0;
     }
   lce_oracle_subset sub = {row, dh, dw, loss, logits && exact ? logits : NULL, logits && exact ? exact : NULL};
   lce_oracle_result t0;

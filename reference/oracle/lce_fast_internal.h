@@ -110,8 +110,9 @@ typedef struct fast_row {
 
 void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight);
 void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n);
-/* The logits of row n (before softcap) into s[0..v) when every one is proven exact in plain double
- * (the test of lce_fast_row.c's Logits); returns 0 otherwise. */
+/* The logits of row n (before softcap) into s[0..v): each one proven exact in plain double (the test
+ * of lce_fast_row.c's Logits) as its value, the others NaN (for tier 0: not known); returns how
+ * many are known. */
 int fast_row_exact_logits(const fast_in *in, int64_t n, double *s);
 void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y);
 void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);

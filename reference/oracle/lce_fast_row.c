@@ -106,12 +106,14 @@ static double logit(const double *h, const double *w, int64_t H, int lsb, double
 int fast_row_exact_logits(const fast_in *in, int64_t n, double *s) {
   const int64_t H = in->h;
   const double *h = in->hidden + n * H;
+  int known = 0;
   for (int64_t v = 0; v < in->v; v++) {
     double m, sum = fast_dot_lanes(h, in->w + v * H, H, &m);
-    if (!sum_proven_exact(m, in->lsb_h[n] + in->lsb_w[v])) return 0;
-    s[v] = sum;
+    const int exact = sum_proven_exact(m, in->lsb_h[n] + in->lsb_w[v]);
+    s[v] = exact ? sum : NAN;
+    known += exact;
   }
-  return 1;
+  return known;
 }
 
 /* Softcap of logit v in place, its factor f_v; returns the logit's bound, raises r->rf. */

@@ -250,13 +250,13 @@ static int row_runs(const lce_case *c, const oracle_work *w, int64_t n) {
   return w->all_rows || (w->sub->row && w->sub->row[n]) || (w->sub->d_hidden && row_asked(w->sub->d_hidden + n * c->h, c->h));
 }
 
-/* Whether a running row reads W in MPFR: its logits are not given exact, or one given is 0. */
+/* Whether a running row reads W in MPFR: its logits are not given, or one is 0 or NaN (not known). */
 static int needs_w_rows(const lce_case *c, const oracle_work *w) {
   for (int64_t n = 0; n < c->n; n++) {
     if (!row_runs(c, w, n)) continue;
     if (!(w->sub && w->sub->logits && w->sub->logits_exact && w->sub->logits_exact[n])) return 1;
     for (int64_t v = 0; v < c->v; v++)
-      if (w->sub->logits[n * c->v + v] == 0.0) return 1;
+      if (!(w->sub->logits[n * c->v + v] != 0.0) || isnan(w->sub->logits[n * c->v + v])) return 1;
   }
   return 0;
 }

@@ -134,12 +134,12 @@ void lce_row_logits_given(lce_row *r, mpfr_t *h_row, mpfr_t *w, const double *s)
   const int64_t h = r->prod.n;
   start_logits(r);
   for (int64_t v = 0; v < r->v; v++) {
-    if (s[v] != 0.0) { /* the exact sum: mpfr_sum would return it, exact (ternary 0) */
+    if (s[v] != 0.0 && !isnan(s[v])) { /* the exact sum: mpfr_sum would return it, exact (ternary 0) */
       mpfr_set_d(r->z.x[v], s[v], MPFR_RNDN);
       finish_logit(r, v, 0);
       continue;
     }
-    mpfr_t *wv = w + v * h; /* a zero's sign follows mpfr_sum's rule: computed as lce_row_logits_exact */
+    mpfr_t *wv = w + v * h; /* not known, or a zero (its sign is mpfr_sum's): as lce_row_logits_exact */
     for (int64_t k = 0; k < h; k++) lce_mul_exact_1(r->prod.x[k], h_row[k], wv[k]);
     finish_logit(r, v, mpfr_sum(r->z.x[v], r->prod.ptr, (unsigned long)h, MPFR_RNDN));
   }

@@ -166,9 +166,10 @@ void lce_row_opts_clear(lce_row_opts *o);
  * product exact (lce_mul_exact_1), the sum correctly rounded; then the softcap z_v = c tanh(s_v/c)
  * and its factor f_v when the case has one. */
 void lce_row_logits_exact(lce_row *r, mpfr_t *h_row, mpfr_t *w);
-/* The same when the caller knows the exact sums s[v] as doubles (tier 1's proven-exact logits, for
- * its escalations): the non-zero ones are taken as they are, the zeros (whose sign is mpfr_sum's)
- * computed. Same values and bounds as lce_row_logits_exact, without its h exact products per logit. */
+/* The same when the caller knows exact sums s[v] as doubles (tier 1's proven-exact logits, for its
+ * escalations): the non-zero ones are taken as they are; the zeros (whose sign is mpfr_sum's) and
+ * the NaNs (not known) computed. Same values and bounds as lce_row_logits_exact, without its h exact
+ * products per known logit. */
 void lce_row_logits_given(lce_row *r, mpfr_t *h_row, mpfr_t *w, const double *s);
 /* The same from MPFR inputs of any precision (products exact at the prod precision). */
 void lce_row_logits_mp(lce_row *r, mpfr_t *h_row, mpfr_t *w);
@@ -252,8 +253,8 @@ typedef struct lce_oracle_subset {
   const unsigned char *d_hidden;
   const unsigned char *d_weight;
   int loss;
-  /* Optional: logits[n*v + j] is the exact logit s_nj (before softcap) of every row with
-   * logits_exact[n] (lce_row_logits_given); NULL: every row computes its own. */
+  /* Optional: logits[n*v + j] is the exact logit s_nj (before softcap), or NaN where not known, of
+   * every row with logits_exact[n] (lce_row_logits_given); NULL: every row computes its own. */
   const double *logits;
   const unsigned char *logits_exact;
 } lce_oracle_subset;

@@ -27,6 +27,7 @@
 
 #include "lce_fast.h"
 #include "lce_matrix.h"
+#include "lce_parallel.h"
 #include "lce_oracle.h"
 #include "lce_prng.h"
 #include "lce_time.h"
@@ -223,6 +224,7 @@ static int thread_scaling(const lce_case *c, const char *list, double macs) {
 }
 
 int main(int argc, char **argv) {
+  lce_parallel_prefer_passive(argv); /* no spinning OpenMP threads (lce_parallel.h) */
   int json = 0;
   const char *matrices = "default,wide", *threads = NULL;
   lce_case c = lce_case_default();

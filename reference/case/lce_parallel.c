@@ -1,0 +1,16 @@
+/* lce_parallel.c — see lce_parallel.h: OpenMP's wait policy for whole programs. */
+#define _POSIX_C_SOURCE 200809L
+#include "lce_parallel.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+void lce_parallel_prefer_passive(char **argv) {
+#ifdef _OPENMP
+  if (getenv("OMP_WAIT_POLICY") != NULL) return; /* the user's choice, or this re-execution */
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv); /* returns only on failure: the program then runs as it is */
+#else
+  (void)argv;
+#endif
+}
