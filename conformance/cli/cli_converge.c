@@ -37,10 +37,12 @@ static int embeddings_mask(const char *list, unsigned *mask) {
 }
 
 static int read_config(lce_converge_config *cfg, unsigned *emb) {
-  uint64_t steps = (uint64_t)cfg->steps, seed = cfg->seed;
-  if (cli_opt_uint("--steps", 1, 100000, &steps) != CLI_PASS || cli_opt_uint("--seed", 0, UINT32_MAX, &seed) != CLI_PASS)
+  uint64_t steps = (uint64_t)cfg->steps, seed = cfg->seed, every = (uint64_t)cfg->eval_every;
+  if (cli_opt_uint("--steps", 1, 100000, &steps) != CLI_PASS || cli_opt_uint("--seed", 0, UINT32_MAX, &seed) != CLI_PASS ||
+      cli_opt_uint("--every", 1, 100000, &every) != CLI_PASS)
     return CLI_USAGE;
   cfg->steps = (int)steps;
+  cfg->eval_every = (int)every;
   cfg->seed = seed;
   const char *lr = cli_opt("--lr");
   if (lr) {

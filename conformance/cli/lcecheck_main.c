@@ -129,6 +129,7 @@ static const cli_option CONVERGE_OPTIONS[] = {
     OPT_SUBJECT,
     {"--embeddings", "E", "untied, tied or untied,tied (the default)"},
     {"--steps", "T", "SGD steps, 1..100000 (default 60; the golden judges its recorded run only)"},
+    {"--every", "E", "evaluate every E steps, 1 for every step (default 10; the golden judges its recorded E)"},
     {"--lr", "LR", "learning rate (default 4)"},
     {"--seed", "S", "seed of the token stream and the start (default 1; any seed is judged)"},
     {"--oracle", "O", "the reference run's gradients: fast (tier 1, the default), mpfr (tier 0) or fp64-gpu"},
@@ -176,7 +177,7 @@ static const cli_verb VERBS[] = {
     {"converge", cli_converge, "train a small LM with the subject's gradients and with the oracle's: the gap",
      NULL,
      "A bigram model (bf16, N 64, H 32, V 256 in 64 vocab chunks) whose head is the subject's FLCE, trained "
-     "twice from one start; every 10 steps the held-out loss of both runs, their parameter drift and the "
+     "twice from one start; every 10 steps (--every) the held-out loss of both runs, their parameter drift and the "
      "gradients' agreement. golden/converge.bounds bounds |gap|, drift and the largest gradient relerr of "
      "its recorded run (conformance/engine/lce_converge.h).",
      CONVERGE_OPTIONS},
