@@ -525,6 +525,7 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   fast_opts_init(&w->opts, c, w->in->class_weight);
   valid_weight_sum(w);
   const int rows_parallel = H * V >= LCE_PARALLEL_MIN_MACS, weight_parallel = V > 1 && w->block * H >= LCE_PARALLEL_MIN_MACS;
+  (void)rows_parallel, (void)weight_parallel; /* read by the OpenMP pragmas only */
   LCE_PARALLEL_FOR_IF(V > 1 && H * V >= LCE_PARALLEL_MIN_MACS)
   for (int64_t j = 0; j < V; j++) weight_begin(w, j);
   /* Token blocks in order: their rows in parallel, then their d_weight contributions in parallel
