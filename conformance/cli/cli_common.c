@@ -1,6 +1,7 @@
 /* cli_common.c — the argument check and the one exit path of every verb, the options' values (the
  * only place that reads argv), lookups and result rendering shared by the verbs. */
 #include "cli_common.h"
+#include "lce_progress.h"
 #include "lce_matrix.h"
 
 #include <ctype.h>
@@ -96,6 +97,15 @@ void cli_start(const char *verb, int argc, char **argv) {
   for (int i = 2; i < argc; i++) run.json |= strcmp(argv[i], "--json") == 0;
 }
 
+/* Progress of long work inside the library (a reference tier on a large case), on stderr. */
+static void print_progress(void *ctx, const char *what, double done, double total, double seconds) {
+  (void)ctx;
+  const double left = done > 0 ? seconds * (total - done) / done : -1;
+  fprintf(stderr, "lcecheck %s: %s %.0f/%.0f, %.0f s%s", run.verb ? run.verb : "", what, done, total, seconds,
+          left >= 0 ? "" : "\n");
+  if (left >= 0) fprintf(stderr, ", ~%.0f s left\n", left);
+}
+
 int cli_begin(const cli_verb *verbs, const cli_verb *v, int argc, char **argv) {
   cli_start(v->name, argc, argv);
   for (int i = 2; i < argc; i++) {
@@ -114,6 +124,7 @@ int cli_begin(const cli_verb *verbs, const cli_verb *v, int argc, char **argv) {
       return cli_fail(CLI_USAGE, "too many options");
     run.given[run.ngiven++] = (given_option){o->name, o->value ? argv[++i] : o->name};
   }
+  if (!cli_opt("--quiet")) lce_progress_set(print_progress, NULL);
   return CLI_PASS;
 }
 

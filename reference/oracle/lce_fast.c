@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "lce_fast_internal.h"
+#include "lce_progress.h"
 #include "lce_parallel.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -530,8 +531,11 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   for (int64_t j = 0; j < V; j++) weight_begin(w, j);
   /* Token blocks in order: their rows in parallel, then their d_weight contributions in parallel
    * over vocab rows; the floor sum C and the active count in token order. */
+  lce_progress progress;
+  lce_progress_start(&progress, "tier 1 tokens", (double)N);
   for (w->n0 = 0; w->n0 < N; w->n0 += w->block) {
     const int64_t end = w->n0 + w->block < N ? w->n0 + w->block : N;
+    lce_progress_step(&progress, (double)w->n0);
     LCE_PARALLEL_FOR_IF(rows_parallel && end - w->n0 > 1)
     for (int64_t n = w->n0; n < end; n++) run_row(w, n);
     for (int64_t n = w->n0; n < end; n++) {

@@ -24,6 +24,7 @@
 
 #include "lce_mpfr_dtype.h"
 #include "lce_oracle_internal.h"
+#include "lce_progress.h"
 
 /* ---- MPFR arrays ------------------------------------------------------------------------------ */
 
@@ -437,9 +438,12 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
   const lce_case *c = cx->c;
   const int64_t H = c->h;
   int64_t na = 0;
+  lce_progress progress;
+  lce_progress_start(&progress, "tier 0 tokens", (double)c->n);
   for (int64_t n = 0; n < c->n; n++) {
     const int64_t y = in->labels[n];
     const int valid = y != c->ignore_index;
+    lce_progress_step(&progress, (double)n);
     if (!row_runs(c, w, n)) continue;
     if (w->bad_w || w->bad_h[n]) {
       poisoned_row(cx, n, valid, w);
