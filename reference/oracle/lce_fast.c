@@ -290,7 +290,7 @@ static void run_row(fast_work *w, int64_t n) {
     fast_row_dz(&r, &w->opts, y, g, g_rel, ds, err, term);
     w->active[n] = 1;
     w->cond[n] = 1.0 + r.term_max;
-    w->floor[n] = fabs(g) * ldexp(1.0, lce_dtype_emin(c->dtype));
+    w->floor[n] = lce_dz_floor(c, fabs(g));
     row_slopes(w, n, y, term, err);
     row_d_hidden(w, n, ds, term, err, hi, lo, t1, E);
   }
