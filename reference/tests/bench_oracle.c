@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_engine.h"
 #include "lce_fast.h"
+#include "lce_fuzz_case.h"
 #include "lce_matrix.h"
 #include "lce_parallel.h"
 #include "lce_oracle.h"
@@ -134,6 +136,35 @@ static matrix_stats time_matrix(const char *name) {
   }
   free(cases);
   return ms;
+}
+
+/* Fuzz executions per second of the small class: what one fuzz_subject input costs without libFuzzer
+ * (bytes -> case, tensors, fused-host, the reference tier, the metrics), over `count` inputs of 16
+ * pseudo-random bytes each, run through the engine as the fuzz session runs them. */
+static void ignore_case(void *ctx, const lce_engine_case *ec) { (void)ctx, (void)ec; }
+
+static double fuzz_rate(const char *tier_name, int count) {
+  lce_case *cases = calloc((size_t)count, sizeof *cases);
+  lce_status st = {0};
+  for (int i = 0; i < count; i++) {
+    uint8_t bytes[16];
+    for (int b = 0; b < 16; b++) bytes[b] = (uint8_t)lce_rand_below(0xF022, (uint64_t)i, (uint64_t)b, 256);
+    if (lce_fuzz_case_from_bytes(bytes, sizeof bytes, &cases[i], &st) != LCE_OK) {
+      fprintf(stderr, "bench_oracle: fuzz case mapping: %s\n", st.msg);
+      exit(2);
+    }
+  }
+  const lce_subject *s = lce_subject_find("fused-host");
+  const lce_engine_config cfg = {.cases = cases, .ncases = (size_t)count, .subjects = &s, .nsubjects = 1,
+                                 .tier = lce_reference_tier_find(tier_name)};
+  const double t0 = lce_now_seconds();
+  if (lce_engine_run(&cfg, ignore_case, NULL, &st) != LCE_OK) {
+    fprintf(stderr, "bench_oracle: engine: %s\n", st.msg);
+    exit(2);
+  }
+  const double rate = count / (lce_now_seconds() - t0);
+  free(cases);
+  return rate;
 }
 
 /* Multiply-adds per second of a plain double dot product over 256 bf16 values. */
@@ -269,6 +300,8 @@ int main(int argc, char **argv) {
   double alone_rate = macs / time_fast(&c, 0, &fs_alone, NULL);
   fprintf(stderr, "bench_oracle: plain double dot ...\n");
   double plain_rate = rate_plain_dot(200000000);
+  fprintf(stderr, "bench_oracle: fuzz executions of the small class, tier 1 and tier 0 ...\n");
+  const double fuzz_fast = fuzz_rate("fast", 200), fuzz_mpfr = fuzz_rate("mpfr", 40);
   enum { MAX_MATRICES = 8 };
   char names[MAX_MATRICES][32];
   matrix_stats per[MAX_MATRICES];
@@ -288,10 +321,12 @@ int main(int argc, char **argv) {
            "\"oracle_over_exact_sum\": %.4f, \"decisive\": %lld, \"total\": %lld, "
            "\"small_case_ms\": %.3f, \"small_decisive\": %lld, \"small_total\": %lld, "
            "\"fast_seconds\": %.6f, \"fast_macs_per_s\": %.6g, \"fast_escalated\": %lld, \"fast_alone_macs_per_s\": %.6g, "
-           "\"plain_dot_macs_per_s\": %.6g, \"fast_over_plain_dot\": %.4f, \"fast_over_oracle\": %.4f, \"matrices\": [",
+           "\"plain_dot_macs_per_s\": %.6g, \"fast_over_plain_dot\": %.4f, \"fast_over_oracle\": %.4f, "
+           "\"fuzz_execs_per_s_fast\": %.4g, \"fuzz_execs_per_s_mpfr\": %.4g, \"matrices\": [",
            id, LCE_ORACLE_PREC, oracle_s, oracle_rate, fma_rate, sum_rate, oracle_rate / fma_rate,
            oracle_rate / sum_rate, (long long)d, (long long)tot, small_s * 1e3, (long long)sd, (long long)stot, fast_s, fast_rate,
-           (long long)fs.escalated, alone_rate, plain_rate, fast_rate / plain_rate, fast_rate / oracle_rate);
+           (long long)fs.escalated, alone_rate, plain_rate, fast_rate / plain_rate, fast_rate / oracle_rate, fuzz_fast,
+           fuzz_mpfr);
     for (int m = 0; m < nm; m++)
       printf("%s{\"name\": \"%s\", \"cases\": %lld, \"escalated\": %lld, \"elements\": %lld, \"fast_seconds\": %.3f}",
              m ? ", " : "", names[m], (long long)per[m].cases, (long long)per[m].escalated, (long long)per[m].total,
@@ -316,6 +351,8 @@ int main(int argc, char **argv) {
     printf("  matrix %-8s tier 1: %lld cases in %.2f s, %lld of %lld elements escalated to tier 0 (%.4f%%)\n", names[m],
            (long long)per[m].cases, per[m].seconds, (long long)per[m].escalated, (long long)per[m].total,
            100.0 * (double)per[m].escalated / (double)(per[m].total ? per[m].total : 1));
+  printf("  fuzz executions of the small class (fused-host, no libFuzzer): tier 1 %.1f/s, tier 0 %.1f/s (%.1fx)\n",
+         fuzz_fast, fuzz_mpfr, fuzz_fast / fuzz_mpfr);
   printf("  case %s: %.3f s, decisive %lld/%lld\n", id, oracle_s, (long long)d, (long long)tot);
   if (threads && !thread_scaling(&c, threads, macs)) return 1;
   printf("  small case n16 h64 v512: %.1f ms (best of 3), decisive %lld/%lld\n", small_s * 1e3, (long long)sd,
