@@ -171,9 +171,11 @@ static lce_code parse_owned(const char *path, char *raw, size_t len, lce_npy *a,
 lce_code lce_npy_parse(const void *data, size_t len, const char *name, lce_npy *a, lce_status *st) {
   memset(a, 0, sizeof *a);
   LCE_CHECK(st, host_is_little_endian(), LCE_EINTERNAL, "%s: .npy reading needs a little-endian host", name);
-  char *copy = malloc(len ? len : 1);
+  /* NUL-terminated like lce_file_read's buffer: the header's error messages print it with %.80s. */
+  char *copy = malloc(len + 1);
   LCE_ALLOC_CHECK(st, copy);
   if (len) memcpy(copy, data, len);
+  copy[len] = '\0';
   return parse_owned(name, copy, len, a, st);
 }
 
