@@ -3,7 +3,7 @@
 
   run --subject S --seconds T [--json]     one campaign: was a violation found, and how fast
   targets                                  the fuzz targets, their .options and seed corpora
-  run --target T|all --seconds T [--jobs N] [--parallel fork|jobs] [--update-seeds]
+  run --target T[,T...]|all --seconds T [--jobs N] [--parallel fork|jobs] [--update-seeds]
       [--regressions DIR] [--record FILE] [--json]
                                            T seconds per target over N cores (default: all), with
                                            progress lines while it runs; then the working corpus is
@@ -590,10 +590,11 @@ def record_targets(path, args, rows, when):
 
 
 def cmd_run_targets(args):
-    names = list(TARGETS) if args.target == "all" else [args.target]
+    names = list(TARGETS) if args.target == "all" else args.target.split(",")
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
-        sys.exit(f"fuzz_campaign: unknown target {unknown[0]} (known: all, {', '.join(TARGETS)})")
+        print(f"fuzz_campaign: unknown target {unknown[0]} (known: all, {', '.join(TARGETS)})", file=sys.stderr)
+        return 2
     if args.target == "fuzz_subject" and is_gpu_subject(args.subject) and not build_has_cuda(args.build):
         print(f"fuzz_campaign: skipped: {args.subject} is a GPU subject and {args.build} was built "
               f"without CUDA (-DLCE_FUZZ_WITH_CUDA=ON, or bundle-gpu)", file=sys.stderr)
@@ -721,7 +722,8 @@ def main():
     r = sub.add_parser("run", parents=[common], help="one time-boxed campaign (a subject, or --target T|all)")
     r.add_argument("--subject", default="fused-host", help="fuzz_subject's subject (LCE_FUZZ_SUBJECT)")
     r.add_argument("--seconds", type=positive(int), required=True, help="per target, libFuzzer -max_total_time")
-    r.add_argument("--target", help=f"all, or one of {', '.join(TARGETS)}: its .options, seed corpus, "
+    r.add_argument("--target", help=f"all, or one or more (comma separated) of {', '.join(TARGETS)}: "
+                                    "each with its .options, seed corpus, "
                                     "every core, progress, merge and triage")
     r.add_argument("--jobs", type=positive(int), default=os.cpu_count() or 1,
                    help="with --target: parallel fuzzing processes (default: nproc)")

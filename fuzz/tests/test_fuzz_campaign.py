@@ -172,6 +172,14 @@ class Targets(FakeBuild):
         self.assertEqual(r["merge"]["files"], len(before) + 1)
         self.assertEqual(sorted(p.name for p in seeds.iterdir()), before, "the seed corpus was written to")
 
+    def test_a_list_of_targets_and_an_unknown_one(self):
+        proc, calls = self.run_targets("--target", "fuzz_parse_npy,fuzz_parse_golden")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual([r["target"] for r in json.loads(proc.stdout)["rows"]], ["fuzz_parse_npy", "fuzz_parse_golden"])
+        proc, _ = self.run_targets("--target", "fuzz_parse_nothing")
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("unknown target fuzz_parse_nothing", proc.stderr)
+
     def test_jobs_mode(self):
         proc, calls = self.run_targets("--target", "fuzz_parse_npy", "--parallel", "jobs")
         self.assertEqual(proc.returncode, 0, proc.stderr)
