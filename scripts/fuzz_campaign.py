@@ -411,9 +411,10 @@ STATUS_LINE = re.compile(r"^#(\d+)[:\s].*?\bcov: (\d+).*?\bcorp: (\d+)", re.M)
 
 
 def progress_of(d):
-    """Executions, coverage and corpus size so far, from the logs in d: fuzzer.log (the main or the
-    fork-mode process) and, with -jobs, one fuzz-<i>.log per job (executions summed over them)."""
-    logs = [d / "fuzzer.log"] + sorted(d.glob("fuzz-*.log"))
+    """Executions, coverage and corpus size so far, from the logs in d: with -jobs, one fuzz-<i>.log
+    per job (executions summed over them; fuzzer.log then repeats a finished job's log), else
+    fuzzer.log (the single or the fork-mode process)."""
+    logs = sorted(d.glob("fuzz-*.log")) or [d / "fuzzer.log"]
     execs, cov, corp, final_execs = 0, 0, 0, 0
     for log in logs:
         text = log.read_text(errors="replace") if log.is_file() else ""

@@ -185,6 +185,8 @@ class Targets(FakeBuild):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("-jobs=3", calls[0]["argv"])
         self.assertIn("-workers=3", calls[0]["argv"])
+        r = json.loads(proc.stdout)["rows"][0]
+        self.assertEqual((r["executions"], r["coverage"], r["corpus"]), (3 * 400, 30, 5), "executions not summed over jobs")
 
     def test_update_seeds_merges_into_the_seed_corpus(self):
         seeds = self.tmp / "seeds" / "parse_case_id"
