@@ -399,11 +399,12 @@ def cmd_targets(args):
         print(json.dumps({"build": str(args.build), "targets": rows}, indent=2))
         return 0
     width = max(len(r["target"]) for r in rows)
-    print(f"{'target':<{width}}  built  seeds  seed corpus                   options")
+    cwidth = max(len(r["seed_corpus"]) for r in rows)
+    print(f"{'target':<{width}}  built  seeds  {'seed corpus':<{cwidth}}  options")
     for r in rows:
         flags = " ".join(f"{k}={Path(v).name if k == 'dict' else v}" for k, v in r["libfuzzer"].items())
         print(f"{r['target']:<{width}}  {'yes' if r['built'] else 'no':<5}  {r['seeds']:>5}  "
-              f"{r['seed_corpus']:<28}  {flags}")
+              f"{r['seed_corpus']:<{cwidth}}  {flags}")
     return 0
 
 
