@@ -8,7 +8,8 @@ separated) writes a .finding file the way lce_fuzz_session.c does and exits like
 does for a GPU subject on a machine without a GPU. Either way it prints the final-stats line the script reads.
 
 Called under another name (a parser target) or with -fork=N/-jobs=N (`run --target`): appends its
-arguments as one JSON line to $FAKE_ARGV_LOG, prints fork-mode status lines, writes one new input into
+arguments as one JSON line to $FAKE_ARGV_LOG; with -jobs=N writes N job logs fuzz-<i>.log (400
+executions each) and ends; otherwise prints fork-mode status lines, writes one new input into
 the first corpus directory and, for a target or subject in $FAKE_FUZZ_KILLS, a crash-<sha1> artifact
 (and for fuzz_subject the harness's .finding/.input pair); with $FAKE_ABORT it prints that message
 and aborts before the seed line, as a harness that cannot start does. With -merge=1 it copies every
