@@ -348,13 +348,13 @@ def cmd_kill_table(args):
 
 
 # The fuzz targets: binary name → (its .options file, its seed corpus). fuzz_subject fuzzes the
-# subject named by --subject (LCE_FUZZ_SUBJECT); fuzz_tiers the oracle tiers against each other.
+# subject named by --subject (LCE_FUZZ_SUBJECT); fuzz_tiers the oracle tiers against each other; the
+# parser targets are every fuzz/parsers/fuzz_parse_<name>.options, with the corpus fuzz/corpus/parse_<name>.
 TARGETS = {
     "fuzz_subject": (FUZZ_DIR / "fuzz_subject.options", FUZZ_DIR / "corpus" / "subject"),
     "fuzz_tiers": (FUZZ_DIR / "fuzz_tiers.options", FUZZ_DIR / "corpus" / "subject"),
-    **{f"fuzz_parse_{name}": (FUZZ_DIR / "parsers" / f"fuzz_parse_{name}.options",
-                              FUZZ_DIR / "corpus" / f"parse_{name}")
-       for name in ("golden", "converge_golden", "case_id", "json", "npy", "probe_dump")},
+    **{opt.stem: (opt, FUZZ_DIR / "corpus" / ("parse_" + opt.stem[len("fuzz_parse_"):]))
+       for opt in sorted((FUZZ_DIR / "parsers").glob("fuzz_parse_*.options"))},
 }
 OPTION_KEYS = ("max_len", "dict", "timeout", "rss_limit_mb")
 
