@@ -37,5 +37,6 @@ for t in fuzz_parse_golden fuzz_parse_converge_golden fuzz_parse_case_id fuzz_pa
 done
 for t in fuzz_subject fuzz_tiers; do
   cp "$src/fuzz/$t.options" "$OUT/"
+  [ -f "$src/fuzz/$t.dict" ] && cp "$src/fuzz/$t.dict" "$OUT/"
   zip_corpus "$t" "$src/fuzz/corpus/subject"
 done
