@@ -2,6 +2,7 @@
  * harness, encode for the seed-corpus tool), so the two can never disagree about the layout. */
 #include "lce_fuzz_case.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct field_spec {
@@ -175,4 +176,23 @@ lce_code lce_fuzz_case_from_bytes(const uint8_t *data, size_t size, lce_case *c,
   size_t front_size;
   lce_fuzz_params_decode(data, size, &p, &front_size);
   return lce_fuzz_case_from_params(&p, lce_fuzz_front_hash(data, front_size), c, st);
+}
+
+/* One value byte as the element it stands for (lce_fuzz_case.h). */
+static double value_of_byte(uint8_t b, int poison) {
+  if (poison && b == 0x80) return NAN;
+  if (poison && b == 0x7f) return INFINITY;
+  return (int8_t)b / 16.0;
+}
+
+size_t lce_fuzz_values_apply(const uint8_t *front, size_t front_size, const lce_case *c, lce_tensors *t) {
+  const size_t magic = sizeof LCE_FUZZ_VALUES_MAGIC - 1;
+  if (front_size < magic || memcmp(front, LCE_FUZZ_VALUES_MAGIC, magic) != 0) return 0;
+  const uint8_t *v = front + magic;
+  const size_t count = front_size - magic, hidden = (size_t)(c->n * c->h), weight = (size_t)(c->v * c->h);
+  void *w = c->tied ? t->embedding : t->weight;
+  size_t k = 0;
+  for (; k < count && k < hidden; k++) lce_store(c->dtype, t->hidden, k, value_of_byte(v[k], c->dist == LCE_DIST_POISON));
+  for (; k < count && k < hidden + weight; k++) lce_store(c->dtype, w, k - hidden, value_of_byte(v[k], 0));
+  return k;
 }

@@ -94,6 +94,21 @@ lce_code lce_fuzz_case_from_params(const lce_fuzz_params *p, uint64_t front_hash
 /* The whole mapping: bytes → case. An error here is a bug in this file, never in the input. */
 lce_code lce_fuzz_case_from_bytes(const uint8_t *data, size_t size, lce_case *c, lce_status *st);
 
+/* Structure-aware values. A front that starts with LCE_FUZZ_VALUES_MAGIC carries tensor values, so
+ * that libFuzzer's mutations and comparison guidance reach the data, not only the parameters: its
+ * bytes after the magic, one per element, replace the hidden values (n*h, row-major) and then the
+ * output weight's real rows (v*h: the embedding when tied, else the weight) as far as they reach;
+ * the elements past the input's end keep their generated values, and padded rows always do. A byte
+ * b is the value (int8_t)b / 16, in [-8, 127/16] and exact in every dtype. Only a poison case
+ * (LCE_DIST_POISON, whose semantics allow NaN and Inf in the hidden values) maps the hidden bytes
+ * 0x80 and 0x7f to NaN and +Inf instead. Any other front (every input without the magic) keeps the
+ * values generated from the case id. The magic and the values are front bytes, so they are also
+ * hashed into the seed. */
+#define LCE_FUZZ_VALUES_MAGIC "LCEV"
+/* Applies the values of front to t, generated for case c; returns the elements replaced (0 when the
+ * front carries no values). */
+size_t lce_fuzz_values_apply(const uint8_t *front, size_t front_size, const lce_case *c, lce_tensors *t);
+
 /* 64-bit FNV-1a of the front bytes, 0 for none (so a tail-only input keeps its seed field as is). */
 uint64_t lce_fuzz_front_hash(const uint8_t *front, size_t size);
 

@@ -80,6 +80,9 @@ static void write_report(FILE *f, const lce_fuzz_session *s, const lce_case_resu
   fprintf(f, "summary: %s\n", detail);
   if (!r->error && !r->skipped && !r->verdict.pass) print_failing_outputs(f, &r->verdict);
   fprintf(f, "repro: %s\n", repro);
+  if (s->input_values)
+    fprintf(f, "values: %zu tensor elements come from the input, not from the case id: replay the .input with "
+               "fuzz_replay_subject\n", s->input_values);
 }
 
 /* stderr, <dir>/<id>.finding and <dir>/<id>.input (the bytes, to replay or add to the corpus). */
@@ -120,11 +123,26 @@ static lce_fuzz_outcome violation(lce_fuzz_session *s, const lce_case_result *r,
   return finish(s, r, LCE_FUZZ_VIOLATION);
 }
 
+/* The front of an input, whose values (if it carries any) replace generated ones. */
+typedef struct input_front {
+  const uint8_t *data;
+  size_t size;
+  size_t applied;
+} input_front;
+
+static lce_code generate_from_input(void *ctx, const lce_case *c, lce_tensors *t, lce_status *st) {
+  input_front *f = ctx;
+  LCE_TRY(lce_case_generate(c, t, st));
+  f->applied = lce_fuzz_values_apply(f->data, f->size, c, t);
+  return LCE_OK;
+}
+
 /* The engine's sink: the one result. */
 static void keep_result(void *ctx, const lce_engine_case *ec) { *(lce_case_result *)ctx = ec->res[0]; }
 
 lce_fuzz_outcome lce_fuzz_session_check(lce_fuzz_session *s, const uint8_t *data, size_t size) {
   s->stats.inputs++;
+  s->input_values = 0;
   lce_case_result r;
   memset(&r, 0, sizeof r);
   lce_status st;
@@ -135,11 +153,15 @@ lce_fuzz_outcome lce_fuzz_session_check(lce_fuzz_session *s, const uint8_t *data
     snprintf(r.id, sizeof r.id, "unmappable-input-%zu-bytes", size);
     return violation(s, &r, "harness produced an invalid case", st.msg, data, size);
   }
+  lce_fuzz_params p;
+  input_front front = {data, 0, 0};
+  lce_fuzz_params_decode(data, size, &p, &front.size);
   /* One case through the engine, the subject run twice: the verdict and determinism in one pass. */
   const lce_golden *g = &s->golden;
   const lce_engine_config cfg = {.cases = &c, .ncases = 1, .subjects = &s->subject, .goldens = &g, .nsubjects = 1,
-                                 .repeat = 1};
+                                 .repeat = 1, .generate = generate_from_input, .generate_ctx = &front};
   if (lce_engine_run(&cfg, keep_result, &r, &st) != LCE_OK) r.error = 1, r.status = st;
+  s->input_values = front.applied;
   /* A subject that needs a device the machine lacks has nothing to say about this input. */
   if (r.skipped) return finish(s, &r, LCE_FUZZ_SKIPPED);
   if (r.error) {

@@ -1,7 +1,7 @@
 /* lce_fuzz_session.h — what every subject-vs-oracle fuzz harness does with one input, and the
  * process-wide state it needs (subject, golden, findings directory, counters).
  *
- * One input: bytes → case (lce_fuzz_case.h) → the engine (lce_engine.h) against the golden of the
+ * One input: bytes → case and, where the input carries them, tensor values (lce_fuzz_case.h) → the engine (lce_engine.h) against the golden of the
  * subject's class, the subject run twice on fresh buffers (bit-identical outputs: determinism).
  * A violation is a failed verdict (class or bound), an unexpected error, or nondeterminism; it is
  * written to stderr and to <findings>/<case id>.finding (with the input beside it as .input).
@@ -43,6 +43,7 @@ typedef struct lce_fuzz_session {
   lce_fuzz_stats stats;
   lce_fuzz_outcome last_outcome;
   char last_id[192];       /* case id of the last input, for progress lines */
+  size_t input_values;     /* elements of the last case taken from its input (lce_fuzz_values_apply) */
 } lce_fuzz_session;
 
 /* Opens the process-wide session from the environment (idempotent). On failure (unknown subject,

@@ -9,7 +9,7 @@
  * oracle-budget shrink, front bytes folded into the seed, and truncated inputs (01-24, written
  * before the option fields existed: their options are off), then each option on its own and in
  * combinations (token chunks, both label smoothings, z-loss, softcap, class weights, tf32), and
- * the value distributions added with them (25 on). A seed that does not decode to exactly the
+ * the value distributions added with them (25 on), and tensor values carried by the input (60 on). A seed that does not decode to exactly the
  * parameters of its row is a bug in this table: the tool refuses to write it. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -107,6 +107,15 @@ static const seed_spec k_seeds[] = {
      * bound on normal logits, whose own d_logits rounding is as large; flat logits make each chunk's
      * contribution nearly cancel, so the per-chunk roundings dominate (maxscaled 2-3x its bound). */
     {"59-bf16-flat-24-token-chunks-dweight", "", -1, {B, 0, 0, 1, 24, 16, 200, 0, 50, SUM, I0, II100, LCE_DIST_FLAT, 63, 1, LS0, 0, 0, 0, 0, IEEE}},
+    /* Values from the input (LCE_FUZZ_VALUES_MAGIC): the 8 hidden and 32 weight elements of a 2x4x8
+     * case, one byte each (value byte/16); the poison one carries NaN (0x80) and +Inf (0x7f) in its
+     * hidden values, the weight bytes past the input's end keep their generated values. */
+    {"60-bf16-values-from-input",
+     LCE_FUZZ_VALUES_MAGIC "\x10\x20\x30\x40\xf0\xe0\xd0\xc0\x7f\x81\x01\xff\x08\xf8\x40\xc0\x11\x22\x33\x44"
+                           "\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\x01\x02\x03\x04\x05\x06\x07\x09\x0a\x0b",
+     -1, {B, 0, 0, 1, 2, 4, 8, 0, 3, MEAN, I0, II100, NORMAL, 60}},
+    {"61-fp32-poison-values-from-input", LCE_FUZZ_VALUES_MAGIC "\x80\x10\x20\x30\x7f\xf0\xe0\xd0\x40\x41\x42\x43",
+     -1, {F32, 1, 0, 1, 2, 4, 8, 0, 8, SUM, I0, II100, POISON, 61}},
 };
 
 /* Encodes one seed into buf; returns its length. */

@@ -203,6 +203,8 @@ lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void
   lce_prefetch *pf = NULL;
   lce_code rc = es.out && es.ran && es.res ? LCE_OK : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "engine: out of memory");
   for (size_t k = 0; rc == LCE_OK && k < cfg->nsubjects; k++) rc = prepare_subject(&es, k, st);
+  if (rc == LCE_OK && cfg->prefetch > 0 && cfg->generate)
+    rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "lce_engine_run: prefetch generates with lce_case_generate only");
   if (rc == LCE_OK && cfg->prefetch > 0) rc = lce_prefetch_start(&pf, cfg->cases, cfg->ncases, cfg->prefetch, st);
   for (size_t i = 0; rc == LCE_OK && i < cfg->ncases; i++) {
     char id[192];
@@ -217,7 +219,8 @@ lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void
       grc = lce_prefetch_take(pf, i, &in, &seconds, &gst);
     } else if (any) { /* no tensors for a case nobody runs (a GPU subject without a GPU) */
       const double t0 = lce_now_seconds();
-      grc = lce_case_generate(&cfg->cases[i], &local, &gst);
+      grc = cfg->generate ? cfg->generate(cfg->generate_ctx, &cfg->cases[i], &local, &gst)
+                          : lce_case_generate(&cfg->cases[i], &local, &gst);
       seconds = lce_now_seconds() - t0;
       if (grc == LCE_OK) in = &local;
     }

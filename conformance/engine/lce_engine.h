@@ -44,6 +44,10 @@ typedef struct lce_engine_config {
   int repeat;         /* run each subject a second time and require identical bits (fuzz) */
   int prefetch;       /* host threads generating the next cases' tensors while this one runs (0: none) */
   unsigned outputs;   /* a bit per lce_output_id to judge (0: every output that applies) */
+  /* The tensors of a case: NULL, lce_case_generate (the case id alone determines them); otherwise
+   * this, called with generate_ctx (a fuzz harness drawing values from its input). Not with prefetch. */
+  lce_code (*generate)(void *ctx, const lce_case *c, lce_tensors *out, lce_status *st);
+  void *generate_ctx;
 } lce_engine_config;
 
 /* Everything the loop knows about one case when it hands it to the sink. */
