@@ -15,9 +15,9 @@ for lib in mpfr gmp; do
   upper=$(echo "$lib" | tr a-z A-Z)
   [ -f "$arch_lib/lib$lib.a" ] && static+=("-D${upper}_LIBRARY=$arch_lib/lib$lib.a")
 done
-targets=(fuzz_subject fuzz_tiers fuzz_parse_golden fuzz_parse_converge_golden fuzz_parse_case_id fuzz_parse_json
-         fuzz_parse_npy fuzz_parse_probe_dump fuzz_parse_exchange
-         fuzz_parse_answer)
+# The parser targets are the fuzz/parsers/fuzz_parse_<name>.options files (as fuzz_campaign.py finds them).
+mapfile -t parsers < <(cd "$src/fuzz/parsers" && ls fuzz_parse_*.options | sed 's/\.options$//')
+targets=(fuzz_subject fuzz_tiers "${parsers[@]}")
 
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$CC" -DCMAKE_C_FLAGS="$CFLAGS" \
   -DLCE_FUZZING_ENGINE="$LIB_FUZZING_ENGINE" -DLCE_BUILD_TESTS=OFF -DLCE_BUILD_MUTANTS=OFF "${static[@]}"
@@ -29,8 +29,7 @@ zip_corpus() { # <target> <corpus dir>
 for t in "${targets[@]}"; do
   cp "$build/$t" "$OUT/"
 done
-for t in fuzz_parse_golden fuzz_parse_converge_golden fuzz_parse_case_id fuzz_parse_json fuzz_parse_npy \
-         fuzz_parse_probe_dump fuzz_parse_exchange fuzz_parse_answer; do
+for t in "${parsers[@]}"; do
   cp "$src/fuzz/parsers/$t.options" "$OUT/"
   [ -f "$src/fuzz/parsers/$t.dict" ] && cp "$src/fuzz/parsers/$t.dict" "$OUT/"
   zip_corpus "$t" "$src/fuzz/corpus/parse_${t#fuzz_parse_}"

@@ -217,6 +217,25 @@ static int output_index(const char *name) {
   return lce_output_parse(name, &o) ? (int)o : -1;
 }
 
+int cli_embeddings(const char *text, unsigned *mask) {
+  *mask = strcmp(text, "tied") == 0     ? CLI_TIED
+          : strcmp(text, "untied") == 0 ? CLI_UNTIED
+          : strcmp(text, "tied,untied") == 0 || strcmp(text, "untied,tied") == 0 ? CLI_TIED | CLI_UNTIED
+                                                                                  : 0;
+  return *mask ? CLI_PASS : cli_fail(CLI_USAGE, "--embeddings wants tied, untied or tied,untied, got '%s'", text);
+}
+
+int cli_opt_real(const char *option, double lo, int inclusive, double *out) {
+  const char *text = cli_opt(option);
+  if (text == NULL) return CLI_PASS;
+  char *end;
+  const double x = strtod(text, &end);
+  if (*text == '\0' || *end != '\0' || !isfinite(x) || !(inclusive ? x >= lo : x > lo))
+    return cli_fail(CLI_USAGE, "%s needs a finite number %s %g, not '%s'", option, inclusive ? ">=" : ">", lo, text);
+  *out = x;
+  return CLI_PASS;
+}
+
 int cli_outputs(const char *option, const char *list, unsigned *mask) {
   return cli_name_mask(option, list, "output", output_index, mask);
 }

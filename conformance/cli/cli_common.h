@@ -66,6 +66,13 @@ int cli_name_mask(const char *option, const char *list, const char *what, int (*
                   unsigned *mask);
 /* A list of lce_output names (--outputs, compare's --predict-outputs) as a bit per lce_output_id. */
 int cli_outputs(const char *option, const char *list, unsigned *mask);
+/* --embeddings: tied, untied or both (either order), as a mask of CLI_UNTIED | CLI_TIED; else
+ * CLI_USAGE after cli_fail("--embeddings wants tied, untied or tied,untied, got 'both'"). */
+enum { CLI_UNTIED = 1, CLI_TIED = 2 };
+int cli_embeddings(const char *text, unsigned *mask);
+/* option's value as a finite number greater than lo (greater or equal with inclusive), into *out;
+ * *out is left as it is when the option was not given; else CLI_USAGE after cli_fail naming it. */
+int cli_opt_real(const char *option, double lo, int inclusive, double *out);
 
 /* Every error, skip and usage exit of a verb goes through here: prints "lcecheck <verb>: <message>"
  * on stderr and, under --json, unless the verb's object is already out, one object on stdout:

@@ -55,12 +55,7 @@ static int parse_compare_args(compare_args *a) {
   const char *subjects = cli_opt("--subjects"), *factor = cli_opt("--predict-factor");
   const char *outputs = cli_opt("--predict-outputs"), *precisions = cli_opt("--predict-precisions");
   if (subjects == NULL) return cli_fail(CLI_USAGE, "--subjects A,B[,C...] is required");
-  if (factor) {
-    char *end;
-    a->predict_factor = strtod(factor, &end);
-    if (*end != '\0' || !(a->predict_factor >= 1.0) || !isfinite(a->predict_factor))
-      return cli_fail(CLI_USAGE, "--predict-factor needs a finite number >= 1, not '%s'", factor);
-  }
+  if (factor && cli_opt_real("--predict-factor", 1.0, 1, &a->predict_factor) != CLI_PASS) return CLI_USAGE;
   if (outputs && cli_outputs("--predict-outputs", outputs, &a->predict_outputs) != CLI_PASS) return CLI_USAGE;
   if (precisions &&
       cli_name_mask("--predict-precisions", precisions, "dtype", precision_index, &a->predict_precisions) != CLI_PASS)

@@ -22,20 +22,6 @@ static void progress(void *ctx, int step, int steps, double loss) {
             step, steps, loss);
 }
 
-/* --embeddings: a bit per setting (1 untied, 2 tied). */
-static int embeddings_mask(const char *list, unsigned *mask) {
-  char buf[64], *items[2];
-  int n;
-  if (cli_split("--embeddings", list, buf, sizeof buf, items, 2, &n) != CLI_PASS) return CLI_USAGE;
-  *mask = 0;
-  for (int i = 0; i < n; i++) {
-    if (strcmp(items[i], "untied") == 0) *mask |= 1;
-    else if (strcmp(items[i], "tied") == 0) *mask |= 2;
-    else return cli_fail(CLI_USAGE, "--embeddings: '%s' is neither tied nor untied", items[i]);
-  }
-  return CLI_PASS;
-}
-
 static int read_config(lce_converge_config *cfg, unsigned *emb) {
   uint64_t steps = (uint64_t)cfg->steps, seed = cfg->seed, every = (uint64_t)cfg->eval_every;
   if (cli_opt_uint("--steps", 1, 100000, &steps) != CLI_PASS || cli_opt_uint("--seed", 0, UINT32_MAX, &seed) != CLI_PASS ||
@@ -44,16 +30,10 @@ static int read_config(lce_converge_config *cfg, unsigned *emb) {
   cfg->steps = (int)steps;
   cfg->eval_every = (int)every;
   cfg->seed = seed;
-  const char *lr = cli_opt("--lr");
-  if (lr) {
-    char *end;
-    cfg->lr = strtod(lr, &end);
-    if (*lr == '\0' || *end != '\0' || !isfinite(cfg->lr) || cfg->lr <= 0)
-      return cli_fail(CLI_USAGE, "--lr: '%s' is not a finite number > 0", lr);
-  }
-  *emb = 3;
+  if (cli_opt_real("--lr", 0.0, 0, &cfg->lr) != CLI_PASS) return CLI_USAGE;
+  *emb = CLI_UNTIED | CLI_TIED;
   const char *e = cli_opt("--embeddings");
-  return e ? embeddings_mask(e, emb) : CLI_PASS;
+  return e ? cli_embeddings(e, emb) : CLI_PASS;
 }
 
 static void judge(const lce_converge_golden *g, const lce_converge_config *cfg, const lce_subject *s, run_report *r) {
@@ -116,7 +96,7 @@ int cli_converge(void) {
   const lce_subject *s = cli_subject(&a);
   if (s == NULL) return CLI_USAGE;
   lce_converge_config cfg = lce_converge_defaults();
-  unsigned emb = 3;
+  unsigned emb = CLI_UNTIED | CLI_TIED;
   if ((rc = read_config(&cfg, &emb)) != CLI_PASS) return rc;
   cfg.subject = s;
   cfg.tier = a.oracle ? cli_tier(&a) : lce_reference_tier_find("fast");
@@ -137,7 +117,7 @@ int cli_converge(void) {
   int nruns = 0, all_pass = 1;
   memset(runs, 0, sizeof runs);
   for (int t = 0; t < 2 && rc == CLI_PASS; t++) {
-    if (!(emb & (1u << t))) continue;
+    if (!(emb & (t ? CLI_TIED : CLI_UNTIED))) continue;
     run_report *r = &runs[nruns];
     r->tied = cfg.tied = t;
     cfg.progress = a.quiet ? NULL : progress;

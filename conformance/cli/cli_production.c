@@ -205,10 +205,10 @@ static int production_options(lce_prod_config *cfg) {
       if (cfg->tps[j] == (int)tp) return cli_fail(CLI_USAGE, "--tp: %d named twice", (int)tp);
     cfg->tps[i] = (int)tp;
   }
+  unsigned mask;
   if (emb == NULL) return CLI_PASS;
-  if (strcmp(emb, "tied") == 0 || strcmp(emb, "untied") == 0) cfg->tied[0] = strcmp(emb, "tied") == 0, cfg->ntied = 1;
-  else if (strcmp(emb, "tied,untied") != 0)
-    return cli_fail(CLI_USAGE, "--embeddings wants tied, untied or tied,untied, got '%s'", emb);
+  if (cli_embeddings(emb, &mask) != CLI_PASS) return CLI_USAGE;
+  if (mask != (CLI_TIED | CLI_UNTIED)) cfg->tied[0] = mask == CLI_TIED, cfg->ntied = 1;
   return CLI_PASS;
 }
 

@@ -10,8 +10,9 @@
  * gradient is assembled (the weight's from the head, the embedding's from d_hidden scattered by token,
  * both when tied) and applied by plain SGD.
  *
- * Every eval_every steps, on the subject's run A at parameters θ_A and the reference's run B at θ_B:
- *   loss_a, loss_b   the exact loss (reference) of each run at its own parameters, on a held-out batch
+ * Every eval_every steps, with θ_A the parameters trained by the subject's gradients and θ_B those
+ * trained by the reference's:
+ *   loss_a, loss_b   the exact loss (reference) at θ_A and at θ_B, on a held-out batch
  *   gap              (loss_a − loss_b) / loss_b
  *   drift            ‖θ_A − θ_B‖ / ‖θ_B − θ_0‖ (0 at step 0): how far apart the runs are, relative to
  *                    how far training has moved

@@ -10,7 +10,7 @@ a Triton epilogue; backward: per split a partial d_logits kernel in the input dt
 d_hidden += d_logits @ W_split into an fp32 buffer (PR #2739's fix) and d_weight rows per split.
 
 Subcommands:
-    run D            judge-side runner over an export (bf16/fp16; reductions none/sum/mean;
+    run DIR          judge-side runner over an export (bf16/fp16; reductions none/sum/mean;
                      ignore_index; no smoothing, z-loss, softcap or class weights)
     unit-test        the branch's own tests/unit_tests/fusions/test_fused_linear_cross_entropy.py::
                      TestFusedLinearCrossEntropyDataParallel::test_correctness re-run standalone:
@@ -19,7 +19,7 @@ Subcommands:
                      on the loss with default tolerances and on d_hidden, d_weight with atol=rtol=1e-3,
                      grad_output U(-0.1, 0.1); its verdict, to report beside lcecheck's
 
-    python3 scripts/subjects/megatron_fused_lce.py run --megatron PATH D
+    python3 scripts/subjects/megatron_fused_lce.py run --megatron PATH DIR
     python3 scripts/subjects/megatron_fused_lce.py unit-test --megatron PATH [--problems small|all] [--json F]"""
 import argparse
 import json
