@@ -30,20 +30,19 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lce_exchange  # noqa: E402  (the one binary-format rounding of the scripts)
 
 GO_DRAWN = 0.355774552
 KERNELS = "torch-eager,torch-fp32-logits,liger,liger-fp32-accum,cce,megatron-fused-lce"
 
 
 def f32(x):
-    return struct.unpack("f", struct.pack("f", x))[0]
+    return lce_exchange.round_to_format(x, "float32")
 
 
 def bf16(x):
-    """Round-to-nearest-even to bfloat16 of an fp32 value."""
-    b = struct.unpack("I", struct.pack("f", f32(x)))[0]
-    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
-    return struct.unpack("f", struct.pack("I", b))[0]
+    """Round-to-nearest-even to bfloat16 of the fp32 value of x."""
+    return lce_exchange.round_to_format(f32(x), "bfloat16")
 
 
 def exact_go(go, n_valid):
