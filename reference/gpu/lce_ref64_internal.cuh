@@ -49,7 +49,7 @@ typedef struct r64_consts {
   double sw_rel;       /* its relative error bound */
   double g_rel;        /* relative error bound of every g[n] */
   double az;           /* logit error per unit of logit terms: 1.01 gamma(H) + 7u */
-  double dz_floor_unit;/* 2^emin(dtype): the dz floor per unit of |g| */
+  double dz_floor_unit;/* 2^emin(dtype): the unit of the dz floor (lce_dz_floor_of) */
   int want_mags;
   int smoothing;       /* e > 0 */
 } r64_consts;

@@ -196,10 +196,9 @@ double lce_valid_weight_sum(const lce_case *c, const lce_tensors *in, mpfr_t out
 /* g[n] into g for a valid token n (sw: lce_valid_weight_sum, sw_rel its bound); returns g's relative
  * error bound. Ignored tokens and a zero sw give g = 0 exactly. */
 double lce_token_g(const lce_case *c, const lce_tensors *in, int64_t n, mpfr_srcptr sw, double sw_rel, mpfr_t g);
-/* The absolute floor of a d_logit's error scale, in units of the dtype's u, for a token whose gradient
- * factor has magnitude g_abs: max(1, g_abs) * 2^emin (lce_oracle.c says why); both tiers use it. */
+/* lce_dz_floor_of (lce_reference_result.h) for case c. */
 static inline double lce_dz_floor(const lce_case *c, double g_abs) {
-  return (g_abs > 1.0 ? g_abs : 1.0) * ldexp(1.0, lce_dtype_emin(c->dtype));
+  return lce_dz_floor_of(g_abs, ldexp(1.0, lce_dtype_emin(c->dtype)));
 }
 
 /* ---- backward (lce_oracle_backward.c) --------------------------------------------------------- */

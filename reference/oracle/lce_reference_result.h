@@ -11,6 +11,18 @@
 #include "lce_case.h"
 #include "lce_output.h"
 
+/* The absolute floor of a d_logit's error scale for a token whose gradient factor has magnitude
+ * g_abs, given unit = 2^emin of the case dtype: max(1, g_abs) * unit. A d_logit below the dtype's
+ * smallest normal errs by up to half a subnormal step whatever g is, so the floor never shrinks
+ * with g (lce_oracle.c says more). Every tier uses it: tiers 0 and 1 on the host, tier 2 on the
+ * device. */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline double lce_dz_floor_of(double g_abs, double unit) {
+  return (g_abs > 1.0 ? g_abs : 1.0) * unit;
+}
+
 /* One output's reference: value[i] is the double nearest the oracle's MPFR result,
  * err[i] >= |value[i] - exact| (includes the rounding to double), mag[i] = sum of |terms| of the
  * final reduction producing element i (for error scaled by the condition; the smoothing and z-loss
