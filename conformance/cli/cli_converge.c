@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "lce_converge_golden.h"
+#include "lce_production.h"
 
 typedef struct run_report {
   int tied;
@@ -31,6 +32,18 @@ static int read_config(lce_converge_config *cfg, unsigned *emb) {
   cfg->eval_every = (int)every;
   cfg->seed = seed;
   if (cli_opt_real("--lr", 0.0, 0, &cfg->lr) != CLI_PASS) return CLI_USAGE;
+  const char *shape = cli_opt("--shape");
+  if (shape) {
+    lce_prod_shape sh;
+    int count;
+    lce_status st;
+    lce_status_clear(&st);
+    if (lce_prod_parse_shape_list("--shape", shape, &sh, 1, &count, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);
+    cfg->n = sh.n, cfg->h = sh.h, cfg->v = sh.v;
+  }
+  uint64_t chunk = (uint64_t)cfg->vocab_chunk;
+  if (cli_opt_uint("--vocab-chunk", 1, (uint64_t)cfg->v, &chunk) != CLI_PASS) return CLI_USAGE;
+  cfg->vocab_chunk = (int64_t)chunk;
   *emb = CLI_UNTIED | CLI_TIED;
   const char *e = cli_opt("--embeddings");
   return e ? cli_embeddings(e, emb) : CLI_PASS;

@@ -131,6 +131,8 @@ static const cli_option CONVERGE_OPTIONS[] = {
     {"--steps", "T", "SGD steps, 1..100000 (default 60; the golden judges its recorded run only)"},
     {"--every", "E", "evaluate every E steps, 1 for every step (default 10; the golden judges its recorded E)"},
     {"--lr", "LR", "learning rate (default 4)"},
+    {"--shape", "NxHxV", "tokens per step, hidden size, vocab (default 64x32x256; the golden judges its recorded shape)"},
+    {"--vocab-chunk", "C", "vocab rows per chunk, 1..V (default 4)"},
     {"--seed", "S", "seed of the token stream and the start (default 1; any seed is judged)"},
     {"--oracle", "O", "the reference run's gradients: fast (tier 1, the default), mpfr (tier 0) or fp64-gpu"},
     {"--golden", "PATH", "the bounds (default golden/converge.bounds)"},
