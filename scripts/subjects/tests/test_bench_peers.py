@@ -44,6 +44,13 @@ class UsageTest(unittest.TestCase):
                 self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
                 self.assertIn(msg, p.stderr)
 
+    def test_lcecheck_knows_the_same_peers(self):
+        """lcecheck checks --peers before any GPU work, from its own copy of the names."""
+        import re
+        with open(os.path.join(bench_peers.ROOT, "conformance", "cli", "cli_bench.c")) as f:
+            m = re.search(r"PEER_NAMES\[\] = \{([^}]*)\}", f.read())
+        self.assertEqual(re.findall(r'"([^"]+)"', m.group(1)), list(bench_peers.PEERS))
+
     def test_all_is_every_peer(self):
         args = bench_peers.parse_args(["--shapes", "8x8x8,16x64x100", "--peers", "all", "--json", "x"])
         self.assertEqual(args.peers, list(bench_peers.PEERS))
