@@ -144,11 +144,13 @@ lce_code bench_rows_read(const lce_json *rows, const char *what, bench_report *r
 lce_code bench_report_load(const char *path, bench_report *r, lce_status *st) {
   lce_json j;
   LCE_TRY(lce_json_load(path, &j, st));
-  const lce_json *verb = lce_json_get(&j, "verb");
+  const lce_json *verb = lce_json_get(&j, "verb"), *said = lce_json_get(&j, "message");
   double reps = 0, warmup = 0, chunk = 0, seed = 0;
   lce_code rc = verb && verb->type == LCE_JSON_STRING && strcmp(verb->string, "bench") == 0
                     ? LCE_OK
                     : lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "%s: not the output of `lcecheck bench --json`", path);
+  if (rc == LCE_OK && said && said->type == LCE_JSON_STRING) /* cli_fail's object: a run that did not happen */
+    rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "%s holds no rows: lcecheck bench said: %.200s", path, said->string);
   if (rc == LCE_OK) rc = get_string(&j, "device", r->device, sizeof r->device, path, st);
   if (rc == LCE_OK) rc = get_string(&j, "peers", r->peers, sizeof r->peers, path, st);
   if (rc == LCE_OK) rc = get_string(&j, "peer_env", r->peer_env, sizeof r->peer_env, path, st);

@@ -61,6 +61,16 @@ judge_all() {
   done
 }
 
+if has_stage bench; then
+  # shellcheck source=scripts/subjects/site_wheels.sh
+  . "$ROOT/scripts/subjects/site_wheels.sh"
+  site_wheels /tmp/site 1 || step_note "install the carried wheels" pass "pip failed"
+  # shellcheck disable=SC2086 # LCE_EXT_BENCH_ARGS is a list of options
+  step "bench --peers ${LCE_EXT_BENCH_PEERS:-all}" any 400 "${TO[@]}" "$RES/bench.json" "$LCECHECK" bench \
+    --peers "${LCE_EXT_BENCH_PEERS:-all}" ${LCE_EXT_BENCH_ARGS:-} --json
+  step "bench table" pass 20 "$LCECHECK" bench --render "$RES/bench.json"
+fi
+
 # judge_case <tag> <case id> <run_all.sh subjects> <lcecheck subjects...>: the case exported, every
 # adapter run over it, each answer judged by the fp64 GPU tier kept on the device against the production
 # golden, and the lcecheck subjects checked the same way on the same inputs; results $RES/<tag>-<subject>.json.
@@ -100,16 +110,6 @@ if has_stage matrix; then
   step "adapters ($MATRIX)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$SUBJECTS" \
     "$WORK/matrix"
   judge_all "$MATRIX" "$WORK/matrix" "$ROOT/golden/sm_90/fused-cuda.golden" "$SUBJECTS"
-fi
-
-if has_stage bench; then
-  # shellcheck source=scripts/subjects/site_wheels.sh
-  . "$ROOT/scripts/subjects/site_wheels.sh"
-  site_wheels /tmp/site 1 || step_note "install the carried wheels" pass "pip failed"
-  # shellcheck disable=SC2086 # LCE_EXT_BENCH_ARGS is a list of options
-  step "bench --peers ${LCE_EXT_BENCH_PEERS:-all}" any 400 "${TO[@]}" "$RES/bench.json" "$LCECHECK" bench \
-    --peers "${LCE_EXT_BENCH_PEERS:-all}" ${LCE_EXT_BENCH_ARGS:-} --json
-  step "bench table" pass 20 "$LCECHECK" bench --render "$RES/bench.json"
 fi
 
 if has_stage unit-test; then
