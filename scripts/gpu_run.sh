@@ -140,7 +140,7 @@ if has_stage regen; then
       "cp '$RES'/golden-sm_90/*.golden '$ROOT/golden/sm_90/' && cp '$RES'/golden/*.golden '$ROOT/golden/'"
   fi
 fi
-has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench && '$LCECHECK' bench --json >'$RES/bench.json'"
+has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench --json >'$RES/bench.json' && '$LCECHECK' bench --render '$RES/bench.json'"
 if has_stage fuzz; then
   step "gpu_fuzz.sh (replay + campaigns)" pass "$(left)" env LCE_GPU_DEADLINE_S=$(($(left) - 10)) \
     OUT="$RES" LCE_GPU_BUILD="$BUILD" bash "$ROOT/scripts/gpu_fuzz.sh"

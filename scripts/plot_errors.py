@@ -11,6 +11,9 @@ production shape.
         converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants)
     scripts/plot_errors.py check FILE.json [--out FILE.png] [--metric relerr]
         any `lcecheck check|judge --json` output: each case's metric against its bound, per output
+    scripts/plot_errors.py bias FILE.json [--out FILE.png]
+        the bias of d_hidden and d_weight against n_valid per subject, with the roundings of the folded
+        mean factor drawn over them: the --json of scripts/subjects/bias_table.py (gpu_external.sh's bias stage)
 
 Defaults: --data golden/plots/data, --out golden/plots. Sweeps (bf16, untied, mean, 10% ignored):
   chunks     N 64, H 64, V 4096 in 1 … 128 vocab chunks: fused-host and mutant/bf16-dhidden-accum
@@ -19,6 +22,7 @@ Exit status: 0 done, 1 a run or a render failed, 2 bad usage or unreadable data.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -299,6 +303,43 @@ def check_plot(args):
     return 0
 
 
+def bias_plot(args):
+    """Per output, each subject's bias at every n_valid of the run (a line through its points), and the
+    relative rounding of go/n and of 1/n in bf16 at each n_valid (what a kernel folding that factor into
+    its bf16 d_logits carries) as markers."""
+    d = load(args.file)
+    rows = [r for r in d.get("rows", []) if r.get("n_valid") is not None and r.get("d_hidden")] \
+        if isinstance(d, dict) else []
+    if not rows or not d.get("cases"):
+        raise UsageError(f"{args.file}: no rows with n_valid and metrics (expected bias_table.py --json output)")
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(OUTPUTS), figsize=(11, 4.2), sharey=True)
+    ns = sorted({c["n_valid"] for c in d["cases"]})
+    for ax, out in zip(axes, OUTPUTS):
+        for i, s in enumerate(dict.fromkeys(r["subject"] for r in rows)):
+            pts = sorted((r["n_valid"], r[out]["bias"]) for r in rows if r["subject"] == s and r[out]["bias"] is not None)
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=f"C{i}", label=s)
+        for key, marker, label in (("fold_go_over_n", "k_", "bf16(go/n)/(go/n) - 1"), ("fold_one_over_n", "kx",
+                                                                                         "bf16(1/n)·n - 1")):
+            pts = [(c["n_valid"], c[key]) for c in d["cases"] if c.get(key) is not None]
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker, ms=12, mew=2, label=label)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(ns, [f"{n}{' (2^%d)' % (n.bit_length() - 1) if n & (n - 1) == 0 else ''}" for n in ns])
+        ax.set_xlabel("n_valid (valid tokens of the mean)")
+        ax.set_title(f"{out} bias ⟨x − r, r⟩/⟨r, r⟩", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("bias against the fp64 reference")
+    ids = sorted({re.sub(r"\.ign[0-9]+\.", ".ign*.", c["id"] or c["tag"]) for c in d["cases"]})
+    fig.suptitle(f"gradient bias under mean reduction vs n_valid ({', '.join(ids)})", fontsize=8)
+    fig.tight_layout()
+    out = args.out or os.path.splitext(args.file)[0] + ".png"
+    fig.savefig(out, dpi=90)
+    print(json.dumps({"verb": "bias", "path": out}) if args.json else f"wrote {out}")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="verb", required=True)
@@ -316,9 +357,13 @@ def main(argv=None):
     k.add_argument("--out")
     k.add_argument("--metric", default="relerr", choices=("relerr", "bias", "maxscaled", "ulpfrac"))
     k.add_argument("--json", action="store_true")
+    b = sub.add_parser("bias", help="bias vs n_valid per subject from bias_table.py --json")
+    b.add_argument("file")
+    b.add_argument("--out")
+    b.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
-        return {"collect": collect, "render": render, "check": check_plot}[args.verb](args)
+        return {"collect": collect, "render": render, "check": check_plot, "bias": bias_plot}[args.verb](args)
     except UsageError as e:
         print(f"plot_errors.py {args.verb}: {e}", file=sys.stderr)
         return 2

@@ -98,10 +98,17 @@ static const cli_option PROBE_OPTIONS[] = {
     {NULL, NULL, NULL}};
 
 static const cli_option BENCH_OPTIONS[] = {
-    {"--shape", "NxHxV[,...]", "the shapes (default 8192x4096x128256,4096x4096x262144; at most 8)"},
+    {"--shapes", "NxHxV[,...]", "the shapes (default 8192x4096x128256,4096x4096x262144,16384x8192x152064; at most 8)"},
+    {"--peers", "LIST", "also the external kernels in a Python process: torch-eager, torch-compile, liger, cce, "
+                        "megatron-fused-lce, or all"},
     {"--reps", "N", "timed repetitions, median reported, 10..200 (default 20)"},
     {"--warmup", "N", "untimed repetitions first, 1..100 (default 3)"},
     {"--vocab-chunk", "C", "fused-cuda's vocab chunk (default 8192)"},
+    {"--seed", "S", "shape i, repetition r draws inputs from S + 1000 (i + 1) + r (default 0)"},
+    {"--python", "EXE", "the peers' interpreter (default python3)"},
+    {"--megatron", "PATH", "Megatron-LM tree for megatron-fused-lce (default .subjects/megatron-fusions, else "
+                           ".subjects/megatron)"},
+    {"--render", "FILE", "print the table of a saved `bench --json` run (no GPU needed)"},
     OPT_JSON,
     {NULL, NULL, NULL}};
 
@@ -161,8 +168,12 @@ static const cli_verb VERBS[] = {
     {"probe", cli_probe, "GPU: single mma.sync results bit for bit vs the tensor-core model; cuBLAS error vs K",
      NULL, "Needs a GPU (exit 77 without one), except --replay. Give --curve or --no-curve, not both.",
      PROBE_OPTIONS},
-    {"bench", cli_bench, "GPU: fused-cuda's forward, backward and extra memory beside plain cuBLAS GEMMs", NULL,
-     "Needs a GPU (exit 77 without one).", BENCH_OPTIONS},
+    {"bench", cli_bench, "GPU: fused-cuda and the external kernels side by side, each beside its three-GEMM floor",
+     NULL,
+     "Needs a GPU (exit 77 without one), except --render. Rows: time (forward, backward, total), TFLOP/s (6NHV), "
+     "the ratio to the three-GEMM floor measured in the same process, extra memory; a peer that cannot run is a "
+     "row saying why. Exit 1 when fused-cuda or the floor failed at a shape, or the peers' process failed.",
+     BENCH_OPTIONS},
     {"export", cli_export, "write cases as .npy + JSON for a runner in any language (scripts/subjects/EXCHANGE.md)",
      NULL,
      "Give --matrix or --case, not both, and --dir. bf16 tensors are stored as their 16-bit patterns (<u2); "

@@ -11,19 +11,29 @@
 #   matrix      the same over a matrix (default `default`), judged by the fp64 GPU tier against
 #               golden/sm_90/fused-cuda.golden (the bounds fused-cuda is held to)
 #   unit-test   Megatron-LM's own test_correctness of its fused LCE (megatron_fused_lce.py unit-test)
+#   bench       `lcecheck bench --peers` (the carried wheels installed first): fused-cuda and the external
+#               kernels side by side, each beside its process's three-GEMM floor; bench.json, its table
+#   bias        the production stage's judging at one shape and seed twice, with no ignored label
+#               (n_valid = N, a power of two) and with 5% ignored, for fused-cuda and the external kernels
+#               of LCE_EXT_BIAS_SUBJECTS; bias_table.py prints d_hidden and d_weight relerr and bias per
+#               subject and n_valid and writes bias.json (scripts/plot_errors.py bias draws it)
 # Stages from LCE_EXT_STAGES (default: build production matrix); the judges' JSON, every runner's
 # meta.json and the logs go to $OUT (results.tar), a summary table ends the log.
 #
 #   OUT=/tmp/out bash scripts/subjects/gpu_external.sh
 # Environment: LCE_EXT_SUBJECTS (run_all.sh names, default torch-eager,liger,liger-fp32-accum,cce,
 #   cce-exact,megatron-vocab-parallel), LCE_EXT_CASE (the production case id), LCE_EXT_MATRIX,
+#   LCE_EXT_BENCH_PEERS (default all), LCE_EXT_BENCH_ARGS (more bench options, e.g. "--shapes 8192x4096x128256
+#   --reps 10"), LCE_EXT_BIAS_SHAPE (default n8192.h4096.v128256.vp128256), LCE_EXT_BIAS_SEED (default 98: its
+#   grad_output 0.98048 makes go/8192 a bf16 number to 1.1e-5, so that at n_valid = 8192 the folded factor's
+#   rounding vanishes), LCE_EXT_BIAS_SUBJECTS (default torch-eager,liger,cce,megatron-fused-lce),
 #   LCE_GPU_BUILD (default build-gpu), LCE_GPU_DEADLINE_S (default 560 s: every step runs under it).
 # Exit status: 0 when every step met its expectation, 1 otherwise.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 22 560 "$@"
+gpu_start log 31 560 "$@"
 STAGES=${LCE_EXT_STAGES:-build production matrix}
 SUBJECTS=${LCE_EXT_SUBJECTS:-torch-eager,liger,liger-fp32-accum,cce,cce-exact,megatron-vocab-parallel}
 CASE=${LCE_EXT_CASE:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
@@ -36,13 +46,13 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 
 has_stage build && gpu_build build 300 -DLCE_BUILD_TESTS=OFF -- -j "$(nproc)" --target lcecheck
 
-# judge_all <tag> <export dir> <golden> <judge options...>: every answered copy of the export, then
-# fused-cuda and unfused-cuda on the same case(s) through check with the same options.
+# judge_all <tag> <export dir> <golden> <subjects> <judge options...>: every answered copy of the export
+# (of the run_all.sh subjects named) judged.
 judge_all() {
-  local tag=$1 dir=$2 golden=$3
-  shift 3
+  local tag=$1 dir=$2 golden=$3 subjects=$4
+  shift 4
   local s
-  IFS=, read -r -a list <<< "$SUBJECTS"
+  IFS=, read -r -a list <<< "$subjects"
   for s in "${list[@]}"; do
     step "judge $s ($tag)" any 120 "${TO[@]}" "$RES/$tag-$s.json" "$LCECHECK" judge --dir "$dir.results/$s" \
       --subject-name "$s" --golden-class fused-cuda --golden "$golden" --oracle fp64-gpu --quiet --json "$@"
@@ -51,24 +61,55 @@ judge_all() {
   done
 }
 
-if has_stage production; then
-  step "export $CASE" pass 120 "$LCECHECK" export --case "$CASE" --dir "$WORK/prod" --quiet
-  step "adapters (production)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$SUBJECTS" "$WORK/prod"
-  for s in fused-cuda unfused-cuda; do
-    step "check $s (production)" any 90 "${TO[@]}" "$RES/prod-$s.json" "$LCECHECK" check --subject "$s" --case "$CASE" \
+if has_stage bench; then
+  # shellcheck source=scripts/subjects/site_wheels.sh
+  . "$ROOT/scripts/subjects/site_wheels.sh"
+  site_wheels /tmp/site 1 || step_note "install the carried wheels" pass "pip failed"
+  # shellcheck disable=SC2086 # LCE_EXT_BENCH_ARGS is a list of options
+  step "bench --peers ${LCE_EXT_BENCH_PEERS:-all}" any 400 "${TO[@]}" "$RES/bench.json" "$LCECHECK" bench \
+    --peers "${LCE_EXT_BENCH_PEERS:-all}" ${LCE_EXT_BENCH_ARGS:-} --json
+  step "bench table" pass 20 "$LCECHECK" bench --render "$RES/bench.json"
+fi
+
+# judge_case <tag> <case id> <run_all.sh subjects> <lcecheck subjects...>: the case exported, every
+# adapter run over it, each answer judged by the fp64 GPU tier kept on the device against the production
+# golden, and the lcecheck subjects checked the same way on the same inputs; results $RES/<tag>-<subject>.json.
+judge_case() {
+  local tag=$1 case=$2 subjects=$3 s
+  shift 3
+  step "export $case" pass 120 "$LCECHECK" export --case "$case" --dir "$WORK/$tag" --quiet
+  step "adapters ($tag)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$subjects" "$WORK/$tag"
+  for s in "$@"; do
+    step "check $s ($tag)" any 90 "${TO[@]}" "$RES/$tag-$s.json" "$LCECHECK" check --subject "$s" --case "$case" \
       --golden "$ROOT/golden/production/sm_90/$s.golden" --oracle fp64-gpu --on-device \
       --outputs loss,d_hidden,d_weight,d_embedding --quiet --json
   done
-  judge_all prod "$WORK/prod" "$ROOT/golden/production/sm_90/fused-cuda.golden" --on-device \
+  judge_all "$tag" "$WORK/$tag" "$ROOT/golden/production/sm_90/fused-cuda.golden" "$subjects" --on-device \
     --outputs loss,d_hidden,d_weight,d_embedding
+}
+
+if has_stage production; then
+  judge_case prod "$CASE" "$SUBJECTS" fused-cuda unfused-cuda
   rm -rf "$WORK/prod" "$WORK/prod.results" # 6 GB per copy of the inputs
+fi
+
+if has_stage bias; then
+  BIAS_SUBJECTS=${LCE_EXT_BIAS_SUBJECTS:-torch-eager,liger,cce,megatron-fused-lce}
+  for ign in 0 5; do
+    tag=bias-ign$ign
+    judge_case "$tag" "bf16.untied.tp1.${LCE_EXT_BIAS_SHAPE:-n8192.h4096.v128256.vp128256}.vc4096.mean.ign$ign.fresh.normal.s${LCE_EXT_BIAS_SEED:-98}" \
+      "$BIAS_SUBJECTS" fused-cuda
+    find "$WORK/$tag" -name grad_output.npy -exec cp {} "$RES/$tag-grad_output.npy" \; # go, for the table
+    rm -rf "${WORK:?}/$tag" "$WORK/$tag.results"
+  done
+  step "bias table" pass 30 python3 "$ROOT/scripts/subjects/bias_table.py" "$RES" --json "$RES/bias.json"
 fi
 
 if has_stage matrix; then
   step "export $MATRIX" pass 60 "$LCECHECK" export --matrix "$MATRIX" --dir "$WORK/matrix" --quiet
   step "adapters ($MATRIX)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$SUBJECTS" \
     "$WORK/matrix"
-  judge_all "$MATRIX" "$WORK/matrix" "$ROOT/golden/sm_90/fused-cuda.golden"
+  judge_all "$MATRIX" "$WORK/matrix" "$ROOT/golden/sm_90/fused-cuda.golden" "$SUBJECTS"
 fi
 
 if has_stage unit-test; then

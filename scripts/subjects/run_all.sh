@@ -29,10 +29,10 @@ EOF
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
+ROOT=$(cd "$here/../.." && pwd)
 out="" subjects="" site=/tmp/site install=1 unit_test=""
-megatron="$root/.subjects/megatron"
-megatron_fused="$root/.subjects/megatron-fusions"
+megatron="$ROOT/.subjects/megatron"
+megatron_fused="$ROOT/.subjects/megatron-fusions"
 [ -d "$megatron_fused" ] || megatron_fused="$megatron"
 export_dir=""
 while [ $# -gt 0 ]; do
@@ -57,25 +57,10 @@ if [ -n "$export_dir" ]; then out=${out:-${export_dir%/}.results}; else out=${ou
 
 run() { echo "+ $*"; "$@"; }
 
-# Wheels: install, then honour their .pth files (PYTHONPATH directories are not site directories).
-if [ "$install" = 1 ] && [ -d "$root/.whl" ]; then
-  mapfile -t wheels < <(find "$root/.whl" -type f -name '*.whl' | sort)
-  if [ "${#wheels[@]}" -gt 0 ]; then
-    run python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${wheels[@]}" || exit 1
-  fi
-fi
-if [ -d "$site" ]; then
-  extra="$site"
-  for pth in "$site"/*.pth; do
-    [ -f "$pth" ] || continue
-    while IFS= read -r line; do
-      case "$line" in ''|'#'*|import*) continue ;; esac
-      case "$line" in /*) extra="$extra:$line" ;; *) extra="$extra:$site/$line" ;; esac
-    done < <(cat "$pth"; echo)
-  done
-  export PYTHONPATH="$extra${PYTHONPATH:+:$PYTHONPATH}"
-  echo "+ export PYTHONPATH=$PYTHONPATH"
-fi
+# Wheels: install, then honour their .pth files (site_wheels.sh).
+# shellcheck source=scripts/subjects/site_wheels.sh
+. "$here/site_wheels.sh"
+site_wheels "$site" "$install" || exit 1
 
 importable() { python3 -c "import $1" >/dev/null 2>&1; }
 
