@@ -29,6 +29,7 @@ zip_corpus() { # <target> <corpus dir>
 for t in "${targets[@]}"; do
   cp "$build/$t" "$OUT/"
 done
+cp "$build"/libfuzz_plugin_scripted.so "$OUT/" # fuzz_parse_plugin loads it from beside itself
 for t in "${parsers[@]}"; do
   cp "$src/fuzz/parsers/$t.options" "$OUT/"
   [ -f "$src/fuzz/parsers/$t.dict" ] && cp "$src/fuzz/parsers/$t.dict" "$OUT/"
