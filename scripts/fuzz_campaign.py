@@ -66,7 +66,7 @@ def echo_run(cmd, env_extra=None, **kwargs):
 
 def findings_dir_for(root, subject):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    d = Path(root) / subject.replace("/", "_") / stamp
+    d = Path(root).resolve() / subject.replace("/", "_") / stamp  # absolute: the fuzzer runs in it
     (d / "corpus").mkdir(parents=True, exist_ok=False)
     return d
 
@@ -493,7 +493,7 @@ def target_campaign(args, target):
     d = findings_dir_for(args.findings_root, name)
     opts = target_options(entry)
     env = target_env(target, args, d)
-    seeds = Path(args.seed_root) / entry[1].name if args.seed_root else entry[1]
+    seeds = Path(args.seed_root).resolve() / entry[1].name if args.seed_root else entry[1]
     parallel = f"-fork={args.jobs}" if args.parallel == "fork" else f"-jobs={args.jobs}"
     cmd = [fuzzer, f"-max_total_time={args.seconds}", f"-artifact_prefix={d}/", "-print_final_stats=1",
            *option_flags(args, opts), f"-seed={args.seed}", parallel,
