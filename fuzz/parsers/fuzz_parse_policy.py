@@ -114,8 +114,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("replay", help="run the inputs without atheris").add_argument("paths", nargs="+")
-    sub.add_parser("fuzz", help="atheris with libFuzzer's flags").add_argument("flags", nargs=argparse.REMAINDER)
-    args = p.parse_args()
+    sub.add_parser("fuzz", help="atheris; the other arguments are libFuzzer's flags and corpus directories")
+    args, flags = p.parse_known_args()
+    if flags and args.command != "fuzz":
+        p.error(f"unrecognized arguments: {' '.join(flags)}")
     try:
         if args.command == "replay":
             import lcecheck_golden_files
@@ -125,7 +127,7 @@ def main():
         with atheris.instrument_imports(include=["lcecheck_golden_files"]):
             import lcecheck_golden_files
         gf = lcecheck_golden_files
-        atheris.Setup([sys.argv[0]] + args.flags, test_one_input)
+        atheris.Setup([sys.argv[0]] + flags, test_one_input)
         atheris.Fuzz()
     finally:
         shutil.rmtree(ROOT, ignore_errors=True)
