@@ -674,11 +674,11 @@ def cmd_bundle_gpu(args):
         f"copied: {' '.join(copied)}\n\nldd here:\n{ldd_text}")
     print(f"fuzz_campaign: {out} holds fuzz_subject and {' '.join(copied)}; here it exits "
           f"{probe.returncode} for fused-cuda ({'no GPU: skipped' if probe.returncode == 77 else 'GPU present'})")
-    excluded = REPO / ".git" / "info" / "exclude"
     rel = "/" + out.relative_to(REPO).as_posix() + "/" if out.is_relative_to(REPO) else None
-    if rel and not (excluded.is_file() and rel in excluded.read_text().split()):
-        print(f"fuzz_campaign: note: {rel} is not in .git/info/exclude; ignore it there so that the device "
-              f"tool carries it (carry [\"{rel.strip('/')}\"]) instead of copying it as untracked files", file=sys.stderr)
+    if rel and echo_run(["git", "-C", REPO, "check-ignore", "-q", rel.strip("/")]).returncode != 0:
+        print(f"fuzz_campaign: note: git does not ignore {rel}; ignore it (.gitignore or .git/info/exclude) so that "
+              f"the device tool carries it (carry [\"{rel.strip('/')}\"]) instead of copying it as untracked files",
+              file=sys.stderr)
     return 0
 
 
