@@ -10,15 +10,13 @@
  * answer copied exactly passes; an answer with a visible defect (poison left, a non-finite element
  * where the exact one is finite, a guard element written, the untied embedding gradient touched, other
  * bits on the repeat run) fails; the two judgements are identical. */
-#define _GNU_SOURCE /* readlink */
 #include "fuzz_parse.h"
 #include "fuzz_plugin_script.h"
 #include "lce_engine.h"
+#include "lce_fuzz_session.h"
 #include "lce_plugin.h"
 
 #include <dlfcn.h>
-#include <math.h>
-#include <unistd.h>
 
 #include "lcecheck/lcecheck_subject.h"
 
@@ -73,12 +71,8 @@ static void setup(void) {
   const char *env = getenv("LCE_FUZZ_PLUGIN");
   if (env && env[0]) {
     snprintf(g.path, sizeof g.path, "%s", env);
-  } else {
-    const ssize_t n = readlink("/proc/self/exe", g.path, sizeof g.path - 1);
-    if (n <= 0) setup_fail("cannot read /proc/self/exe (set LCE_FUZZ_PLUGIN)", NULL);
-    g.path[n] = '\0';
-    char *slash = strrchr(g.path, '/');
-    snprintf(slash + 1, sizeof g.path - (size_t)(slash + 1 - g.path), "%s", FUZZ_PLUGIN_FILE);
+  } else if (!lce_fuzz_beside_binary(FUZZ_PLUGIN_FILE, g.path, sizeof g.path)) {
+    setup_fail("cannot find the binary's directory in /proc/self/exe (set LCE_FUZZ_PLUGIN)", NULL);
   }
   if (strchr(g.path, '#')) setup_fail("the plugin's path holds a '#', which a plugin spec cannot", NULL);
   g.handle = dlopen(g.path, RTLD_NOW | RTLD_LOCAL);
@@ -89,6 +83,7 @@ static void setup(void) {
   atexit(teardown);
   lce_status st;
   lce_status_clear(&st);
+  lce_fuzz_use_bundled_goldens();
   char golden_path[512];
   lce_default_golden_path("fused-host", golden_path, sizeof golden_path);
   if (lce_golden_load(golden_path, &g.golden, &st) != LCE_OK) setup_fail(golden_path, &st);
