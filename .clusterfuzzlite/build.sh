@@ -29,6 +29,10 @@ zip_corpus() { # <target> <corpus dir>
 for t in "${targets[@]}"; do
   cp "$build/$t" "$OUT/"
 done
+cp "$build"/libfuzz_plugin_scripted.so "$OUT/" # fuzz_parse_plugin loads it from beside itself
+# The runner has $OUT but no source tree: the goldens go beside the binaries, where the harnesses that
+# judge look for them (lce_fuzz_use_bundled_goldens).
+rm -rf "$OUT/lcecheck-golden" && cp -r "$src/golden" "$OUT/lcecheck-golden"
 for t in "${parsers[@]}"; do
   cp "$src/fuzz/parsers/$t.options" "$OUT/"
   [ -f "$src/fuzz/parsers/$t.dict" ] && cp "$src/fuzz/parsers/$t.dict" "$OUT/"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "lce_device.h"
 #include "lce_file.h"
@@ -21,8 +22,27 @@ static const char *env_or(const char *name, const char *fallback) {
   return v && *v ? v : fallback;
 }
 
+int lce_fuzz_beside_binary(const char *name, char *path, size_t size) {
+  const ssize_t n = size > 1 ? readlink("/proc/self/exe", path, size - 1) : -1;
+  if (n <= 0) return 0;
+  path[n] = '\0';
+  char *slash = strrchr(path, '/');
+  if (slash == NULL) return 0;
+  const size_t room = size - (size_t)(slash + 1 - path);
+  return (size_t)snprintf(slash + 1, room, "%s", name) < room;
+}
+
+void lce_fuzz_use_bundled_goldens(void) {
+  char dir[4096];
+  struct stat sb;
+  if (getenv("LCE_GOLDEN_DIR") == NULL && lce_fuzz_beside_binary(LCE_FUZZ_BUNDLED_GOLDEN, dir, sizeof dir) &&
+      stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+    setenv("LCE_GOLDEN_DIR", dir, 0);
+}
+
 lce_code lce_fuzz_session_open(lce_status *st) {
   if (g_open) return LCE_OK;
+  lce_fuzz_use_bundled_goldens();
   lce_fuzz_session *s = &g_session;
   memset(s, 0, sizeof *s);
   const char *name = env_or("LCE_FUZZ_SUBJECT", LCE_FUZZ_DEFAULT_SUBJECT);

@@ -53,6 +53,16 @@ lce_code lce_fuzz_session_open(lce_status *st);
 /* The open session; NULL before lce_fuzz_session_open succeeded. */
 lce_fuzz_session *lce_fuzz_session_get(void);
 
+/* path of the file or directory `name` beside the running binary (from /proc/self/exe); 0 when
+ * that cannot be read or the result does not fit. */
+int lce_fuzz_beside_binary(const char *name, char *path, size_t size);
+/* An OSS-Fuzz or ClusterFuzzLite runner has the build's $OUT but no source tree, where the goldens'
+ * compiled-in path points: .clusterfuzzlite/build.sh puts golden/ beside the binaries as
+ * LCE_FUZZ_BUNDLED_GOLDEN, and this points LCE_GOLDEN_DIR at it when that is unset and the directory
+ * exists. lce_fuzz_session_open calls it; a harness that loads goldens itself calls it first. */
+#define LCE_FUZZ_BUNDLED_GOLDEN "lcecheck-golden"
+void lce_fuzz_use_bundled_goldens(void);
+
 /* Runs one input through the checks above and updates the counters. */
 lce_fuzz_outcome lce_fuzz_session_check(lce_fuzz_session *s, const uint8_t *data, size_t size);
 

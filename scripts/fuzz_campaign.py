@@ -66,7 +66,7 @@ def echo_run(cmd, env_extra=None, **kwargs):
 
 def findings_dir_for(root, subject):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    d = Path(root) / subject.replace("/", "_") / stamp
+    d = Path(root).resolve() / subject.replace("/", "_") / stamp  # absolute: the fuzzer runs in it
     (d / "corpus").mkdir(parents=True, exist_ok=False)
     return d
 
@@ -493,7 +493,7 @@ def target_campaign(args, target):
     d = findings_dir_for(args.findings_root, name)
     opts = target_options(entry)
     env = target_env(target, args, d)
-    seeds = Path(args.seed_root) / entry[1].name if args.seed_root else entry[1]
+    seeds = Path(args.seed_root).resolve() / entry[1].name if args.seed_root else entry[1]
     parallel = f"-fork={args.jobs}" if args.parallel == "fork" else f"-jobs={args.jobs}"
     cmd = [fuzzer, f"-max_total_time={args.seconds}", f"-artifact_prefix={d}/", "-print_final_stats=1",
            *option_flags(args, opts), f"-seed={args.seed}", parallel,
@@ -674,11 +674,11 @@ def cmd_bundle_gpu(args):
         f"copied: {' '.join(copied)}\n\nldd here:\n{ldd_text}")
     print(f"fuzz_campaign: {out} holds fuzz_subject and {' '.join(copied)}; here it exits "
           f"{probe.returncode} for fused-cuda ({'no GPU: skipped' if probe.returncode == 77 else 'GPU present'})")
-    excluded = REPO / ".git" / "info" / "exclude"
     rel = "/" + out.relative_to(REPO).as_posix() + "/" if out.is_relative_to(REPO) else None
-    if rel and not (excluded.is_file() and rel in excluded.read_text().split()):
-        print(f"fuzz_campaign: note: {rel} is not in .git/info/exclude; ignore it there so that the device "
-              f"tool carries it (carry [\"{rel.strip('/')}\"]) instead of copying it as untracked files", file=sys.stderr)
+    if rel and echo_run(["git", "-C", REPO, "check-ignore", "-q", rel.strip("/")]).returncode != 0:
+        print(f"fuzz_campaign: note: git does not ignore {rel}; ignore it (.gitignore or .git/info/exclude) so that "
+              f"the device tool carries it (carry [\"{rel.strip('/')}\"]) instead of copying it as untracked files",
+              file=sys.stderr)
     return 0
 
 

@@ -38,7 +38,7 @@ def parse_expr(text, where):
     """Parses arithmetic (+ - * / parentheses, sqrt(), numbers, names) into an ast, or raises."""
     try:
         tree = ast.parse(text, mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, RecursionError):  # RecursionError: nesting or a sum too deep for the parser
         raise ToolError(f"{where}: cannot parse expression '{text}'")
     for node in ast.walk(tree):
         ok = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load,
@@ -52,7 +52,10 @@ def parse_expr(text, where):
     return tree
 
 
-def eval_expr(tree, names, where):
+def eval_expr(tree, names, where, _defining=()):
+    """The value of a parse_expr tree; a define refers to names' (tree, where) pairs. Arithmetic that
+    has no value (1/0, sqrt(-1), an integer too large for a float, a define that uses itself) raises
+    ToolError naming where."""
     def ev(n):
         if isinstance(n, ast.Constant):
             return float(n.value)
@@ -62,13 +65,18 @@ def eval_expr(tree, names, where):
             if n.id not in names:
                 raise ToolError(f"{where}: unknown name '{n.id}'")
             v = names[n.id]
-            return eval_expr(v[0], names, v[1]) if isinstance(v, tuple) else v
+            if n.id in _defining:
+                raise ToolError(f"{where}: '{n.id}' is defined in terms of itself")
+            return eval_expr(v[0], names, v[1], _defining + (n.id,)) if isinstance(v, tuple) else v
         if isinstance(n, ast.UnaryOp):
             return -ev(n.operand) if isinstance(n.op, ast.USub) else ev(n.operand)
         if isinstance(n, ast.Call):
             return math.sqrt(ev(n.args[0]))
         return _ALLOWED_BINOPS[type(n.op)](ev(n.left), ev(n.right))
-    return ev(tree)
+    try:
+        return ev(tree)
+    except (ZeroDivisionError, ValueError, OverflowError, RecursionError) as e:
+        raise ToolError(f"{where}: cannot evaluate it: {e}")
 
 
 def case_names(dtype, shape, k, cond=1.0):
@@ -89,7 +97,7 @@ def load_policy(path, _included=None):
     pol = {"defines": {}, "bounds": {}, "ceilings": {}, "path": path}
     try:
         lines = read_text(path).split("\n")
-    except OSError as e:
+    except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in an included path
         raise ToolError(f"cannot read policy {path}: {e}")
     if not lines or lines[0] != POLICY_MAGIC:
         raise ToolError(f"{path}:1: first line must be '{POLICY_MAGIC}'")

@@ -16,6 +16,7 @@
 #include "lce_exchange.h"
 #include "lce_exec_subject.h"
 #include "lce_file.h"
+#include "lce_fuzz_session.h"
 
 #include <sys/stat.h>
 
@@ -51,6 +52,7 @@ static void teardown(void) {
 static void setup(void) {
   lce_status st;
   lce_status_clear(&st);
+  lce_fuzz_use_bundled_goldens();
   const char *tmp = getenv("TMPDIR");
   snprintf(g.root, sizeof g.root, "%s/lce-fuzz-answer-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
   if (mkdtemp(g.root) == NULL) {
