@@ -83,18 +83,13 @@ lce_code lce_prod_case_at(const lce_prod_config *cfg, size_t i, lce_case *c, lce
   const size_t per_shape = (size_t)cfg->ntied * (size_t)cfg->ntps;
   const lce_prod_shape *sh = &cfg->shapes[i / per_shape];
   const int tied = cfg->tied[(i % per_shape) / (size_t)cfg->ntps], tp = cfg->tps[i % (size_t)cfg->ntps];
-  *c = lce_case_default();
+  *c = lce_case_default(); /* fresh gradients, one token chunk */
   c->n = sh->n, c->h = sh->h, c->v = sh->v, c->tp = tp, c->tied = tied;
   const int64_t pad = (int64_t)LCE_PROD_PAD_MULTIPLE * tp;
   c->vp = (sh->v + pad - 1) / pad * pad;
-  c->vocab_chunk = cfg->vocab_chunk;
-  c->dtype = LCE_BF16;
-  c->reduction = LCE_RED_MEAN;
+  c->vocab_chunk = cfg->vocab_chunk, c->seed = cfg->seed;
+  c->dtype = LCE_BF16, c->reduction = LCE_RED_MEAN, c->dist = LCE_DIST_NORMAL;
   c->ignore_pct = LCE_PROD_DEFAULT_IGNORE_PCT;
-  c->dist = LCE_DIST_NORMAL;
-  c->prior_grad = 0;
-  c->seed = cfg->seed;
-  c->token_chunk = 0;
   return lce_case_validate(c, st);
 }
 
