@@ -136,12 +136,6 @@ const char *cli_opt(const char *name) {
 
 const char *cli_positional(void) { return run.positional; }
 
-int cli_each_opt(int (*fn)(void *ctx, const char *name, const char *value), void *ctx) {
-  int rc = CLI_PASS;
-  for (int k = 0; k < run.ngiven && rc == CLI_PASS; k++) rc = fn(ctx, run.given[k].name, run.given[k].value);
-  return rc;
-}
-
 /* ---- values ---------------------------------------------------------------------------------- */
 
 /* A number of digits only (no sign, no blank: strtoull would take both) at *p, decimal or, where hex

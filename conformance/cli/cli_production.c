@@ -1,13 +1,8 @@
 /* cli_production.c — `lcecheck production`: GPU subjects at production shapes against the fp64 GPU
- * reference (conformance/engine/lce_production.h says what is run and how it is judged).
- *
- * Bounds come from DIR/sm_XX/<class>.golden (default DIR: $LCE_GOLDEN_DIR, else the source tree's
- * golden/), sm_XX being the device's architecture. Progress lines go to stderr; the table (or, with
- * --json, the report that scripts/lcecheck_golden.py reads: one run per subject in the schema of
- * `lcecheck measure --json`) to stdout.
- * Exit status: 0 every production subject passed and every mutant failed at V >= 128k (with
- * --measure-only: every class check passed); 1 otherwise; 2 bad usage or a missing or malformed golden;
- * 77 no GPU, or a build without CUDA. */
+ * reference (conformance/engine/lce_production.h says what is run and how it is judged): the options
+ * onto the plan, the goldens of the device's architecture, the table or the JSON that
+ * scripts/lcecheck_golden.py reads (one run per subject in the schema of `lcecheck measure --json`).
+ * Exit status 0 needs every production subject to pass and every mutant to fail at V >= 128k. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
