@@ -10,6 +10,7 @@ import ast
 import json
 import math
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -91,13 +92,6 @@ def to_float32(x):
 
 # ---- .npy ------------------------------------------------------------------------------------
 
-def _shape_size(shape):
-    size = 1
-    for d in shape:
-        size *= d
-    return size
-
-
 def parse_npy(blob, name="<bytes>"):
     """(descr, shape, data bytes) of a .npy file's bytes; rejects anything but a C-order array of a
     supported descr whose data has exactly the size its shape says."""
@@ -134,7 +128,7 @@ def parse_npy(blob, name="<bytes>"):
     if not isinstance(shape, tuple) or not all(type(d) is int and d >= 0 for d in shape):
         raise ExchangeError(f"{name}: shape must be a tuple of non-negative ints, got {shape!r}")
     data = blob[start + hlen:]
-    want = _shape_size(shape) * DESCRS[descr][1]
+    want = math.prod(shape) * DESCRS[descr][1]
     if len(data) != want:
         raise ExchangeError(f"{name}: {len(data)} data bytes, shape {shape} of {descr} needs {want}")
     return descr, shape, bytes(data)
@@ -150,7 +144,7 @@ def npy_bytes(descr, shape, data):
     if descr not in DESCRS:
         raise ExchangeError(f"cannot write descr {descr!r}")
     shape = tuple(int(d) for d in shape)
-    if len(data) != _shape_size(shape) * DESCRS[descr][1]:
+    if len(data) != math.prod(shape) * DESCRS[descr][1]:
         raise ExchangeError(f"{len(data)} bytes do not fill shape {shape} of {descr}")
     text = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(shape))
     pad = 64 - (10 + len(text) + 1) % 64
@@ -339,12 +333,7 @@ class Case:
     def clear_out(self):
         """Removes out/ left by an earlier run, so that nothing stale is judged."""
         if os.path.isdir(self.out_dir):
-            for root, dirs, files in os.walk(self.out_dir, topdown=False):
-                for f in files:
-                    os.unlink(os.path.join(root, f))
-                for d in dirs:
-                    os.rmdir(os.path.join(root, d))
-            os.rmdir(self.out_dir)
+            shutil.rmtree(self.out_dir)
 
     def write_output_raw(self, name, data):
         spec = self.outputs[name]
