@@ -1,5 +1,8 @@
-/* lce_production_plan.c — what a production run covers: its defaults, the shape sets, the cases and the
- * outputs judged (see lce_production.h). No GPU needed. */
+/* lce_production.c — `lcecheck production` below the CLI (lce_production.h): what a run covers (its
+ * defaults, the shape sets, the cases and the outputs judged), the run as a sink of the engine (the
+ * fp64 tier kept on the device, tensors generated ahead on cfg->jobs host threads), and what its
+ * results add up to. A mutant failing is the suite working, so mutants count the other way round:
+ * they must fail wherever V >= LCE_PROD_MUTANT_MIN_V and may survive below it. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,4 +102,92 @@ int lce_prod_outputs(const lce_case *c, lce_output_id out[4]) {
   out[k++] = LCE_OUT_LOSS, out[k++] = LCE_OUT_D_HIDDEN, out[k++] = LCE_OUT_D_WEIGHT;
   if (!c->tied) out[k++] = LCE_OUT_D_EMBEDDING;
   return k;
+}
+
+/* ---- the outcome ---------------------------------------------------------------------------------- */
+
+/* A class failure in any judged output (with --measure-only the only way to fail). */
+static int class_failed(const lce_case_result *r) {
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    if (r->verdict.out[o].judged && !r->verdict.out[o].class_ok) return 1;
+  return 0;
+}
+
+int lce_prod_mutant_killed(const lce_prod_report *rep, size_t i, int j) {
+  const lce_case_result *r = &rep->cases[i].subj[j];
+  if (r->error || r->skipped) return -1;
+  if (class_failed(r)) return 1;
+  if (rep->cfg->measure_only) return -1;
+  return !r->verdict.pass;
+}
+
+int lce_prod_exit_status(const lce_prod_report *rep, char *why, size_t size) {
+  const lce_prod_config *cfg = rep->cfg;
+  for (size_t i = 0; i < rep->ncases; i++) {
+    const lce_prod_case_result *cr = &rep->cases[i];
+    for (int j = 0; j < cfg->nsubjects; j++) {
+      const lce_case_result *r = &cr->subj[j];
+      if (r->error) {
+        snprintf(why, size, "%s on %s: error: %s", cfg->subjects[j], cr->id, r->status.msg);
+        return 1;
+      }
+      if (r->skipped) continue;
+      if (rep->mutant[j]) {
+        if (cr->c.v >= LCE_PROD_MUTANT_MIN_V && lce_prod_mutant_killed(rep, i, j) == 0) {
+          snprintf(why, size, "mutant %s survived %s (V >= %d): the bounds are too loose", cfg->subjects[j], cr->id,
+                   LCE_PROD_MUTANT_MIN_V);
+          return 1;
+        }
+        continue;
+      }
+      if (class_failed(r) || (!cfg->measure_only && !r->verdict.pass)) {
+        snprintf(why, size, "%s on %s: %s", cfg->subjects[j], cr->id, r->verdict.summary);
+        return 1;
+      }
+    }
+  }
+  if (why && size) why[0] = '\0';
+  return 0;
+}
+
+/* ---- the run -------------------------------------------------------------------------------------- */
+
+static void progress(const lce_prod_report *rep, size_t i) {
+  const lce_prod_case_result *cr = &rep->cases[i];
+  fprintf(stderr, "[%zu/%zu] %s  gen %.1f s  fp64 %.1f s%s", i + 1, rep->ncases, cr->id, cr->gen_seconds,
+          cr->ref_seconds, cr->ref_has_mags ? "" : " (no mags)");
+  for (int j = 0; j < rep->cfg->nsubjects; j++)
+    fprintf(stderr, "  %s %s %.1f s", rep->cfg->subjects[j], lce_case_result_status(&cr->subj[j]),
+            cr->subj[j].subject_seconds);
+  fputc('\n', stderr);
+}
+
+static void prod_case_done(void *ctx, const lce_engine_case *ec) {
+  lce_prod_report *rep = (lce_prod_report *)ctx;
+  lce_prod_case_result *cr = &rep->cases[ec->index];
+  cr->c = *ec->c;
+  snprintf(cr->id, sizeof cr->id, "%s", ec->id);
+  cr->gen_seconds = ec->gen_seconds;
+  cr->ref_seconds = ec->ref ? ec->ref->seconds : 0.0;
+  cr->ref_has_mags = ec->ref ? ec->ref->has_mags : 0;
+  for (int j = 0; j < rep->cfg->nsubjects; j++) cr->subj[j] = ec->res[j];
+  if (!rep->cfg->quiet) progress(rep, ec->index);
+}
+
+lce_code lce_prod_run(lce_prod_report *rep, const lce_subject *const *subjects, const lce_golden *const *goldens,
+                      lce_status *st) {
+  const lce_prod_config *cfg = rep->cfg;
+  lce_case *cases = calloc(rep->ncases ? rep->ncases : 1, sizeof *cases);
+  LCE_ALLOC_CHECK(st, cases);
+  lce_code rc = LCE_OK;
+  for (size_t i = 0; i < rep->ncases && rc == LCE_OK; i++) rc = lce_prod_case_at(cfg, i, &cases[i], st);
+  unsigned outputs = 0;
+  const lce_output_id judged[] = {LCE_OUT_LOSS, LCE_OUT_D_HIDDEN, LCE_OUT_D_WEIGHT, LCE_OUT_D_EMBEDDING};
+  for (size_t k = 0; k < sizeof judged / sizeof judged[0]; k++) outputs |= 1u << judged[k];
+  const lce_engine_config ecfg = {.cases = cases, .ncases = rep->ncases, .subjects = subjects, .goldens = goldens,
+                                  .nsubjects = (size_t)cfg->nsubjects, .tier = &lce_tier_fp64_gpu,
+                                  .device_compare = 1, .prefetch = cfg->jobs, .outputs = outputs};
+  if (rc == LCE_OK) rc = lce_engine_run(&ecfg, prod_case_done, rep, st);
+  free(cases);
+  return rc;
 }
