@@ -362,34 +362,3 @@ def read_skip(case_dir):
         return None
     with open(path, encoding="utf8") as f:
         return f.read().strip()
-
-
-# ---- writing an export (tests, and tools that make cases without lcecheck) --------------------
-
-def output_specs(n, h, vp, dtype, tied, reduction):
-    specs = {"loss": ("float32", [1]), "loss_token": ("float32", [n]), "lse": ("float32", [n]),
-             "d_hidden": (dtype, [n, h]), "grad_embedding": ("float32", [vp, h])}
-    if not tied:
-        specs["grad_weight"] = ("float32", [vp, h])
-    return {k: {"file": f"out/{k}.npy", "dtype": d, "shape": s} for k, (d, s) in specs.items()}
-
-
-def write_case(case_dir, fields, inputs):
-    """Writes case.json and the inputs of one case. fields: every case.json field but format,
-    version, inputs and outputs; inputs: name -> (dtype, shape, values)."""
-    os.makedirs(case_dir, exist_ok=True)
-    j = {"format": FORMAT_CASE, "version": VERSION}
-    j.update(fields)
-    j["inputs"] = {}
-    for name, (dtype, shape, values) in inputs.items():
-        write_npy(os.path.join(case_dir, name + ".npy"), DTYPES[dtype][0], shape, encode(dtype, values))
-        j["inputs"][name] = {"file": name + ".npy", "dtype": dtype, "shape": list(shape)}
-    j["outputs"] = output_specs(fields["n"], fields["h"], fields["vp"], fields["dtype"], fields["tied"],
-                                fields["reduction"])
-    _atomic_write(os.path.join(case_dir, "case.json"), (json.dumps(j, indent=1) + "\n").encode())
-
-
-def write_manifest(export_dir, cases):
-    """cases: [(id, relative dir)]."""
-    m = {"format": FORMAT_MANIFEST, "version": VERSION, "cases": [{"id": i, "dir": d} for i, d in cases]}
-    _atomic_write(os.path.join(export_dir, "manifest.json"), (json.dumps(m, indent=1) + "\n").encode())
