@@ -65,18 +65,10 @@ def round_tf32(x):
     return round_to_format(x, "tf32", ties_away=True)
 
 
-def bf16_bits_to_float(u):
-    return struct.unpack("<f", struct.pack("<I", (u & 0xFFFF) << 16))[0]
-
-
 def float_to_bf16_bits(x):
     if math.isnan(x):
         return 0x7FC0 | (0x8000 if math.copysign(1.0, x) < 0 else 0)
     return struct.unpack("<I", struct.pack("<f", round_to_format(x, "bfloat16")))[0] >> 16
-
-
-def fp16_bits_to_float(u):
-    return struct.unpack("<e", struct.pack("<H", u & 0xFFFF))[0]
 
 
 def float_to_fp16_bits(x):
@@ -354,11 +346,3 @@ class Case:
     def write_skip(self, reason):
         reason = " ".join(str(reason).split())
         _atomic_write(os.path.join(self.out_dir, "skip.txt"), (reason + "\n").encode())
-
-
-def read_skip(case_dir):
-    path = os.path.join(case_dir, "out", "skip.txt")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf8") as f:
-        return f.read().strip()

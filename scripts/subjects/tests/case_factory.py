@@ -95,3 +95,12 @@ def make_export(export_dir, cases):
     with open(os.path.join(export_dir, "manifest.json"), "w") as f:
         f.write(json.dumps(m, indent=1) + "\n")
     return entries
+
+
+def read_skip(case_dir):
+    """The reason a runner wrote into out/skip.txt, or None."""
+    path = os.path.join(case_dir, "out", "skip.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf8") as f:
+        return f.read().strip()
