@@ -28,28 +28,19 @@ static struct {
   const char *positional;
 } run;
 
-static const char *status_name(int code) {
-  return code == CLI_USAGE ? "usage" : code == CLI_SKIP ? "skipped" : "error";
-}
-
-static int vfail(int code, const char *fmt, va_list ap) {
+int cli_fail(int code, const char *fmt, ...) {
   char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   fprintf(stderr, "lcecheck%s%s: %s\n", run.verb ? " " : "", run.verb ? run.verb : "", msg);
   if (run.json && !run.json_out) {
     cli_json_begin();
-    printf(",\"status\":\"%s\",\"exit\":%d", status_name(code), code);
+    printf(",\"status\":\"%s\",\"exit\":%d", code == CLI_USAGE ? "usage" : code == CLI_SKIP ? "skipped" : "error", code);
     cli_json_member(stdout, "message", msg);
     printf("}\n");
   }
-  return code;
-}
-
-int cli_fail(int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vfail(code, fmt, ap);
-  va_end(ap);
   return code;
 }
 
