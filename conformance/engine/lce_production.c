@@ -1,8 +1,6 @@
-/* lce_production.c — `lcecheck production` below the CLI (lce_production.h): what a run covers (its
- * defaults, the shape sets, the cases and the outputs judged), the run as a sink of the engine (the
- * fp64 tier kept on the device, tensors generated ahead on cfg->jobs host threads), and what its
- * results add up to. A mutant failing is the suite working, so mutants count the other way round:
- * they must fail wherever V >= LCE_PROD_MUTANT_MIN_V and may survive below it. */
+/* lce_production.c — lce_production.h's plan (defaults, shape sets, cases, outputs judged), run (a sink
+ * of the engine) and outcome. A mutant failing is the suite working, so mutants count the other way
+ * round: they must fail wherever V >= LCE_PROD_MUTANT_MIN_V and may survive below it. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

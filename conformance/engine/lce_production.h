@@ -92,7 +92,6 @@ typedef struct lce_prod_report {
   lce_device_info dev;
   const char *golden_class[LCE_PROD_MAX_SUBJECTS];
   char golden_path[LCE_PROD_MAX_SUBJECTS][512];
-  int golden_found[LCE_PROD_MAX_SUBJECTS]; /* the class's golden was loaded (not with --measure-only) */
   int mutant[LCE_PROD_MAX_SUBJECTS];       /* the subject is a catalogued mutant */
   lce_prod_case_result *cases;
   size_t ncases;
