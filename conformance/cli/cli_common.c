@@ -37,7 +37,8 @@ int cli_fail(int code, const char *fmt, ...) {
   fprintf(stderr, "lcecheck%s%s: %s\n", run.verb ? " " : "", run.verb ? run.verb : "", msg);
   if (run.json && !run.json_out) {
     cli_json_begin();
-    printf(",\"status\":\"%s\",\"exit\":%d", code == CLI_USAGE ? "usage" : code == CLI_SKIP ? "skipped" : "error", code);
+    const char *status = code == CLI_USAGE ? "usage" : code == CLI_SKIP ? "skipped" : "error";
+    printf(",\"status\":\"%s\",\"exit\":%d", status, code);
     cli_json_member(stdout, "message", msg);
     printf("}\n");
   }
