@@ -1,19 +1,13 @@
 /* cli_check.c — `lcecheck check` (judge a matrix against goldens) and `lcecheck measure` (the same
- * run with no bounds: the numbers golden regeneration starts from).
- *
- * Progress goes to stderr, one line per case; stdout carries the final tables, or one JSON object
- * with --json. --shard I/N runs every N-th case of the matrix from the I-th (cli_cases), so that N
- * processes share one matrix; a shard's output and exit code are those of its cases alone. --oracle
- * picks the reference (fast: tier 1, the default; mpfr: tier 0; fp64-gpu: tier 2 on the GPU). Exit code 77 (skipped) when
- * no case ran and every case was skipped for want of a device (a GPU subject or the fp64-gpu
- * oracle on a machine or build without one), so that gpu-labelled ctests skip there. */
+ * run with no bounds: the numbers golden regeneration starts from); `lcecheck judge` reports through
+ * cli_check_report too. Exit code 77 (skipped) when every case was skipped for want of a device, so
+ * that gpu-labelled ctests skip on a machine or build without one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_common.h"
 #include "lce_engine.h"
-
 
 typedef struct tally {
   cli_counts n;

@@ -28,28 +28,20 @@ static struct {
   const char *positional;
 } run;
 
-static const char *status_name(int code) {
-  return code == CLI_USAGE ? "usage" : code == CLI_SKIP ? "skipped" : "error";
-}
-
-static int vfail(int code, const char *fmt, va_list ap) {
+int cli_fail(int code, const char *fmt, ...) {
   char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   fprintf(stderr, "lcecheck%s%s: %s\n", run.verb ? " " : "", run.verb ? run.verb : "", msg);
   if (run.json && !run.json_out) {
     cli_json_begin();
-    printf(",\"status\":\"%s\",\"exit\":%d", status_name(code), code);
+    const char *status = code == CLI_USAGE ? "usage" : code == CLI_SKIP ? "skipped" : "error";
+    printf(",\"status\":\"%s\",\"exit\":%d", status, code);
     cli_json_member(stdout, "message", msg);
     printf("}\n");
   }
-  return code;
-}
-
-int cli_fail(int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vfail(code, fmt, ap);
-  va_end(ap);
   return code;
 }
 
@@ -135,12 +127,6 @@ const char *cli_opt(const char *name) {
 }
 
 const char *cli_positional(void) { return run.positional; }
-
-int cli_each_opt(int (*fn)(void *ctx, const char *name, const char *value), void *ctx) {
-  int rc = CLI_PASS;
-  for (int k = 0; k < run.ngiven && rc == CLI_PASS; k++) rc = fn(ctx, run.given[k].name, run.given[k].value);
-  return rc;
-}
 
 /* ---- values ---------------------------------------------------------------------------------- */
 

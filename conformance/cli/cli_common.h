@@ -49,9 +49,6 @@ int cli_begin(const cli_verb *verbs, const cli_verb *v, int argc, char **argv);
 const char *cli_opt(const char *name);
 /* The positional argument (repro's ID), or NULL. */
 const char *cli_positional(void);
-/* Calls fn for every option given, in the order given (value as cli_opt returns it), until one
- * call returns other than CLI_PASS; returns that, or CLI_PASS. */
-int cli_each_opt(int (*fn)(void *ctx, const char *name, const char *value), void *ctx);
 /* text, the value of option, as an integer in [lo, hi] (digits only, decimal or 0x hexadecimal) into
  * *out; else CLI_USAGE after cli_fail("--tiles: '0' is not an integer in [1, 1048576]"). */
 int cli_uint(const char *option, const char *text, uint64_t lo, uint64_t hi, uint64_t *out);

@@ -1,20 +1,12 @@
 /* cli_probe.c — `lcecheck probe`: what this GPU's tensor cores and cuBLAS actually compute (the
- * options: lcecheck_main.c's table, `lcecheck probe --help`).
- *
- * 1. MMA conformance (reference/device/probe/): N tiles per format (default 800: 102400 vectors) of
- *    test vectors in eleven classes, each tile through one mma.sync instruction, every result
- *    compared bit for bit with the model (default sm90; lce_gemm_model.h), mismatches counted per
- *    class and the first ones printed as one-line repros. --dump writes vectors and results to a
- *    file that --replay re-checks on any CPU, under any model, without a GPU.
- * 2. The error-vs-K curve (probe_curve.h): cuBLAS bf16 GEMMs against fp64 DGEMMs of the same data,
- *    relative error and bias beside the model's and IEEE's prediction. --curve runs only the curve,
- *    --no-curve only the MMA part. Default M = N = 2048: 256 output tiles of 128x128 fill an H200's
- *    132 SMs, which makes it less likely that cuBLAS splits K (a split-K GEMM sums shorter chains
- *    and shows less error than the sequential-step prediction; a ratio measured/predicted well
- *    below 1 at large K says so; --curve-mn varies the shape).
- * Seed: --seed, else $LCE_SEED, else PROBE_DEFAULT_SEED. Exit status: 0 every vector bit-exact
- * (and the curve's operands re-drawn identically on the host), 1 a mismatch or a failed run, 2 bad
- * usage or an invalid dump, 77 (CLI_SKIP) without a GPU (or in a build without CUDA), except --replay. */
+ * options, their defaults and the exit statuses: lcecheck_main.c's table, `lcecheck probe --help`).
+ * 1. MMA conformance (reference/device/probe/): test vectors in eleven classes, each tile through one
+ *    mma.sync instruction, every result compared bit for bit with the model (lce_gemm_model.h),
+ *    mismatches counted per class and the first ones printed as one-line repros; a --dump is
+ *    re-checked by --replay on any CPU, under any model.
+ * 2. The error-vs-K curve (probe_curve.h): cuBLAS bf16 GEMMs against fp64 DGEMMs of the same data
+ *    beside the model's and IEEE's prediction. It fails only where the host's re-drawn operands
+ *    differ from the device's. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +62,8 @@ static int probe_parse(probe_args *a) {
   a->json = cli_opt("--json") != NULL;
   if (cli_opt("--curve") && cli_opt("--no-curve")) return cli_fail(CLI_USAGE, "give --curve or --no-curve, not both");
   a->mma = cli_opt("--curve") == NULL, a->curve = cli_opt("--no-curve") == NULL;
+  /* M = N = 2048: 256 output tiles of 128x128 fill an H200's 132 SMs, which makes it less likely that
+   * cuBLAS splits K (a split-K GEMM sums shorter chains: measured/predicted well below 1 says so). */
   uint64_t tiles = 800, mn = 2048, sample = 512, show = 8;
   const char *formats = cli_opt("--formats"), *curve_k = cli_opt("--curve-k");
   /* Each returns CLI_PASS (0) or, having said why, CLI_USAGE. */

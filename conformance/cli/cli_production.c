@@ -1,13 +1,8 @@
 /* cli_production.c — `lcecheck production`: GPU subjects at production shapes against the fp64 GPU
- * reference (conformance/engine/lce_production.h says what is run and how it is judged).
- *
- * Bounds come from DIR/sm_XX/<class>.golden (default DIR: $LCE_GOLDEN_DIR, else the source tree's
- * golden/), sm_XX being the device's architecture. Progress lines go to stderr; the table (or, with
- * --json, the report that scripts/lcecheck_golden.py reads: one run per subject in the schema of
- * `lcecheck measure --json`) to stdout.
- * Exit status: 0 every production subject passed and every mutant failed at V >= 128k (with
- * --measure-only: every class check passed); 1 otherwise; 2 bad usage or a missing or malformed golden;
- * 77 no GPU, or a build without CUDA. */
+ * reference (conformance/engine/lce_production.h says what is run and how it is judged): the options
+ * onto the plan, the goldens of the device's architecture, the table or the JSON that
+ * scripts/lcecheck_golden.py reads (one run per subject in the schema of `lcecheck measure --json`).
+ * Exit status 0 needs every production subject to pass and every mutant to fail at V >= 128k. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +100,8 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
     cli_json_string(f, cfg->subjects[j]);
     cli_json_member(f, "golden_class", rep->golden_class[j]);
     cli_json_member(f, "golden", rep->golden_path[j]);
-    fprintf(f, ",\"golden_found\":%s,\"mutant\":%s,\"cases\":[", rep->golden_found[j] ? "true" : "false",
+    /* Every golden was found when the run got here (a missing one is an error before it), or none was asked for. */
+    fprintf(f, ",\"golden_found\":%s,\"mutant\":%s,\"cases\":[", cfg->measure_only ? "false" : "true",
             rep->mutant[j] ? "true" : "false");
     for (size_t i = 0; i < rep->ncases; i++) { /* each case as `check --json` writes it */
       if (i) fputc(',', f);
@@ -129,9 +125,7 @@ static int load_golden(const lce_prod_config *cfg, lce_prod_report *rep, const l
     lce_production_golden_path(s, rep->golden_path[j], sizeof rep->golden_path[j]);
   memset(g, 0, sizeof *g);
   lce_status st;
-  if (lce_golden_load(rep->golden_path[j], g, &st) != LCE_OK) return cli_fail(CLI_USAGE, "%s", st.msg);
-  rep->golden_found[j] = 1;
-  return CLI_PASS;
+  return lce_golden_load(rep->golden_path[j], g, &st) == LCE_OK ? CLI_PASS : cli_fail(CLI_USAGE, "%s", st.msg);
 }
 
 static int run_production(const lce_prod_config *cfg, const lce_subject *subjects[]) {

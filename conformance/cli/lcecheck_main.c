@@ -3,11 +3,7 @@
  * VERBS below is the one list of the verbs and of every option each accepts: `lcecheck --help`,
  * `lcecheck <verb> --help` and the argument check (cli_begin: an option the verb does not list, or
  * one given twice, is a usage error) all read it, so an option exists only where it is documented.
- * A new verb is one options array, one entry and its run function.
- *
- * Every verb takes --json (one object on stdout, also on errors and skips: cli_fail). Exit status,
- * the same in every verb: 0 pass, 1 a case failed or errored, 2 bad usage or input, 77 skipped for
- * want of a GPU. */
+ * A new verb is one options array, one entry and its run function. */
 #include <mpfr.h>
 #include <stdio.h>
 #include <string.h>

@@ -13,34 +13,15 @@ enum { STREAM_OFFSET = 0x6301, STREAM_RANK = 0x6302, STREAM_INIT_E = 0x6303, STR
 #define CONTEXT_CLASSES 8
 
 lce_converge_config lce_converge_defaults(void) {
-  lce_converge_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dtype = LCE_BF16;
-  cfg.n = 64;
-  cfg.h = 32;
-  cfg.v = 256;
-  cfg.vocab_chunk = 4;
-  cfg.steps = 60;
-  cfg.eval_every = 10;
-  cfg.lr = 4.0;
-  cfg.seed = 1;
-  return cfg;
+  return (lce_converge_config){.dtype = LCE_BF16, .n = 64, .h = 32, .v = 256, .vocab_chunk = 4, .steps = 60,
+                               .eval_every = 10, .lr = 4.0, .seed = 1};
 }
 
+/* lce_case_default's tp 1, mean reduction, nothing ignored, no prior gradient, one token chunk. */
 lce_case lce_converge_case(const lce_converge_config *cfg) {
   lce_case c = lce_case_default();
-  c.n = cfg->n;
-  c.h = cfg->h;
-  c.v = c.vp = cfg->v;
-  c.tp = 1;
-  c.vocab_chunk = cfg->vocab_chunk;
-  c.dtype = cfg->dtype;
-  c.tied = cfg->tied;
-  c.prior_grad = 0;
-  c.reduction = LCE_RED_MEAN;
-  c.ignore_pct = 0;
-  c.token_chunk = 0;
-  c.seed = cfg->seed;
+  c.n = cfg->n, c.h = cfg->h, c.v = c.vp = cfg->v, c.vocab_chunk = cfg->vocab_chunk;
+  c.dtype = cfg->dtype, c.tied = cfg->tied, c.seed = cfg->seed;
   return c;
 }
 

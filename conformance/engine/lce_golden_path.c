@@ -1,13 +1,11 @@
 /* lce_golden_path.c — which golden file judges a subject by default (lce_engine.h).
  *
- * CPU subjects: golden/<class>.golden. GPU subjects (LCE_CAP_NEEDS_GPU): golden/<arch>/<class>.golden,
- * one directory per architecture, because a GPU's GEMM arithmetic is its own (DESIGN.md "Device
- * arithmetic is not IEEE": Hopper tensor cores truncate, so the bounds carry a K term measured there).
- * The architecture is device 0's; without a device (a GPU subject is then skipped), LCE_GOLDEN_ARCH
- * or the architecture this build targets. LCE_GOLDEN_DIR replaces golden/ in both cases.
- * Production shapes (lcecheck production) have goldens of their own, golden/production/<arch>/: their
- * output condition (cond ~ 200 at H = 4096, from the softmax condition of wide logit rows) is far
- * outside the matrices', where a cond bound fitted on small shapes says nothing. */
+ * GPU subjects have a directory per architecture because a GPU's GEMM arithmetic is its own (DESIGN.md
+ * "Device arithmetic is not IEEE": Hopper tensor cores truncate, so the bounds carry a K term measured
+ * there); without a device (a GPU subject is then skipped) the architecture is LCE_GOLDEN_ARCH or the
+ * one this build targets. Production shapes have goldens of their own: their output condition (cond
+ * ~ 200 at H = 4096, from the softmax condition of wide logit rows) is far outside the matrices', where
+ * a cond bound fitted on small shapes says nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,18 +27,18 @@ void lce_default_golden_path(const char *golden_class, char *buf, size_t size) {
 
 void lce_converge_bounds_path(char *buf, size_t size) { snprintf(buf, size, "%s/converge.bounds", golden_dir()); }
 
-void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size) {
-  if (!(s->caps & LCE_CAP_NEEDS_GPU)) {
-    lce_default_golden_path(s->golden_class, buf, size);
-    return;
-  }
+/* <golden dir>/<prefix><arch>/<class>.golden */
+static void arch_golden_path(const char *prefix, const lce_subject *s, char *buf, size_t size) {
   char arch[32];
   lce_device_arch(arch, sizeof arch);
-  snprintf(buf, size, "%s/%s/%s.golden", golden_dir(), arch, s->golden_class);
+  snprintf(buf, size, "%s/%s%s/%s.golden", golden_dir(), prefix, arch, s->golden_class);
+}
+
+void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size) {
+  if (s->caps & LCE_CAP_NEEDS_GPU) arch_golden_path("", s, buf, size);
+  else lce_default_golden_path(s->golden_class, buf, size);
 }
 
 void lce_production_golden_path(const lce_subject *s, char *buf, size_t size) {
-  char arch[32];
-  lce_device_arch(arch, sizeof arch);
-  snprintf(buf, size, "%s/production/%s/%s.golden", golden_dir(), arch, s->golden_class);
+  arch_golden_path("production/", s, buf, size);
 }

@@ -65,10 +65,7 @@ lce_code lce_prefetch_start(lce_prefetch **pf, const lce_case *cases, size_t nca
     p->nthreads++;
   }
   if (p->nthreads == 0) {
-    pthread_cond_destroy(&p->cv);
-    pthread_mutex_destroy(&p->mu);
-    free(p->slots);
-    free(p);
+    lce_prefetch_stop(p); /* no thread to join, no tensors: releases the rest */
     return lce_fail(st, LCE_EINTERNAL, __FILE__, __LINE__, "cannot start a tensor generator thread");
   }
   *pf = p;

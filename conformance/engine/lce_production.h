@@ -74,7 +74,7 @@ lce_code lce_prod_case_at(const lce_prod_config *cfg, size_t i, lce_case *c, lce
  * d_embedding when untied. Returns the count (<= 4). */
 int lce_prod_outputs(const lce_case *c, lce_output_id out[4]);
 
-/* ---- results and the outcome (lce_production_outcome.c; rendered by conformance/cli/cli_production.c) */
+/* ---- results and the outcome (rendered by conformance/cli/cli_production.c) */
 
 /* A case's results are the engine's (lce_engine.h): one lce_case_result per subject, its verdict
  * covering the outputs lce_prod_outputs names. */
@@ -92,7 +92,6 @@ typedef struct lce_prod_report {
   lce_device_info dev;
   const char *golden_class[LCE_PROD_MAX_SUBJECTS];
   char golden_path[LCE_PROD_MAX_SUBJECTS][512];
-  int golden_found[LCE_PROD_MAX_SUBJECTS]; /* the class's golden was loaded (not with --measure-only) */
   int mutant[LCE_PROD_MAX_SUBJECTS];       /* the subject is a catalogued mutant */
   lce_prod_case_result *cases;
   size_t ncases;
@@ -111,7 +110,7 @@ int lce_prod_mutant_killed(const lce_prod_report *rep, size_t i, int j);
  * GPU reference kept on the device, judging subject j against goldens[j] (NULL: measure only) and
  * filling rep->cases (rep->ncases of them, allocated by the caller). Progress lines go to stderr
  * unless cfg->quiet. Returns LCE_OK when every case was attempted: per-case failures are in the
- * results (lce_production_run.c). */
+ * results. */
 lce_code lce_prod_run(lce_prod_report *rep, const lce_subject *const *subjects, const lce_golden *const *goldens,
                       lce_status *st);
 

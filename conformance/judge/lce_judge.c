@@ -382,17 +382,6 @@ lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference
   return LCE_OK;
 }
 
-lce_code lce_judge_host(const lce_case *c, const lce_tensors *in, const lce_oracle_result *res, const lce_outputs *out,
-                        const lce_golden *g, const char *subject_name, const char *subject_class, lce_verdict *v,
-                        lce_status *st) {
-  lce_reference ref;
-  memset(&ref, 0, sizeof ref);
-  ref.c = *c;
-  ref.mode = LCE_REF_HOST;
-  ref.host = *res; /* borrowed: not released here */
-  return lce_judge(c, in, &ref, out, g, subject_name, subject_class, NULL, 0, v, st);
-}
-
 void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size) {
   char id[192];
   lce_case_format(c, id, sizeof id);

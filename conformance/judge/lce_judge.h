@@ -49,10 +49,6 @@ typedef struct lce_verdict {
 lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference *ref, const lce_outputs *out,
                    const lce_golden *g, const char *subject_name, const char *subject_class, const int64_t *inner,
                    unsigned outputs, lce_verdict *v, lce_status *st);
-/* lce_judge against per-element values res (tests), with K from lce_output_inner. */
-lce_code lce_judge_host(const lce_case *c, const lce_tensors *in, const lce_oracle_result *res, const lce_outputs *out,
-                        const lce_golden *g, const char *subject_name, const char *subject_class, lce_verdict *v,
-                        lce_status *st);
 /* The one bound applier: each defined metric of ov against the golden entry of (class, p, o); an
  * undefined metric is reported, not bounded; a missing entry for a defined metric is LCE_EINVAL. */
 lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, lce_precision p, lce_output_id o,

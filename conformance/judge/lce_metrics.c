@@ -123,11 +123,3 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   if (cmp->has_emag) mv->v[LCE_METRIC_MAXSCALED] = cmp->max_scaled;
   mark_undefined(mv);
 }
-
-void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
-                         const unsigned char *mask, lce_metric_values *mv) {
-  lce_comparison cmp;
-  memset(&cmp, 0, sizeof cmp);
-  lce_compare_host(c, out, o, ref, mask, &cmp);
-  lce_metrics_from_comparison(&cmp, mv);
-}

@@ -83,8 +83,5 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
 void lce_metrics_undefined(lce_metric_values *mv);
 /* The one function from a comparison to metrics. */
 void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *mv);
-/* lce_compare_host, then lce_metrics_from_comparison. */
-void lce_metrics_compute(const lce_case *c, const lce_outputs *out, lce_output_id o,
-                         const lce_ref_output *ref, const unsigned char *mask, lce_metric_values *mv);
 
 #endif

@@ -151,9 +151,13 @@ static void teardown(fixture *f) {
   lce_golden_free(&f->g);
 }
 
+/* lce_judge against the fixture's per-element values (a host reference), K from lce_output_inner. */
 static lce_code judge(fixture *f, const lce_golden *g) {
   lce_status_clear(&f->st);
-  return lce_judge_host(&f->c, &f->in, &f->ref, &f->out, g, SUBJECT, CLASS, &f->v, &f->st);
+  lce_reference ref;
+  memset(&ref, 0, sizeof ref);
+  ref.c = f->c, ref.mode = LCE_REF_HOST, ref.host = f->ref; /* borrowed: not released here */
+  return lce_judge(&f->c, &f->in, &ref, &f->out, g, SUBJECT, CLASS, NULL, 0, &f->v, &f->st);
 }
 
 /* Judges with the fixture's golden and expects a failure whose summary starts with prefix. */

@@ -30,30 +30,24 @@ char *lce_case_format(const lce_case *c, char *buf, size_t size) {
   return buf;
 }
 
-/* Parses the decimal integer after prefix in token tok into *out; 0 on any malformation. */
-static int parse_int_token(const char *tok, const char *prefix, int64_t *out) {
+/* The decimal digits after prefix in token tok (a '-' first where is_signed) as the bits of an int64_t
+ * (is_signed) or a uint64_t; 0 on any malformation or overflow. */
+static int parse_number_token(const char *tok, const char *prefix, int is_signed, uint64_t *bits) {
   size_t lp = strlen(prefix);
   if (strncmp(tok, prefix, lp) != 0) return 0;
-  const char *p = tok + lp;
-  if (*p == '\0' || (*p == '-' && p[1] == '\0')) return 0;
-  for (const char *q = (*p == '-') ? p + 1 : p; *q; q++)
+  const char *p = tok + lp, *q = is_signed && *p == '-' ? p + 1 : p;
+  if (*q == '\0') return 0;
+  for (; *q; q++)
     if (*q < '0' || *q > '9') return 0;
   errno = 0;
-  long long v = strtoll(p, NULL, 10);
-  if (errno == ERANGE) return 0;
-  *out = v;
-  return 1;
+  *bits = is_signed ? (uint64_t)strtoll(p, NULL, 10) : strtoull(p, NULL, 10);
+  return errno != ERANGE;
 }
 
-/* The seed: any unsigned 64-bit decimal after "s". */
-static int parse_seed_token(const char *tok, uint64_t *out) {
-  if (tok[0] != 's' || tok[1] == '\0') return 0;
-  for (const char *q = tok + 1; *q; q++)
-    if (*q < '0' || *q > '9') return 0;
-  errno = 0;
-  unsigned long long v = strtoull(tok + 1, NULL, 10);
-  if (errno == ERANGE) return 0;
-  *out = v;
+static int parse_int_token(const char *tok, const char *prefix, int64_t *out) {
+  uint64_t bits;
+  if (!parse_number_token(tok, prefix, 1, &bits)) return 0;
+  *out = (int64_t)bits;
   return 1;
 }
 
@@ -130,7 +124,7 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
             "case id '%s': unknown value distribution '%s' (mixed|normal|peaked|flat|confident|negative)", id,
             tok[t]);
   t++;
-  LCE_CHECK(st, parse_seed_token(tok[t], &c.seed), LCE_EPARSE,
+  LCE_CHECK(st, parse_number_token(tok[t], "s", 0, &c.seed), LCE_EPARSE,
             "case id '%s': expected s<seed> (unsigned 64-bit), got '%s'", id, tok[t]);
   LCE_TRY(lce_case_validate(&c, st));
   *out = c;

@@ -18,6 +18,14 @@ typedef struct r64_partial {
   long long compared, mismatch, first;
 } r64_partial;
 
+/* b folded into a, on the device (the block's tree) and on the host (the blocks in order): sums and
+ * counts added, the largest scaled error and the first mismatch kept. */
+__host__ __device__ static void r64_partial_add(r64_partial *a, const r64_partial *b) {
+  a->d2 += b->d2, a->r2 += b->r2, a->dr += b->dr, a->r4 += b->r4, a->emag2 += b->emag2;
+  a->compared += b->compared, a->mismatch += b->mismatch, a->maxscaled = fmax(a->maxscaled, b->maxscaled);
+  if (b->first >= 0 && (a->first < 0 || b->first < a->first)) a->first = b->first;
+}
+
 __device__ static int r64_class(double x) { return isnan(x) ? 1 : (isinf(x) ? (x > 0 ? 2 : 3) : 0); }
 
 __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_t base, int64_t count, const double *ref,
@@ -46,20 +54,14 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
   sh[threadIdx.x] = p;
   __syncthreads();
   for (int w = R64_CMP_THREADS / 2; w > 0; w >>= 1) {
-    if ((int)threadIdx.x < w) {
-      r64_partial *a = &sh[threadIdx.x], *b = &sh[threadIdx.x + w];
-      a->d2 += b->d2, a->r2 += b->r2, a->dr += b->dr, a->r4 += b->r4, a->emag2 += b->emag2;
-      a->compared += b->compared, a->mismatch += b->mismatch, a->maxscaled = fmax(a->maxscaled, b->maxscaled);
-      if (b->first >= 0 && (a->first < 0 || b->first < a->first)) a->first = b->first;
-    }
+    if ((int)threadIdx.x < w) r64_partial_add(&sh[threadIdx.x], &sh[threadIdx.x + w]);
     __syncthreads();
   }
   if (threadIdx.x == 0) out[blockIdx.x] = sh[0];
 }
 
 static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, const void *host, void *raw,
-                               r64_partial *dev_part, r64_partial *part, lce_comparison *cmp, int64_t *mismatch,
-                               int64_t *first, lce_status *st) {
+                               r64_partial *dev_part, r64_partial *part, r64_partial *total, lce_status *st) {
   /* d_weight: the real vocab rows (the padded rows are the prior, a class check of the judge's). */
   const lce_ref64_dev_output *d = &ref->out[o];
   const lce_dtype fmt = lce_output_format(&ref->c, o);
@@ -72,13 +74,7 @@ static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, con
     r64_compare_kernel<<<R64_CMP_BLOCKS, R64_CMP_THREADS>>>(raw, fmt, base, len, d->value, d->emag, mask, dev_part);
     R64_LAUNCH_CHECK(st, "r64_compare_kernel");
     R64_CUDA_CHECK(st, cudaMemcpy(part, dev_part, R64_CMP_BLOCKS * sizeof *part, cudaMemcpyDeviceToHost));
-    for (int b = 0; b < R64_CMP_BLOCKS; b++) {
-      const r64_partial *p = &part[b];
-      cmp->sum_d2 += p->d2, cmp->sum_r2 += p->r2, cmp->sum_dr += p->dr, cmp->sum_r4 += p->r4;
-      cmp->sum_emag2 += p->emag2, cmp->judged += p->compared, *mismatch += p->mismatch;
-      cmp->max_scaled = fmax(cmp->max_scaled, p->maxscaled);
-      if (p->first >= 0 && (*first < 0 || p->first < *first)) *first = p->first;
-    }
+    for (int b = 0; b < R64_CMP_BLOCKS; b++) r64_partial_add(total, &part[b]);
   }
   return LCE_OK;
 }
@@ -100,16 +96,17 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   LCE_ALLOC_CHECK(st, part);
   cudaError_t rc = cudaMalloc(&raw, (size_t)slice * sizeof(float));
   if (rc == cudaSuccess) rc = cudaMalloc((void **)&dev_part, R64_CMP_BLOCKS * sizeof *dev_part);
-  int64_t mismatch = 0, first = -1;
-  lce_code code = rc == cudaSuccess ? compare_slices(ref, o, host, raw, dev_part, part, cmp, &mismatch, &first, st)
+  r64_partial t = {0, 0, 0, 0, 0, 0, 0, 0, -1};
+  lce_code code = rc == cudaSuccess ? compare_slices(ref, o, host, raw, dev_part, part, &t, st)
                                     : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "ref64 compare: cudaMalloc: %s",
                                                cudaGetErrorString(rc));
   if (raw) cudaFree(raw);
   if (dev_part) cudaFree(dev_part);
   free(part);
-  cmp->class_ok = mismatch == 0;
+  cmp->sum_d2 = t.d2, cmp->sum_r2 = t.r2, cmp->sum_dr = t.dr, cmp->sum_r4 = t.r4, cmp->sum_emag2 = t.emag2;
+  cmp->judged = t.compared, cmp->max_scaled = t.maxscaled, cmp->class_ok = t.mismatch == 0;
   if (!cmp->class_ok)
     snprintf(cmp->class_msg, sizeof cmp->class_msg, "%lld elements with the wrong class (NaN/Inf), first at %lld",
-             (long long)mismatch, (long long)first);
+             t.mismatch, t.first);
   return code;
 }

@@ -126,24 +126,17 @@ lce_code r64_launch_fill(double *x, int64_t count, double value, cudaStream_t s,
 
 /* ---- per-row statistics and the token loss ------------------------------------------------------ */
 
-/* Block reductions in a fixed order (deterministic): a 256-way tree over shared memory. */
-__device__ static double r64_block_sum(double x, double *sh) {
+/* Block reductions (a sum, or with MAX the maximum) in a fixed order (deterministic): a 256-way tree
+ * over shared memory. */
+template <bool MAX>
+__device__ static double r64_block_reduce(double x, double *sh) {
   sh[threadIdx.x] = x;
   __syncthreads();
   for (int w = R64_ROW_THREADS / 2; w > 0; w >>= 1) {
-    if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  double r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ static double r64_block_max(double x, double *sh) {
-  sh[threadIdx.x] = x;
-  __syncthreads();
-  for (int w = R64_ROW_THREADS / 2; w > 0; w >>= 1) {
-    if ((int)threadIdx.x < w) sh[threadIdx.x] = fmax(sh[threadIdx.x], sh[threadIdx.x + w]);
+    if ((int)threadIdx.x < w) {
+      const double other = sh[threadIdx.x + w];
+      sh[threadIdx.x] = MAX ? fmax(sh[threadIdx.x], other) : sh[threadIdx.x] + other;
+    }
     __syncthreads();
   }
   double r = sh[0];
@@ -244,9 +237,9 @@ __global__ static void r64_rows_kernel(const r64_consts k, const double *zs, dou
       traw = fmax(traw, t0);
     }
   }
-  row.m = r64_block_max(m, sh);
-  row.tmax = r64_block_max(tmax, sh);
-  row.traw = r64_block_max(traw, sh);
+  row.m = r64_block_reduce<true>(m, sh);
+  row.tmax = r64_block_reduce<true>(tmax, sh);
+  row.traw = r64_block_reduce<true>(traw, sh);
   /* Pass 2: the sums. */
   double s = 0.0, s_rest = 0.0, wterm = 0.0, wabsz = 0.0;
   for (int64_t v = threadIdx.x; v < V; v += R64_ROW_THREADS) {
@@ -259,9 +252,9 @@ __global__ static void r64_rows_kernel(const r64_consts k, const double *zs, dou
       wabsz += w * fabs(z);
     }
   }
-  row.s = r64_block_sum(s, sh);
-  row.s_rest = r64_block_sum(s_rest, sh);
-  const double sum_wterm = r64_block_sum(wterm, sh), sum_wabsz = r64_block_sum(wabsz, sh);
+  row.s = r64_block_reduce<false>(s, sh);
+  row.s_rest = r64_block_reduce<false>(s_rest, sh);
+  const double sum_wterm = r64_block_reduce<false>(wterm, sh), sum_wabsz = r64_block_reduce<false>(wabsz, sh);
   /* Pass 3 (smoothing): sum_v w_v (lse - z_v), every term >= 0. */
   double sm = 0.0;
   if (k.smoothing) {
@@ -269,7 +262,7 @@ __global__ static void r64_rows_kernel(const r64_consts k, const double *zs, dou
     double acc = 0.0;
     for (int64_t v = threadIdx.x; v < V; v += R64_ROW_THREADS)
       acc += (cw ? (double)cw[v] : 1.0) * (lse - r64_z(zr[v], k.softcap));
-    sm = r64_block_sum(acc, sh);
+    sm = r64_block_reduce<false>(acc, sh);
   }
   if (threadIdx.x != 0) return;
   const int valid = y != k.ignore_index;

@@ -10,6 +10,7 @@ import ast
 import json
 import math
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -64,18 +65,10 @@ def round_tf32(x):
     return round_to_format(x, "tf32", ties_away=True)
 
 
-def bf16_bits_to_float(u):
-    return struct.unpack("<f", struct.pack("<I", (u & 0xFFFF) << 16))[0]
-
-
 def float_to_bf16_bits(x):
     if math.isnan(x):
         return 0x7FC0 | (0x8000 if math.copysign(1.0, x) < 0 else 0)
     return struct.unpack("<I", struct.pack("<f", round_to_format(x, "bfloat16")))[0] >> 16
-
-
-def fp16_bits_to_float(u):
-    return struct.unpack("<e", struct.pack("<H", u & 0xFFFF))[0]
 
 
 def float_to_fp16_bits(x):
@@ -90,13 +83,6 @@ def to_float32(x):
 
 
 # ---- .npy ------------------------------------------------------------------------------------
-
-def _shape_size(shape):
-    size = 1
-    for d in shape:
-        size *= d
-    return size
-
 
 def parse_npy(blob, name="<bytes>"):
     """(descr, shape, data bytes) of a .npy file's bytes; rejects anything but a C-order array of a
@@ -134,7 +120,7 @@ def parse_npy(blob, name="<bytes>"):
     if not isinstance(shape, tuple) or not all(type(d) is int and d >= 0 for d in shape):
         raise ExchangeError(f"{name}: shape must be a tuple of non-negative ints, got {shape!r}")
     data = blob[start + hlen:]
-    want = _shape_size(shape) * DESCRS[descr][1]
+    want = math.prod(shape) * DESCRS[descr][1]
     if len(data) != want:
         raise ExchangeError(f"{name}: {len(data)} data bytes, shape {shape} of {descr} needs {want}")
     return descr, shape, bytes(data)
@@ -150,7 +136,7 @@ def npy_bytes(descr, shape, data):
     if descr not in DESCRS:
         raise ExchangeError(f"cannot write descr {descr!r}")
     shape = tuple(int(d) for d in shape)
-    if len(data) != _shape_size(shape) * DESCRS[descr][1]:
+    if len(data) != math.prod(shape) * DESCRS[descr][1]:
         raise ExchangeError(f"{len(data)} bytes do not fill shape {shape} of {descr}")
     text = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(shape))
     pad = 64 - (10 + len(text) + 1) % 64
@@ -339,12 +325,7 @@ class Case:
     def clear_out(self):
         """Removes out/ left by an earlier run, so that nothing stale is judged."""
         if os.path.isdir(self.out_dir):
-            for root, dirs, files in os.walk(self.out_dir, topdown=False):
-                for f in files:
-                    os.unlink(os.path.join(root, f))
-                for d in dirs:
-                    os.rmdir(os.path.join(root, d))
-            os.rmdir(self.out_dir)
+            shutil.rmtree(self.out_dir)
 
     def write_output_raw(self, name, data):
         spec = self.outputs[name]
@@ -365,42 +346,3 @@ class Case:
     def write_skip(self, reason):
         reason = " ".join(str(reason).split())
         _atomic_write(os.path.join(self.out_dir, "skip.txt"), (reason + "\n").encode())
-
-
-def read_skip(case_dir):
-    path = os.path.join(case_dir, "out", "skip.txt")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf8") as f:
-        return f.read().strip()
-
-
-# ---- writing an export (tests, and tools that make cases without lcecheck) --------------------
-
-def output_specs(n, h, vp, dtype, tied, reduction):
-    specs = {"loss": ("float32", [1]), "loss_token": ("float32", [n]), "lse": ("float32", [n]),
-             "d_hidden": (dtype, [n, h]), "grad_embedding": ("float32", [vp, h])}
-    if not tied:
-        specs["grad_weight"] = ("float32", [vp, h])
-    return {k: {"file": f"out/{k}.npy", "dtype": d, "shape": s} for k, (d, s) in specs.items()}
-
-
-def write_case(case_dir, fields, inputs):
-    """Writes case.json and the inputs of one case. fields: every case.json field but format,
-    version, inputs and outputs; inputs: name -> (dtype, shape, values)."""
-    os.makedirs(case_dir, exist_ok=True)
-    j = {"format": FORMAT_CASE, "version": VERSION}
-    j.update(fields)
-    j["inputs"] = {}
-    for name, (dtype, shape, values) in inputs.items():
-        write_npy(os.path.join(case_dir, name + ".npy"), DTYPES[dtype][0], shape, encode(dtype, values))
-        j["inputs"][name] = {"file": name + ".npy", "dtype": dtype, "shape": list(shape)}
-    j["outputs"] = output_specs(fields["n"], fields["h"], fields["vp"], fields["dtype"], fields["tied"],
-                                fields["reduction"])
-    _atomic_write(os.path.join(case_dir, "case.json"), (json.dumps(j, indent=1) + "\n").encode())
-
-
-def write_manifest(export_dir, cases):
-    """cases: [(id, relative dir)]."""
-    m = {"format": FORMAT_MANIFEST, "version": VERSION, "cases": [{"id": i, "dir": d} for i, d in cases]}
-    _atomic_write(os.path.join(export_dir, "manifest.json"), (json.dumps(m, indent=1) + "\n").encode())

@@ -33,16 +33,13 @@ typedef struct out_buf {
   size_t n;
 } out_buf;
 
-static void put_u32(out_buf *o, uint32_t v) {
-  for (int i = 0; i < 4; i++) o->p[o->n++] = (unsigned char)(v >> (8 * i));
+/* v in its low `bytes` bytes, little-endian. */
+static void put_le(out_buf *o, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) o->p[o->n++] = (unsigned char)(v >> (8 * i));
 }
-static void put_u64(out_buf *o, uint64_t v) {
-  for (int i = 0; i < 8; i++) o->p[o->n++] = (unsigned char)(v >> (8 * i));
-}
+static void put_u32(out_buf *o, uint32_t v) { put_le(o, v, 4); }
 static void put_f32s(out_buf *o, const float *x, size_t count) {
-  for (size_t i = 0; i < count; i++) {
-    put_u32(o, lce_f32_bits(x[i]));
-  }
+  for (size_t i = 0; i < count; i++) put_u32(o, lce_f32_bits(x[i]));
 }
 static void put_text(out_buf *o, const char *s, size_t width) {
   const size_t len = strnlen(s, width);
@@ -61,7 +58,7 @@ lce_code probe_dump_write(const char *path, const probe_dump *d, lce_status *st)
   o.n = sizeof MAGIC;
   put_u32(&o, PROBE_DUMP_VERSION);
   put_u32(&o, (uint32_t)d->sections);
-  put_u64(&o, d->seed);
+  put_le(&o, d->seed, 8);
   put_text(&o, d->device, PROBE_DUMP_NAME_LEN);
   put_text(&o, d->model, PROBE_DUMP_MODEL_LEN);
   for (int s = 0; s < d->sections; s++) {
@@ -79,7 +76,7 @@ lce_code probe_dump_write(const char *path, const probe_dump *d, lce_status *st)
       put_f32s(&o, ts->d + t * PROBE_TILE_OUT, PROBE_TILE_OUT);
     }
   }
-  put_u64(&o, fnv1a(o.p, o.n));
+  put_le(&o, fnv1a(o.p, o.n), 8);
 
   const lce_code rc = lce_file_replace(path, o.p, o.n, st);
   free(o.p);
@@ -102,22 +99,15 @@ static lce_code need(cursor *c, size_t bytes, const char *what) {
                     c->at, bytes, c->n - c->at);
   return LCE_OK;
 }
-static uint32_t get_u32(cursor *c) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)c->p[c->at + i] << (8 * i);
-  c->at += 4;
-  return v;
-}
-static uint64_t get_u64(cursor *c) {
+/* The next `bytes` bytes as a little-endian integer (need() has checked they exist). */
+static uint64_t get_le(cursor *c, int bytes) {
   uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)c->p[c->at + i] << (8 * i);
-  c->at += 8;
+  for (int i = 0; i < bytes; i++) v |= (uint64_t)c->p[c->at++] << (8 * i);
   return v;
 }
+static uint32_t get_u32(cursor *c) { return (uint32_t)get_le(c, 4); }
 static void get_f32s(cursor *c, float *x, size_t count) {
-  for (size_t i = 0; i < count; i++) {
-    x[i] = lce_f32_from_bits(get_u32(c));
-  }
+  for (size_t i = 0; i < count; i++) x[i] = lce_f32_from_bits(get_u32(c));
 }
 static lce_code get_text(cursor *c, char *dst, size_t width, const char *what) {
   LCE_TRY(need(c, width, what));
@@ -175,12 +165,12 @@ static lce_code parse(cursor *c, probe_dump *d) {
             version, PROBE_DUMP_VERSION);
   LCE_CHECK(c->st, sections >= 1 && sections <= LCE_MMA_FORMATS, LCE_EPARSE,
             "probe dump %s: %u sections (want 1..%d)", c->path, sections, LCE_MMA_FORMATS);
-  d->seed = get_u64(c);
+  d->seed = get_le(c, 8);
   LCE_TRY(get_text(c, d->device, PROBE_DUMP_NAME_LEN, "device name"));
   LCE_TRY(get_text(c, d->model, PROBE_DUMP_MODEL_LEN, "model name"));
   for (int s = 0; s < (int)sections; s++) LCE_TRY(read_section(c, d, s));
   LCE_TRY(need(c, 8, "checksum"));
-  const uint64_t want = fnv1a(c->p, c->at), got = get_u64(c);
+  const uint64_t want = fnv1a(c->p, c->at), got = get_le(c, 8);
   LCE_CHECK(c->st, c->at == c->n, LCE_EPARSE, "probe dump %s: %zu bytes of trailing garbage after the checksum",
             c->path, c->n - c->at);
   LCE_CHECK(c->st, got == want, LCE_EPARSE,

@@ -89,6 +89,16 @@ __global__ void probe_mma_tf32(const uint32_t *A, const uint32_t *B, const float
   d[(g + 8) * 8 + 2 * t + 1] = d3;
 }
 
+/* The operands in their storage format (4 bytes for tf32, else 2): the instruction reads bits, not floats. */
+static void stage_operands(lce_mma_format f, const float *x, size_t n, unsigned char *out) {
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t v = probe_bits(f, x[i]);
+    const uint16_t h = (uint16_t)v;
+    if (f == LCE_MMA_TF32) memcpy(out + 4 * i, &v, 4);
+    else memcpy(out + 2 * i, &h, 2);
+  }
+}
+
 extern "C" lce_code probe_gpu_mma(probe_tileset *ts, lce_status *st) {
   lce_code rc = LCE_OK;
   const size_t na = ts->tiles * PROBE_M * (size_t)ts->k, nb = ts->tiles * PROBE_N * (size_t)ts->k;
@@ -106,23 +116,8 @@ extern "C" lce_code probe_gpu_mma(probe_tileset *ts, lce_status *st) {
     rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "probe: out of memory staging %zu tiles", ts->tiles);
     goto done;
   }
-  /* The operands in their storage format: the instruction reads bits, not floats. */
-  for (size_t x = 0; x < na; x++) {
-    const uint32_t v = probe_bits(ts->format, ts->a[x]);
-    if (wide) memcpy(ha + 4 * x, &v, 4);
-    else {
-      const uint16_t h = (uint16_t)v;
-      memcpy(ha + 2 * x, &h, 2);
-    }
-  }
-  for (size_t x = 0; x < nb; x++) {
-    const uint32_t v = probe_bits(ts->format, ts->b[x]);
-    if (wide) memcpy(hb + 4 * x, &v, 4);
-    else {
-      const uint16_t h = (uint16_t)v;
-      memcpy(hb + 2 * x, &h, 2);
-    }
-  }
+  stage_operands(ts->format, ts->a, na, ha);
+  stage_operands(ts->format, ts->b, nb, hb);
   PROBE_CUDA_CHECK(st, cudaMalloc(&da, na * elem));
   PROBE_CUDA_CHECK(st, cudaMalloc(&db, nb * elem));
   PROBE_CUDA_CHECK(st, cudaMalloc((void **)&dc, nc * sizeof(float)));

@@ -1,6 +1,7 @@
 """case_factory.py — small exported cases for the tests, made with the standard library alone (the
 real exporter is `lcecheck export`): random inputs exactly representable in the case's dtype, peaked
 rows, ignored labels, priors, and every option of case.json."""
+import json
 import os
 import random
 import sys
@@ -60,12 +61,46 @@ def make_inputs(f, seed=1, scale=1.0, ignore_frac=0.25, poison=None):
     return inputs
 
 
+def output_specs(n, h, vp, dtype, tied):
+    specs = {"loss": ("float32", [1]), "loss_token": ("float32", [n]), "lse": ("float32", [n]),
+             "d_hidden": (dtype, [n, h]), "grad_embedding": ("float32", [vp, h])}
+    if not tied:
+        specs["grad_weight"] = ("float32", [vp, h])
+    return {k: {"file": f"out/{k}.npy", "dtype": d, "shape": s} for k, (d, s) in specs.items()}
+
+
+def write_case(case_dir, fields, inputs):
+    """Writes case.json and the inputs of one case as `lcecheck export` does. fields: every case.json
+    field but format, version, inputs and outputs; inputs: name -> (dtype, shape, values)."""
+    os.makedirs(case_dir, exist_ok=True)
+    j = {"format": lx.FORMAT_CASE, "version": lx.VERSION}
+    j.update(fields)
+    j["inputs"] = {}
+    for name, (dtype, shape, values) in inputs.items():
+        lx.write_npy(os.path.join(case_dir, name + ".npy"), lx.DTYPES[dtype][0], shape, lx.encode(dtype, values))
+        j["inputs"][name] = {"file": name + ".npy", "dtype": dtype, "shape": list(shape)}
+    j["outputs"] = output_specs(fields["n"], fields["h"], fields["vp"], fields["dtype"], fields["tied"])
+    with open(os.path.join(case_dir, "case.json"), "w") as f:
+        f.write(json.dumps(j, indent=1) + "\n")
+
+
 def make_export(export_dir, cases):
     """cases: [(fields, inputs)]; writes each into case<k>/ and the manifest."""
     entries = []
     for k, (fields, inputs) in enumerate(cases):
         sub = f"case{k}"
-        lx.write_case(os.path.join(export_dir, sub), fields, inputs)
+        write_case(os.path.join(export_dir, sub), fields, inputs)
         entries.append((fields["id"], sub))
-    lx.write_manifest(export_dir, entries)
+    m = {"format": lx.FORMAT_MANIFEST, "version": lx.VERSION, "cases": [{"id": i, "dir": d} for i, d in entries]}
+    with open(os.path.join(export_dir, "manifest.json"), "w") as f:
+        f.write(json.dumps(m, indent=1) + "\n")
     return entries
+
+
+def read_skip(case_dir):
+    """The reason a runner wrote into out/skip.txt, or None."""
+    path = os.path.join(case_dir, "out", "skip.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf8") as f:
+        return f.read().strip()

@@ -88,8 +88,8 @@ class SkipRuleTest(unittest.TestCase):
         with export([dict(dtype="float32"), dict(class_weights=True)]) as d:
             p = subprocess.run([sys.executable, os.path.join(SUBJECTS, "cce.py"), d], capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            self.assertIn("bf16/fp16", lx.read_skip(os.path.join(d, "case0")))
-            self.assertIn("class-weight", lx.read_skip(os.path.join(d, "case1")))
+            self.assertIn("bf16/fp16", case_factory.read_skip(os.path.join(d, "case0")))
+            self.assertIn("class-weight", case_factory.read_skip(os.path.join(d, "case1")))
             self.assertFalse(os.path.exists(os.path.join(d, "case0", "out", "meta.json")))
 
 
