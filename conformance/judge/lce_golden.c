@@ -25,8 +25,8 @@
 
 static const char *const FORM_NAMES[] = {"const", "sqrtk", "lineark", "cond", "condk", "model"};
 enum { FORM_COUNT = 6 };
-static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",  "cond/sqrtn", "cond*sqrtv",
-                                                       "sqrtv", "sqrtk", "k",          "coh"};
+static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",  "cond/sqrtn", "cond*sqrtv", "cond*sqrth",
+                                                       "sqrtv", "sqrth", "sqrtk",      "k",          "coh"};
 
 const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
 const char *lce_bound_term_name(lce_bound_term t) { return (unsigned)t < LCE_TERM_COUNT ? TERM_NAMES[t] : "?"; }
@@ -176,11 +176,11 @@ static lce_code parse_model_terms(parser *p, char **f, int n, lce_golden_entry *
     if (eq == NULL) return parse_error(p, "model term '%.80s' is not <term>=<coef>", f[i]);
     lce_bound_term t;
     if (!term_parse(f[i], (size_t)(eq - f[i]), &t))
-      return parse_error(p, "unknown model term '%.*s' (expected 1, cond, cond/sqrtn, cond*sqrtv, sqrtv, sqrtk, k or coh)",
+      return parse_error(p, "unknown model term '%.*s' (expected 1, cond, cond/sqrtn, cond*sqrtv, cond*sqrth, sqrtv, sqrth, sqrtk, k or coh)",
                          (int)(eq - f[i] > 40 ? 40 : eq - f[i]), f[i]);
     if ((int)t <= last)
-      return parse_error(p, "model term '%s' %s (terms go once each, in the order 1 cond cond/sqrtn cond*sqrtv sqrtv "
-                            "sqrtk k coh)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
+      return parse_error(p, "model term '%s' %s (terms go once each, in the order 1 cond cond/sqrtn cond*sqrtv "
+                            "cond*sqrth sqrtv sqrth sqrtk k coh)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
     LCE_TRY(parse_constant(p, TERM_NAMES[t], eq + 1, &e->coef[t]));
     e->terms |= 1u << t;
     last = (int)t;
@@ -302,7 +302,9 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
     case LCE_TERM_COND: return s->cond;
     case LCE_TERM_COND_RSQRTN: return s->cond / sqrt(s->neff > 1.0 ? s->neff : 1.0);
     case LCE_TERM_COND_SQRTV: return s->cond * sqrt(s->vs);
+    case LCE_TERM_COND_SQRTH: return s->cond * sqrt(s->h);
     case LCE_TERM_SQRTV: return sqrt(s->vs);
+    case LCE_TERM_SQRTH: return sqrt(s->h);
     case LCE_TERM_SQRTK: return sqrt(s->k);
     case LCE_TERM_K: return s->k;
     case LCE_TERM_COH: return s->coh;

@@ -23,7 +23,9 @@
  *                at least 1): a normwise error over few elements is one element's error, not an rms
  *   cond*sqrtv   kappa * sqrt(vs), vs = ceil(V / tp), a vocab shard's rows: the running sums of the
  *                softmax over one shard
+ *   cond*sqrth   kappa * sqrt(H): the dot products of the logits
  *   sqrtv        sqrt(vs)
+ *   sqrth        sqrt(H)
  *   sqrtk        sqrt(K)
  *   k            K
  *   coh          u of the case dtype when one scale g is shared by every token (reduction sum or mean,
@@ -50,11 +52,13 @@ typedef enum lce_bound_term {
   LCE_TERM_COND = 1,
   LCE_TERM_COND_RSQRTN = 2,
   LCE_TERM_COND_SQRTV = 3,
-  LCE_TERM_SQRTV = 4,
-  LCE_TERM_SQRTK = 5,
-  LCE_TERM_K = 6,
-  LCE_TERM_COH = 7,
-  LCE_TERM_COUNT = 8
+  LCE_TERM_COND_SQRTH = 4,
+  LCE_TERM_SQRTV = 5,
+  LCE_TERM_SQRTH = 6,
+  LCE_TERM_SQRTK = 7,
+  LCE_TERM_K = 8,
+  LCE_TERM_COH = 9,
+  LCE_TERM_COUNT = 10
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -62,6 +66,7 @@ typedef struct lce_bound_scales {
   double cond; /* the output's normwise condition, >= 1 */
   double neff; /* its effective element count, >= 1 */
   double vs;   /* real vocab rows of one shard, ceil(V / tp) */
+  double h;    /* H, the length of the logits' dot products */
   double k;    /* the inner size K of the subject's reduction */
   double coh;  /* u of the case dtype under a shared scale g (sum, mean with a valid token), else 0 */
 } lce_bound_scales;

@@ -172,6 +172,7 @@ void lce_bound_scales_of(const lce_case *c, const lce_output_verdict *ov, lce_bo
   s->cond = ov->metrics.cond;
   s->neff = ov->metrics.neff > 1.0 ? ov->metrics.neff : 1.0;
   s->vs = (double)((c->v + c->tp - 1) / c->tp);
+  s->h = (double)c->h;
   s->k = (double)ov->inner;
   /* One scale g for every token (sum: grad_output[0], mean: that over the valid weight): a subject
    * that rounds g into low-precision d_logits scales every gradient by the same rounding. */

@@ -36,7 +36,7 @@ static int same_entry(const lce_golden_entry *x, const lce_golden_entry *y) {
 
 /* The bound of e on an output with inner size k and condition cond (the other scales neutral). */
 static double bound_at(const lce_golden_entry *e, int64_t k, double cond) {
-  lce_bound_scales s = {.cond = cond, .neff = 1.0, .vs = 1.0, .k = (double)k, .coh = 0.0};
+  lce_bound_scales s = {.cond = cond, .neff = 1.0, .vs = 1.0, .h = 1.0, .k = (double)k, .coh = 0.0};
   return lce_golden_bound(e, &s);
 }
 
@@ -58,7 +58,7 @@ static const bad_case BAD[] = {
     {"output", 3, "unknown output 'd_hiden'"},
     {"metric", 3, "unknown metric 'relerrr'"},
     {"form", 3, "unknown bound form 'quadk'"},
-    {"model_term", 3, "unknown model term 'cond*sqrth'"},
+    {"model_term", 3, "unknown model term 'cond*sqrtq'"},
     {"model_order", 3, "model term 'cond' out of order"},
     {"model_repeat", 3, "model term 'coh' repeated"},
     {"model_empty", 3, "form model names no term"},
@@ -174,15 +174,16 @@ static void test_bad_in_memory(void) {
   lce_golden_free(&g);
   /* The model form: named terms, each scaled by what lce_bound_scales says about the output. */
   static const char model_text[] = "lcecheck-golden 1\nfused-host bf16 d_hidden bias model 1=0x1p-20 cond=0x1p-8 "
-                                   "cond/sqrtn=0x1p-9 cond*sqrtv=0x1p-12 sqrtv=0x1p-14 sqrtk=0x1p-16 k=0x1p-30 coh=0.5\n";
+                                   "cond/sqrtn=0x1p-9 cond*sqrtv=0x1p-12 cond*sqrth=0x1p-11 sqrtv=0x1p-14 sqrth=0x1p-13 "
+                                   "sqrtk=0x1p-16 k=0x1p-30 coh=0.5\n";
   rc = lce_golden_parse(model_text, sizeof model_text - 1, "mem", &g, &st);
-  EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].form == LCE_FORM_MODEL && g.entries[0].terms == 0xffu &&
+  EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].form == LCE_FORM_MODEL && g.entries[0].terms == 0x3ffu &&
              g.entries[0].coef[LCE_TERM_COH] == 0.5 && g.entries[0].a == 0,
          "model entry: %s", st.msg);
   if (rc == LCE_OK && g.count == 1) {
-    lce_bound_scales sc = {.cond = 3.0, .neff = 16.0, .vs = 256.0, .k = 1024.0, .coh = 0x1p-8};
-    double want = 0x1p-20 + 3 * 0x1p-8 + 3.0 / 4 * 0x1p-9 + 3.0 * 16 * 0x1p-12 + 16 * 0x1p-14 + 32 * 0x1p-16 +
-                  1024 * 0x1p-30 + 0.5 * 0x1p-8;
+    lce_bound_scales sc = {.cond = 3.0, .neff = 16.0, .vs = 256.0, .h = 64.0, .k = 1024.0, .coh = 0x1p-8};
+    double want = 0x1p-20 + 3 * 0x1p-8 + 3.0 / 4 * 0x1p-9 + 3.0 * 16 * 0x1p-12 + 3.0 * 8 * 0x1p-11 + 16 * 0x1p-14 +
+                  8 * 0x1p-13 + 32 * 0x1p-16 + 1024 * 0x1p-30 + 0.5 * 0x1p-8;
     EXPECT(lce_golden_bound(&g.entries[0], &sc) == want, "model bound: %a, expected %a",
            lce_golden_bound(&g.entries[0], &sc), want);
     sc.neff = 0.25; /* fewer than one effective element counts as one */

@@ -16,8 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 0; i < g.count; i++) {
     const lce_golden_entry *e = &g.entries[i];
     for (int64_t k = 1; k <= (1 << 20); k *= 32) {
-      lce_bound_scales sc = {.cond = 1.0 + (double)k, .neff = (double)k, .vs = (double)k, .k = (double)k,
-                             .coh = 0x1p-8};
+      lce_bound_scales sc = {.cond = 1.0 + (double)k, .neff = (double)k, .vs = (double)k, .h = (double)k,
+                             .k = (double)k, .coh = 0x1p-8};
       double b = lce_golden_bound(e, &sc);
       if (!(b >= 0) || isinf(b)) FUZZ_VIOLATION("entry %zu: bound %g at K %lld", i, b, (long long)k);
     }
