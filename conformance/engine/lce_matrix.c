@@ -17,7 +17,8 @@
  * The wide matrix is the medium shapes' reduction lengths (V up to 32k, H up to 1024) with 2 tokens,
  * so that the MPFR oracle judges them in seconds: the forward error grows with V (the softmax sum)
  * and H (the logits), and goldens measured at V <= 2k alone do not hold there (fused-host failed its
- * lse bound at V 16k on the H200). CPU subjects' goldens pool default and wide. */
+ * lse bound at V 16k on the H200). The goldens are fitted on the default matrix alone, whose
+ * reduction-length cases (LENGTHS) fit the length terms of the model form; wide judges them. */
 #include "lce_matrix.h"
 
 #include <stdio.h>
