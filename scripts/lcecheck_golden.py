@@ -44,6 +44,7 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from lcecheck_golden_files import *  # noqa: F401,F403  (formats; re-exported for the tests)
+from lcecheck_golden_fit import FitError, fit, scales_of
 from lcecheck_golden_provenance import (command_problems, generator_command, git_commit, gpu_identity, header,
                                         mpfr_version, recorded_matrices, repo_relative, seed_summary)
 from lcecheck_run import log, matrix_args, run_command, run_json, run_sharded
@@ -60,6 +61,12 @@ def case_shape(case_id):
     if set(shape) != {"N", "H", "V"}:
         raise ToolError(f"case id '{case_id}' does not name n, h and v")
     return shape
+
+
+def output_scales(case_id, o):
+    """The scales of the golden terms on one measured output (lce_bound_scales_of). Measurements from
+    before neff was reported count one effective element (the loosest cond/sqrtn)."""
+    return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]))
 
 
 def collect_measurements(meas):
@@ -100,7 +107,8 @@ def collect_measurements(meas):
                     continue
                 key = (cls, case["dtype"], out, metric)
                 samples.setdefault(key, []).append({"id": cid, "value": abs(float(v)), "k": int(o["inner"]),
-                                                    "cond": float(cond), "shape": case_shape(cid)})
+                                                    "cond": float(cond), "shape": case_shape(cid),
+                                                    "scales": output_scales(cid, o)})
         if status != "pass" and not class_failures:
             problems.append(f"{cid}: status '{status}' without a class failure named")
     if problems:
@@ -112,74 +120,81 @@ def collect_measurements(meas):
 
 
 def propose(pol, samples):
-    """Proposes entries from the policy; also returns the values and bounds above their ceilings.
+    """Proposes entries from the policy; also returns the worst sample of each entry and the values
+    and bounds above their ceilings.
 
-    The worst sample is the one with the largest value/scale (scale: 1, sqrt(K), K or cond, by the
-    rule's form); the coefficient is its ratio times the margin, clamped to [min, max], and the other
-    constant is 0: a for the K and cond forms. For cond, a = 0 rather than a = min because cond >= 1
-    already makes b >= min give a bound >= min on every case, and a constant floor would loosen the
-    well-conditioned cases, which are the ones that catch a mutant."""
+    Every rule is a model over its terms (policy `terms=`): the coefficients the policy fixes
+    (`fix.<term>`, times the margin: a measured slope such as the tensor-core term per unit of K) are
+    set, the others fitted (lcecheck_golden_fit.fit: the tightest bounds at least margin times every
+    measured value and at least `min`), then capped (`max.<term>`). The worst sample is the one that
+    uses the largest share of its bound. Expressions of a rule may name `maxscaled`: the constant
+    term of the same output's maxscaled bound, proposed first (one element's error per unit of its
+    error scale, which bounds relerr/cond over one element)."""
     entries, worst, refusals = {}, {}, []
-    for key, ss in sorted(samples.items(), key=lambda kv: entry_order(kv[0])):
-        _, dtype, output, metric = key
+    for key, ss in sorted(samples.items(), key=lambda kv: (kv[0][3] != "maxscaled", entry_order(kv[0]))):
+        cls, dtype, output, metric = key
+        ms = dict(entries.get((cls, dtype, output, "maxscaled"), ("model", 0, 0, 0, ()))[4])
+        extra = {"maxscaled": ms.get("1", math.nan)}
         rule = pol["bounds"].get((output, metric))
         if rule is None:
             raise Refusal(f"{pol['path']}: no bound rule for {output} {metric}")
         ceiling = policy_ceiling(pol, dtype, output, metric)
-        s0 = ss[0]
-        margin = policy_value(pol, rule["margin"], dtype, s0["shape"], s0["k"])
-        # condk: the K term is the architecture's measured tensor-core slope (per-arch policy, from
-        # `lcecheck probe`) times the margin; the cond coefficient is fitted to what it leaves.
-        kcoef = policy_value(pol, rule["kslope"], dtype, s0["shape"], s0["k"]) * margin if "kslope" in rule else 0.0
-        def scale(s):
-            return form_scale(rule["form"], s["k"], s["cond"])
-        def residual(s):
-            return max(0.0, s["value"] - kcoef * s["k"])
-        w = max(ss, key=lambda s: residual(s) / scale(s))
-        coef = residual(w) / scale(w) * margin
-        if "min" in rule:
-            coef = max(coef, policy_value(pol, rule["min"], dtype, s0["shape"], s0["k"]))
-        if "max" in rule:
-            coef = min(coef, policy_value(pol, rule["max"], dtype, s0["shape"], s0["k"]))
-        entry = (rule["form"], coef, 0.0, 0.0) if rule["form"] == "const" else (rule["form"], 0.0, coef, kcoef)
+
+        def value(expr, s):
+            return policy_value(pol, expr, dtype, s["shape"], s["k"], extra=extra)
+        margin = value(rule["margin"], ss[0])
+        fixed = {t: value(e, ss[0]) * margin for t, e in rule["fix"].items()}
+        floors = [value(rule["min"], s) if "min" in rule else 0.0 for s in ss]
+        caps = {t: value(e, ss[0]) for t, e in rule["max"].items()}
+        try:
+            coefs = fit(ss, rule["terms"], fixed, margin, floors)
+            over = {t: caps[t] for t, c in zip(rule["terms"], coefs) if t in caps and c > caps[t]}
+            if over and set(rule["terms"]) - set(fixed) - set(over):
+                # a capped term is held at its cap, and the other terms refitted around it
+                coefs = fit(ss, rule["terms"], {**fixed, **over}, margin, floors)
+            coefs = [min(c, caps[t]) if t in caps else c for t, c in zip(rule["terms"], coefs)]
+        except FitError as e:
+            raise Refusal(f"{' '.join(key)}: {e}")
+        entry = ("model", 0.0, 0.0, 0.0, tuple(zip(rule["terms"], coefs)))
+        bounds = [bound_at(entry, s["scales"]) for s in ss]
         ceils = [policy_value(pol, ceiling, dtype, s["shape"], s["k"], s["cond"]) for s in ss]
         for s, c in zip(ss, ceils):
             if s["value"] > c:
                 refusals.append(f"{' '.join(key)}: measured {s['value']:.3e} in {s['id']} (cond "
                                 f"{s['cond']:.3g}) is above its ceiling {c:.3e} ({ceiling[1]})")
-        top = max(bound_at(entry, s["k"], s["cond"]) for s in ss)
-        if top > max(ceils):
-            refusals.append(f"{' '.join(key)}: proposed bound {top:.3e} is above the largest "
+        if max(bounds) > max(ceils):
+            refusals.append(f"{' '.join(key)}: proposed bound {max(bounds):.3e} is above the largest "
                             f"ceiling {max(ceils):.3e} of the matrix ({ceiling[1]})")
         entries[key] = entry
-        worst[key] = w
+        worst[key] = max(zip(ss, bounds), key=lambda sb: sb[0]["value"] / sb[1] if sb[1] > 0 else math.inf)[0]
     return entries, worst, refusals
 
 
 def diff_entries(old, new, samples, worst=None):
-    """Rows old → new. 'looser' when new exceeds old at any measured (K, cond) point; ratio is the
-    largest new/old over those points; old_value and new_value are the bounds at the worst sample's
-    K and cond (where the new coefficient came from), or at the largest K and cond without one."""
+    """Rows old → new. 'looser' when new exceeds old on any measured output; ratio is the largest
+    new/old over those outputs; old_value and new_value are the bounds at the worst sample (the one
+    nearest its new bound), or at the measured output with the largest new bound without one."""
     rows = []
     worst = worst or {}
+    neutral = {"cond": 1.0, "neff": 1.0, "vs": 1.0, "h": 1.0, "k": 1.0, "coh": 0.0}
     for key in sorted(set(old) | set(new), key=entry_order):
-        points = sorted({(s["k"], s["cond"]) for s in samples.get(key, [])}) or [(1, 1.0)]
+        points = [s["scales"] for s in samples.get(key, [])] or [neutral]
         w = worst.get(key)
-        at = (w["k"], w["cond"]) if w else (max(p[0] for p in points), max(p[1] for p in points))
+        at = w["scales"] if w else max(points, key=lambda p: bound_at(new.get(key) or old[key], p))
         o, n = old.get(key), new.get(key)
         if o is None:
             change, ratio = "new", None
         elif n is None:
             change, ratio = "removed", None
         else:
-            ratio = max(bound_at(n, *p) / bound_at(o, *p) if bound_at(o, *p) > 0 else math.inf
+            ratio = max(bound_at(n, p) / bound_at(o, p) if bound_at(o, p) > 0 else math.inf
                         for p in points)
             change = "looser" if ratio > 1.0 + 1e-12 else ("same" if n == o else "tighter")
         rows.append({"key": list(key), "old": format_entry(key, o)[len(" ".join(key)) + 1:] if o else None,
                      "new": format_entry(key, n)[len(" ".join(key)) + 1:] if n else None,
-                     "at": {"k": at[0], "cond": at[1]},
-                     "old_value": bound_at(o, *at) if o else None,
-                     "new_value": bound_at(n, *at) if n else None, "ratio": ratio, "change": change})
+                     "at": {"k": at["k"], "cond": at["cond"]},
+                     "old_value": bound_at(o, at) if o else None,
+                     "new_value": bound_at(n, at) if n else None, "ratio": ratio, "change": change})
     return rows
 
 
@@ -232,7 +247,7 @@ def check_mutant_runs(cls, runs, entries):
             for out, o in (case.get("outputs") or {}).items():
                 for metric in METRICS:
                     e, v = entries.get((cls, case.get("dtype"), out, metric)), (o or {}).get(metric)
-                    if e is not None and v is not None and abs(float(v)) > bound_at(e, int(o["inner"]), float(o.get("cond") or 1.0)):
+                    if e is not None and v is not None and abs(float(v)) > bound_at(e, output_scales(case["id"], o)):
                         failed.append(f"{case['id']} {out} {metric}")
         verdict = "killed" if failed else "SURVIVED"
         rows.append({"mutant": run.get("subject"), "failed": len(failed), "verdict": verdict,
@@ -453,18 +468,18 @@ def cmd_show(args):
     for p in paths:
         g = load_golden(p)
         for key in sorted(g["entries"], key=entry_order):
-            form, a, b, c = g["entries"][key]
+            form, a, b, c, terms = g["entries"][key]
             rows.append({"file": os.path.relpath(p, REPO), "class": key[0], "dtype": key[1], "output": key[2],
-                         "metric": key[3], "form": form, "a": a, "b": b, "c": c})
+                         "metric": key[3], "form": form, "a": a, "b": b, "c": c, "terms": dict(terms)})
     missing = [c for c in args.require if not os.path.exists(os.path.join(args.golden_dir, f"{c}.golden"))]
     if args.json:
         print(json.dumps({"goldens": rows, "missing": missing}, indent=2))
     else:
-        print(f"{'class':<12} {'dtype':<5} {'output':<11} {'metric':<9} {'form':<7} {'a':>10} {'b':>10} "
-              f"{'c (K)':>10}  a (hex)")
+        print(f"{'class':<12} {'dtype':<5} {'output':<11} {'metric':<9} {'form':<7} constants (model: term=coef)")
         for r in rows:
-            print(f"{r['class']:<12} {r['dtype']:<5} {r['output']:<11} {r['metric']:<9} {r['form']:<7} "
-                  f"{r['a']:>10.3e} {r['b']:>10.3e} {r['c']:>10.3e}  {r['a'].hex()}")
+            consts = (" ".join(f"{t}={v:.3e}" for t, v in r["terms"].items()) if r["form"] == "model"
+                      else f"a={r['a']:.3e} b={r['b']:.3e} c={r['c']:.3e}")
+            print(f"{r['class']:<12} {r['dtype']:<5} {r['output']:<11} {r['metric']:<9} {r['form']:<7} {consts}")
         print(f"{len(rows)} entries in {len(paths)} files under {args.golden_dir}")
     if missing:
         raise Refusal("missing golden files (a missing golden is an error): " + ", ".join(missing))

@@ -6,13 +6,15 @@ import ast
 import math
 import os
 
+from lcecheck_golden_fit import TERMS, model_bound
+
 GOLDEN_MAGIC = "lcecheck-golden 1"
 POLICY_MAGIC = "lcecheck-policy 1"
 OUTPUTS = ("loss", "loss_token", "lse", "d_hidden", "d_weight", "d_embedding")
 METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
 DTYPES = ("bf16", "fp16", "fp32", "tf32")  # tf32: fp32 inputs whose GEMMs round them to tf32
-FORMS = ("const", "sqrtk", "lineark", "cond", "condk")
-FORM_NVALS = {"const": 1, "sqrtk": 2, "lineark": 2, "cond": 2, "condk": 3}  # constants on a golden line
+FORMS = ("const", "sqrtk", "lineark", "cond", "condk", "model")
+FORM_NVALS = {"const": 1, "sqrtk": 2, "lineark": 2, "cond": 2, "condk": 3}  # constants of the fixed forms
 UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24, "tf32": 2.0**-11}
 
 
@@ -119,25 +121,8 @@ def load_policy(path, _included=None):
             if tok[1] in pol["defines"]:
                 raise ToolError(f"{where}: '{tok[1]}' defined twice")
             pol["defines"][tok[1]] = (parse_expr(" ".join(tok[3:]), where), where)
-        elif tok[0] == "bound" and len(tok) >= 5 and tok[1] in OUTPUTS and tok[2] in METRICS \
-                and tok[3] in FORMS:
-            opts = {}
-            for kv in tok[4:]:
-                key, _, val = kv.partition("=")
-                if key not in ("margin", "min", "max", "kslope") or not val or key in opts:
-                    raise ToolError(f"{where}: bad bound option '{kv}'")
-                tree = parse_expr(val, where)
-                if any(isinstance(n, ast.Name) and n.id == "cond" for n in ast.walk(tree)):
-                    # A coefficient is one number per (output, metric); cond differs per case, and
-                    # the cond form already multiplies the coefficient by it.
-                    raise ToolError(f"{where}: '{kv}' uses cond, which only ceilings may use")
-                opts[key] = (tree, where)
-            if "margin" not in opts or ("bound", tok[1], tok[2]) in own:
-                raise ToolError(f"{where}: bound needs margin= and must not repeat a key")
-            own.add(("bound", tok[1], tok[2]))
-            if ("kslope" in opts) != (tok[3] == "condk"):
-                raise ToolError(f"{where}: kslope= goes with form condk, and condk needs it")
-            pol["bounds"][(tok[1], tok[2])] = {"form": tok[3], **opts}
+        elif tok[0] == "bound" and len(tok) >= 5 and tok[1] in OUTPUTS and tok[2] in METRICS:
+            pol["bounds"][(tok[1], tok[2])] = parse_bound_rule(tok, where, own)
         elif tok[0] == "ceiling" and len(tok) >= 5 and (tok[1] in DTYPES or tok[1] == "*") \
                 and tok[2] in OUTPUTS and tok[3] in METRICS:
             key = (tok[1], tok[2], tok[3])
@@ -150,8 +135,49 @@ def load_policy(path, _included=None):
     return pol
 
 
-def policy_value(pol, expr, dtype, shape, k, cond=1.0):
+def parse_bound_rule(tok, where, own):
+    """`bound <output> <metric> model terms=<t>,<t>... margin=<expr> [min=<expr>] [fix.<t>=<expr>]
+    [max.<t>=<expr>]`: the terms (TERMS, in their order), the margin, the least bound, coefficients
+    given by the policy instead of fitted (times the margin), and caps on fitted ones."""
+    if tok[3] != "model":
+        raise ToolError(f"{where}: bound form '{tok[3]}': policies write `model terms=...` (golden files "
+                        "may still hold the fixed forms const, sqrtk, lineark, cond, condk)")
+    opts, rule = {}, {"form": "model", "fix": {}, "max": {}}
+    for kv in tok[4:]:
+        key, _, val = kv.partition("=")
+        if key == "terms" and val and "terms" not in rule:
+            terms = val.split(",")
+            if any(t not in TERMS for t in terms) or [TERMS.index(t) for t in terms] != sorted(
+                    {TERMS.index(t) for t in terms}):
+                raise ToolError(f"{where}: terms= wants known terms ({' '.join(TERMS)}), in that order, once each")
+            rule["terms"] = tuple(terms)
+            continue
+        group, _, term = key.partition(".")
+        if not val or (group in ("fix", "max") and term not in TERMS) or (
+                group not in ("fix", "max") and (term or key not in ("margin", "min"))) or key in opts:
+            raise ToolError(f"{where}: bad bound option '{kv}'")
+        tree = parse_expr(val, where)
+        if any(isinstance(n, ast.Name) and n.id == "cond" for n in ast.walk(tree)):
+            # A coefficient is one number per (output, metric); cond differs per case, and the
+            # terms already multiply by it.
+            raise ToolError(f"{where}: '{kv}' uses cond, which only ceilings may use")
+        opts[key] = (tree, where)
+        if group in ("fix", "max"):
+            rule[group][term] = opts[key]
+        else:
+            rule[key] = opts[key]
+    if "margin" not in rule or "terms" not in rule or ("bound", tok[1], tok[2]) in own:
+        raise ToolError(f"{where}: bound needs terms= and margin= and must not repeat a key")
+    if any(t not in rule["terms"] for t in list(rule["fix"]) + list(rule["max"])):
+        raise ToolError(f"{where}: fix. and max. name terms of the rule's terms=")
+    own.add(("bound", tok[1], tok[2]))
+    return rule
+
+
+def policy_value(pol, expr, dtype, shape, k, cond=1.0, extra=None):
+    """expr evaluated for one case; extra: names the caller adds (the fit's `maxscaled`)."""
     names = case_names(dtype, shape, k, cond)
+    names.update(extra or {})
     names.update(pol["defines"])
     return eval_expr(expr[0], names, expr[1])
 
@@ -174,8 +200,24 @@ def parse_number(s, where):
     return v
 
 
+def parse_model_terms(fields, where):
+    """The <term>=<coef> fields of a model line (lce_golden.c's rules): known terms, in TERMS order,
+    once each, at least one."""
+    pairs, last = [], -1
+    for f in fields:
+        term, eq, val = f.partition("=")
+        if not eq or term not in TERMS or TERMS.index(term) <= last:
+            raise ToolError(f"{where}: model term '{f}' (known terms, in the order {' '.join(TERMS)}, once each)")
+        last = TERMS.index(term)
+        pairs.append((term, parse_number(val, where)))
+    if not pairs:
+        raise ToolError(f"{where}: form model names no term")
+    return tuple(pairs)
+
+
 def load_golden(path):
-    """Returns {'entries': {(class, dtype, output, metric): (form, a, b, c)}, 'comments': [...]}, or None if absent."""
+    """Returns {'entries': {(class, dtype, output, metric): (form, a, b, c, terms)}, 'comments': [...]},
+    or None if absent; terms is ((term, coef), ...) for the model form, () for the fixed forms."""
     if not os.path.exists(path):
         return None
     lines = read_text(path).split("\n")
@@ -192,33 +234,36 @@ def load_golden(path):
         tok = line.split()
         if not tok:
             continue
-        nvals = FORM_NVALS.get(tok[4] if len(tok) > 4 else "")
-        if nvals is None or len(tok) != 5 + nvals or tok[1] not in DTYPES or tok[2] not in OUTPUTS \
-                or tok[3] not in METRICS:
+        form = tok[4] if len(tok) > 4 else ""
+        nvals = FORM_NVALS.get(form)
+        if form not in FORMS or (nvals is not None and len(tok) != 5 + nvals) or tok[1] not in DTYPES \
+                or tok[2] not in OUTPUTS or tok[3] not in METRICS:
             raise ToolError(f"{where}: malformed golden line: {line}")
         key = tuple(tok[:4])
         if key in g["entries"]:
             raise ToolError(f"{where}: duplicate entry {' '.join(key)}")
+        if form == "model":
+            g["entries"][key] = ("model", 0.0, 0.0, 0.0, parse_model_terms(tok[5:], where))
+            continue
         vals = [parse_number(s, where) for s in tok[5:]]
-        g["entries"][key] = (tok[4], vals[0], vals[1] if nvals >= 2 else 0.0, vals[2] if nvals == 3 else 0.0)
+        g["entries"][key] = (form, vals[0], vals[1] if nvals >= 2 else 0.0, vals[2] if nvals == 3 else 0.0, ())
     return g
 
 
-def form_scale(form, k, cond):
-    """What the coefficient b multiplies in a + b*scale (const: the coefficient is a, scale 1)."""
-    return {"const": 1.0, "sqrtk": math.sqrt(k), "lineark": float(k), "cond": float(cond),
-            "condk": float(cond)}[form]
-
-
-def bound_at(entry, k, cond=1.0):
-    """The bound of an entry for a case with inner size k and output condition cond (lce_golden_bound)."""
-    form, a, b, c = entry
-    return a if form == "const" else a + b * form_scale(form, k, cond) + (c * k if form == "condk" else 0.0)
+def bound_at(entry, scales):
+    """The bound of an entry on an output with these scales (lcecheck_golden_fit.scales_of;
+    lce_golden_bound)."""
+    form, a, b, c, terms = entry
+    if form == "model":
+        return model_bound(terms, scales)
+    k, cond = scales["k"], scales["cond"]
+    return a + {"const": 0.0, "sqrtk": b * math.sqrt(k), "lineark": b * k, "cond": b * cond,
+                "condk": b * cond + c * k}[form]
 
 
 def format_entry(key, entry):
-    form, a, b, c = entry
-    vals = [a.hex(), b.hex(), c.hex()][:FORM_NVALS[form]]
+    form, a, b, c, terms = entry
+    vals = [f"{t}={v.hex()}" for t, v in terms] if form == "model" else [a.hex(), b.hex(), c.hex()][:FORM_NVALS[form]]
     return " ".join(list(key) + [form] + vals)
 
 

@@ -377,6 +377,8 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
     cli_json_string(f, ov->class_msg);
     fputs(",\"cond\":", f);
     cli_json_number(f, ov->metrics.cond);
+    fputs(",\"neff\":", f);
+    cli_json_number(f, ov->metrics.neff);
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));
       cli_json_number(f, ov->metrics.v[m]);

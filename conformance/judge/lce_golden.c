@@ -21,12 +21,15 @@
 #define GOLDEN_MAGIC "lcecheck-golden"
 #define GOLDEN_VERSION "1"
 #define MAX_LINE 4096
-#define MAX_FIELDS 8
+#define MAX_FIELDS (5 + LCE_TERM_COUNT) /* the model form naming every term */
 
-static const char *const FORM_NAMES[] = {"const", "sqrtk", "lineark", "cond", "condk"};
-enum { FORM_COUNT = 5 };
+static const char *const FORM_NAMES[] = {"const", "sqrtk", "lineark", "cond", "condk", "model"};
+enum { FORM_COUNT = 6 };
+static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",  "cond/sqrtn", "cond*sqrtv", "cond*sqrth",
+                                                       "sqrtv", "sqrth", "sqrtk",      "k",          "coh"};
 
 const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
+const char *lce_bound_term_name(lce_bound_term t) { return (unsigned)t < LCE_TERM_COUNT ? TERM_NAMES[t] : "?"; }
 
 static int form_parse(const char *s, lce_bound_form *out) {
   for (int f = 0; f < FORM_COUNT; f++)
@@ -34,8 +37,14 @@ static int form_parse(const char *s, lce_bound_form *out) {
   return 0;
 }
 
-/* Number of constants each form takes (a; a and b; a, b and c). */
+/* Number of constants each fixed form takes (a; a and b; a, b and c). */
 static int form_constants(lce_bound_form f) { return f == LCE_FORM_CONST ? 1 : f == LCE_FORM_CONDK ? 3 : 2; }
+
+static int term_parse(const char *s, size_t len, lce_bound_term *out) {
+  for (int t = 0; t < LCE_TERM_COUNT; t++)
+    if (strlen(TERM_NAMES[t]) == len && strncmp(s, TERM_NAMES[t], len) == 0) return *out = (lce_bound_term)t, 1;
+  return 0;
+}
 
 /* Subject class names are identifiers that also appear in file names and CLI arguments. */
 static int class_char_ok(char ch) {
@@ -157,6 +166,28 @@ static int split_fields(char *buf, char **fields) {
   return n;
 }
 
+/* The model form's <term>=<coef> fields: known terms, in lce_bound_term order, none twice. */
+static lce_code parse_model_terms(parser *p, char **f, int n, lce_golden_entry *e) {
+  if (n < 1) return parse_error(p, "form model names no term (expected <term>=<coef> ...)");
+  if (n > LCE_TERM_COUNT) return parse_error(p, "form model takes at most %d terms", LCE_TERM_COUNT);
+  int last = -1;
+  for (int i = 0; i < n; i++) {
+    const char *eq = strchr(f[i], '=');
+    if (eq == NULL) return parse_error(p, "model term '%.80s' is not <term>=<coef>", f[i]);
+    lce_bound_term t;
+    if (!term_parse(f[i], (size_t)(eq - f[i]), &t))
+      return parse_error(p, "unknown model term '%.*s' (expected 1, cond, cond/sqrtn, cond*sqrtv, cond*sqrth, sqrtv, sqrth, sqrtk, k or coh)",
+                         (int)(eq - f[i] > 40 ? 40 : eq - f[i]), f[i]);
+    if ((int)t <= last)
+      return parse_error(p, "model term '%s' %s (terms go once each, in the order 1 cond cond/sqrtn cond*sqrtv "
+                            "cond*sqrth sqrtv sqrth sqrtk k coh)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
+    LCE_TRY(parse_constant(p, TERM_NAMES[t], eq + 1, &e->coef[t]));
+    e->terms |= 1u << t;
+    last = (int)t;
+  }
+  return LCE_OK;
+}
+
 static lce_code parse_entry(parser *p, char *buf) {
   char *f[MAX_FIELDS + 1];
   int n = split_fields(buf, f);
@@ -176,7 +207,11 @@ static lce_code parse_entry(parser *p, char *buf) {
   if (!lce_metric_parse(f[3], &e.metric))
     return parse_error(p, "unknown metric '%.40s' (expected relerr, bias, ulpfrac or maxscaled)", f[3]);
   if (!form_parse(f[4], &e.form))
-    return parse_error(p, "unknown bound form '%.40s' (expected const, sqrtk, lineark, cond or condk)", f[4]);
+    return parse_error(p, "unknown bound form '%.40s' (expected const, sqrtk, lineark, cond, condk or model)", f[4]);
+  if (e.form == LCE_FORM_MODEL) {
+    LCE_TRY(parse_model_terms(p, f + 5, n - 5, &e));
+    return add_entry(p, &e);
+  }
   int want = 5 + form_constants(e.form);
   if (n != want)
     return parse_error(p, "wrong field count: form %s takes %d fields, got %s%d", f[4], want,
@@ -261,13 +296,36 @@ const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject
   return NULL;
 }
 
-double lce_golden_bound(const lce_golden_entry *e, int64_t k, double cond) {
+double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
+  switch (t) {
+    case LCE_TERM_ONE: return 1.0;
+    case LCE_TERM_COND: return s->cond;
+    case LCE_TERM_COND_RSQRTN: return s->cond / sqrt(s->neff > 1.0 ? s->neff : 1.0);
+    case LCE_TERM_COND_SQRTV: return s->cond * sqrt(s->vs);
+    case LCE_TERM_COND_SQRTH: return s->cond * sqrt(s->h);
+    case LCE_TERM_SQRTV: return sqrt(s->vs);
+    case LCE_TERM_SQRTH: return sqrt(s->h);
+    case LCE_TERM_SQRTK: return sqrt(s->k);
+    case LCE_TERM_K: return s->k;
+    case LCE_TERM_COH: return s->coh;
+    case LCE_TERM_COUNT: break;
+  }
+  return NAN;
+}
+
+double lce_golden_bound(const lce_golden_entry *e, const lce_bound_scales *s) {
   switch (e->form) {
     case LCE_FORM_CONST: return e->a;
-    case LCE_FORM_SQRTK: return e->a + e->b * sqrt((double)k);
-    case LCE_FORM_LINEARK: return e->a + e->b * (double)k;
-    case LCE_FORM_COND: return e->a + e->b * cond;
-    case LCE_FORM_CONDK: return e->a + e->b * cond + e->c * (double)k;
+    case LCE_FORM_SQRTK: return e->a + e->b * sqrt(s->k);
+    case LCE_FORM_LINEARK: return e->a + e->b * s->k;
+    case LCE_FORM_COND: return e->a + e->b * s->cond;
+    case LCE_FORM_CONDK: return e->a + e->b * s->cond + e->c * s->k;
+    case LCE_FORM_MODEL: {
+      double sum = 0.0;
+      for (int t = 0; t < LCE_TERM_COUNT; t++)
+        if (e->terms >> t & 1u) sum += e->coef[t] * lce_bound_term_scale((lce_bound_term)t, s);
+      return sum;
+    }
   }
   return NAN; /* unreachable for entries that parsed; NaN fails every comparison */
 }
@@ -295,6 +353,18 @@ static lce_code validate_for_write(const lce_golden *g, lce_status *st) {
                       !signbit(e->c),
               LCE_EINVAL, "golden entry %zu (%s %s %s): constants must be finite and >= 0 (a = %g, b = %g, c = %g)", i,
               e->subject_class, lce_output_name(e->output), lce_metric_name(e->metric), e->a, e->b, e->c);
+    int model = e->form == LCE_FORM_MODEL;
+    LCE_CHECK(st, model ? (e->terms != 0 && e->terms < 1u << LCE_TERM_COUNT && e->a == 0 && e->b == 0 && e->c == 0)
+                        : e->terms == 0,
+              LCE_EINVAL, "golden entry %zu (%s %s %s): form %s with term mask 0x%x and a = %g, b = %g, c = %g", i,
+              e->subject_class, lce_output_name(e->output), lce_metric_name(e->metric), lce_bound_form_name(e->form),
+              e->terms, e->a, e->b, e->c);
+    for (int t = 0; t < LCE_TERM_COUNT; t++)
+      LCE_CHECK(st, isfinite(e->coef[t]) && !signbit(e->coef[t]) && (e->coef[t] == 0 || (e->terms >> t & 1u)),
+                LCE_EINVAL, "golden entry %zu (%s %s %s): coefficient of term %s is %g (finite, >= 0, and 0 for a "
+                "term the entry does not name)", i, e->subject_class, lce_output_name(e->output),
+                lce_metric_name(e->metric), TERM_NAMES[t], e->coef[t]);
+    if (model) continue;
     /* A const bound has no b in the file; a non-zero b would not survive the round trip. */
     LCE_CHECK(st, (e->form != LCE_FORM_CONST || e->b == 0) && (e->form == LCE_FORM_CONDK || e->c == 0), LCE_EINVAL,
               "golden entry %zu (%s %s %s): form %s with b = %g, c = %g (constants it does not take)", i,
@@ -326,10 +396,13 @@ static int write_contents(FILE *f, const lce_golden *g, const lce_golden_entry *
     if (fprintf(f, "%s\n", g->comments[i]) < 0) return 0;
   for (size_t i = 0; i < g->count; i++) {
     const lce_golden_entry *e = order[i];
-    if (fprintf(f, "%s %s %s %s %s %a", e->subject_class, lce_precision_name(e->dtype), lce_output_name(e->output),
-                lce_metric_name(e->metric), lce_bound_form_name(e->form), e->a) < 0)
+    if (fprintf(f, "%s %s %s %s %s", e->subject_class, lce_precision_name(e->dtype), lce_output_name(e->output),
+                lce_metric_name(e->metric), lce_bound_form_name(e->form)) < 0)
       return 0;
-    if (e->form != LCE_FORM_CONST && fprintf(f, " %a", e->b) < 0) return 0;
+    for (int t = 0; t < LCE_TERM_COUNT; t++)
+      if ((e->terms >> t & 1u) && fprintf(f, " %s=%a", TERM_NAMES[t], e->coef[t]) < 0) return 0;
+    if (e->form != LCE_FORM_MODEL && fprintf(f, " %a", e->a) < 0) return 0;
+    if (e->form != LCE_FORM_CONST && e->form != LCE_FORM_MODEL && fprintf(f, " %a", e->b) < 0) return 0;
     if (e->form == LCE_FORM_CONDK && fprintf(f, " %a", e->c) < 0) return 0;
     if (fputc('\n', f) == EOF) return 0;
   }

@@ -10,10 +10,27 @@
  *   <class> <dtype> <output> <metric> lineark <a> <b>    bound = a + b*K
  *   <class> <dtype> <output> <metric> cond <a> <b>       bound = a + b*kappa
  *   <class> <dtype> <output> <metric> condk <a> <b> <c>  bound = a + b*kappa + c*K
+ *   <class> <dtype> <output> <metric> model <term>=<coef> ...   bound = sum of coef * scale(term)
  * with K = lce_output_inner() of the judged case (condk: the tensor-core term of GPU goldens, whose
  * accumulation error grows linearly in the reduction length; DESIGN.md "Device arithmetic"), kappa = the output's normwise condition
  * ||mag||/||r|| on that case (lce_metric_values.cond, >= 1), a and b finite, >= 0, written as hex floats (%a;
  * decimal is accepted on input). For bias the bound applies to |bias|. Duplicate keys are errors.
+ * The model form names its terms (at least one, each at most once, in the order of lce_bound_term;
+ * golden/policy.txt derives each) with their coefficients, finite and >= 0:
+ *   1            1
+ *   cond         kappa
+ *   cond/sqrtn   kappa / sqrt(neff), neff = the output's effective element count (lce_metric_values.neff,
+ *                at least 1): a normwise error over few elements is one element's error, not an rms
+ *   cond*sqrtv   kappa * sqrt(vs), vs = ceil(V / tp), a vocab shard's rows: the running sums of the
+ *                softmax over one shard
+ *   cond*sqrth   kappa * sqrt(H): the dot products of the logits
+ *   sqrtv        sqrt(vs)
+ *   sqrth        sqrt(H)
+ *   sqrtk        sqrt(K)
+ *   k            K
+ *   coh          u of the case dtype when one scale g is shared by every token (reduction sum or mean,
+ *                with a valid token), else 0: the coherent relative rounding of g in low-precision
+ *                d_logits, which scales a gradient whatever its condition
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -25,8 +42,34 @@ typedef enum lce_bound_form {
   LCE_FORM_SQRTK = 1,
   LCE_FORM_LINEARK = 2,
   LCE_FORM_COND = 3,
-  LCE_FORM_CONDK = 4
+  LCE_FORM_CONDK = 4,
+  LCE_FORM_MODEL = 5
 } lce_bound_form;
+
+/* The terms of the model form, in file order. */
+typedef enum lce_bound_term {
+  LCE_TERM_ONE = 0,
+  LCE_TERM_COND = 1,
+  LCE_TERM_COND_RSQRTN = 2,
+  LCE_TERM_COND_SQRTV = 3,
+  LCE_TERM_COND_SQRTH = 4,
+  LCE_TERM_SQRTV = 5,
+  LCE_TERM_SQRTH = 6,
+  LCE_TERM_SQRTK = 7,
+  LCE_TERM_K = 8,
+  LCE_TERM_COH = 9,
+  LCE_TERM_COUNT = 10
+} lce_bound_term;
+
+/* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
+typedef struct lce_bound_scales {
+  double cond; /* the output's normwise condition, >= 1 */
+  double neff; /* its effective element count, >= 1 */
+  double vs;   /* real vocab rows of one shard, ceil(V / tp) */
+  double h;    /* H, the length of the logits' dot products */
+  double k;    /* the inner size K of the subject's reduction */
+  double coh;  /* u of the case dtype under a shared scale g (sum, mean with a valid token), else 0 */
+} lce_bound_scales;
 
 typedef struct lce_golden_entry {
   char subject_class[64];
@@ -34,7 +77,9 @@ typedef struct lce_golden_entry {
   lce_output_id output;
   lce_metric metric;
   lce_bound_form form;
-  double a, b, c; /* c: condk only */
+  double a, b, c; /* c: condk only; all 0 for the model form */
+  unsigned terms;  /* model form: a bit per lce_bound_term it names */
+  double coef[LCE_TERM_COUNT]; /* model form: the coefficient of each term it names, else 0 */
 } lce_golden_entry;
 
 typedef struct lce_golden {
@@ -46,6 +91,7 @@ typedef struct lce_golden {
 } lce_golden;
 
 const char *lce_bound_form_name(lce_bound_form f);
+const char *lce_bound_term_name(lce_bound_term t); /* "1", "cond", "cond/sqrtn", ... */
 lce_code lce_golden_load(const char *path, lce_golden *g, lce_status *st);
 /* Parses text held in memory; name is used in messages ("name:line: ..."). */
 lce_code lce_golden_parse(const char *text, size_t len, const char *name, lce_golden *g, lce_status *st);
@@ -53,8 +99,10 @@ lce_code lce_golden_parse(const char *text, size_t len, const char *name, lce_go
 lce_code lce_golden_write(const char *path, const lce_golden *g, lce_status *st);
 const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject_class, lce_precision t,
                                         lce_output_id o, lce_metric m);
-/* The bound of entry e for a case with inner size k and output condition cond (kappa). */
-double lce_golden_bound(const lce_golden_entry *e, int64_t k, double cond);
+/* The scale of term t (the model form's terms; the other forms use 1, cond, sqrtk and k of it). */
+double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s);
+/* The bound of entry e on an output with scales s. */
+double lce_golden_bound(const lce_golden_entry *e, const lce_bound_scales *s);
 void lce_golden_free(lce_golden *g);
 
 #endif

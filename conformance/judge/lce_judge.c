@@ -168,8 +168,22 @@ static void class_checks_unreferenced(const lce_case *c, const lce_tensors *in, 
 
 /* ---- bounds --------------------------------------------------------------------------------- */
 
-lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, lce_precision p, lce_output_id o,
-                          int64_t inner, lce_output_verdict *ov, lce_status *st) {
+void lce_bound_scales_of(const lce_case *c, const lce_output_verdict *ov, lce_bound_scales *s) {
+  s->cond = ov->metrics.cond;
+  s->neff = ov->metrics.neff > 1.0 ? ov->metrics.neff : 1.0;
+  s->vs = (double)((c->v + c->tp - 1) / c->tp);
+  s->h = (double)c->h;
+  s->k = (double)ov->inner;
+  /* One scale g for every token (sum: grad_output[0], mean: that over the valid weight): a subject
+   * that rounds g into low-precision d_logits scales every gradient by the same rounding. */
+  s->coh = c->reduction == LCE_RED_NONE ? 0.0 : lce_dtype_unit_roundoff(c->dtype);
+}
+
+lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
+                          lce_output_verdict *ov, lce_status *st) {
+  lce_precision p = lce_case_precision(c);
+  lce_bound_scales scales;
+  lce_bound_scales_of(c, ov, &scales);
   for (int m = 0; m < LCE_METRIC_COUNT; m++) {
     if (ov->metrics.undefined[m]) { /* a statistic over too few elements: reported, not bounded */
       ov->bound[m] = NAN;
@@ -180,7 +194,7 @@ lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, lce_pr
     const lce_golden_entry *e = lce_golden_find(g, subject_class, p, o, (lce_metric)m);
     LCE_CHECK(st, e != NULL, LCE_EINVAL, "no golden entry for class '%s' dtype %s output %s metric %s in '%s'",
               subject_class, lce_precision_name(p), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
-    double bound = lce_golden_bound(e, inner, ov->metrics.cond);
+    double bound = lce_golden_bound(e, &scales);
     double val = ov->metrics.v[m];
     if (m == LCE_METRIC_BIAS) val = fabs(val);
     ov->bound[m] = bound;
@@ -287,7 +301,7 @@ static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_com
   lce_metrics_from_comparison(cmp, &ov->metrics);
   v->inconclusive += ov->metrics.inconclusive;
   if (g == NULL) return LCE_OK;
-  return lce_bounds_apply(g, subject_class, lce_case_precision(c), o, ov->inner, ov, st);
+  return lce_bounds_apply(g, subject_class, c, o, ov, st);
 }
 
 /* Whether output o is judged: it applies to the case, the caller asked for it and the subject

@@ -49,10 +49,14 @@ typedef struct lce_verdict {
 lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference *ref, const lce_outputs *out,
                    const lce_golden *g, const char *subject_name, const char *subject_class, const int64_t *inner,
                    unsigned outputs, lce_verdict *v, lce_status *st);
-/* The one bound applier: each defined metric of ov against the golden entry of (class, p, o); an
- * undefined metric is reported, not bounded; a missing entry for a defined metric is LCE_EINVAL. */
-lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, lce_precision p, lce_output_id o,
-                          int64_t inner, lce_output_verdict *ov, lce_status *st);
+                        lce_status *st);
+/* What the golden terms scale with on output ov of case c (its metrics and inner size filled). */
+void lce_bound_scales_of(const lce_case *c, const lce_output_verdict *ov, lce_bound_scales *s);
+/* The one bound applier: each defined metric of ov (metrics and inner filled) against the golden
+ * entry of (class, lce_case_precision(c), o) at ov's scales; an undefined metric is reported, not
+ * bounded; a missing entry for a defined metric is LCE_EINVAL. */
+lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
+                          lce_output_verdict *ov, lce_status *st);
 
 /* "build/lcecheck repro --subject S <case id>" */
 void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size);

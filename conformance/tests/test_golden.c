@@ -27,9 +27,17 @@ static void data_path(const char *file, char *buf, size_t size) { snprintf(buf, 
 static int same_double_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 static int same_entry(const lce_golden_entry *x, const lce_golden_entry *y) {
-  return strcmp(x->subject_class, y->subject_class) == 0 && x->dtype == y->dtype && x->output == y->output &&
-         x->metric == y->metric && x->form == y->form && same_double_bits(x->a, y->a) && same_double_bits(x->b, y->b) &&
-         same_double_bits(x->c, y->c);
+  int same = strcmp(x->subject_class, y->subject_class) == 0 && x->dtype == y->dtype && x->output == y->output &&
+             x->metric == y->metric && x->form == y->form && same_double_bits(x->a, y->a) &&
+             same_double_bits(x->b, y->b) && same_double_bits(x->c, y->c) && x->terms == y->terms;
+  for (int t = 0; t < LCE_TERM_COUNT; t++) same = same && same_double_bits(x->coef[t], y->coef[t]);
+  return same;
+}
+
+/* The bound of e on an output with inner size k and condition cond (the other scales neutral). */
+static double bound_at(const lce_golden_entry *e, int64_t k, double cond) {
+  lce_bound_scales s = {.cond = cond, .neff = 1.0, .vs = 1.0, .h = 1.0, .k = (double)k, .coh = 0.0};
+  return lce_golden_bound(e, &s);
 }
 
 /* ---- malformed files -------------------------------------------------------------------------- */
@@ -50,10 +58,16 @@ static const bad_case BAD[] = {
     {"output", 3, "unknown output 'd_hiden'"},
     {"metric", 3, "unknown metric 'relerrr'"},
     {"form", 3, "unknown bound form 'quadk'"},
+    {"model_term", 3, "unknown model term 'cond*sqrtq'"},
+    {"model_order", 3, "model term 'cond' out of order"},
+    {"model_repeat", 3, "model term 'coh' repeated"},
+    {"model_empty", 3, "form model names no term"},
+    {"model_no_eq", 3, "model term 'cond' is not <term>=<coef>"},
+    {"model_negative", 3, "constant cond/sqrtn: negative value '-1e-7'"},
     {"few_fields", 3, "got 4 fields"},
     {"const_extra", 3, "wrong field count: form const takes 6 fields, got 7"},
     {"sqrtk_short", 3, "wrong field count: form sqrtk takes 7 fields, got 6"},
-    {"too_many", 3, "got more than 8"},
+    {"too_many", 3, "form lineark takes 7 fields, got 9"},
     {"inf", 3, "constant a: non-finite value 'inf'"},
     {"nan", 3, "constant b: non-finite value 'nan'"},
     {"overflow", 3, "constant a: non-finite value '1e999'"},
@@ -144,8 +158,8 @@ static void test_bad_in_memory(void) {
   rc = lce_golden_parse(cond_text, sizeof cond_text - 1, "mem", &g, &st);
   EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].form == LCE_FORM_COND, "cond entry: %s", st.msg);
   if (rc == LCE_OK && g.count == 1)
-    EXPECT(lce_golden_bound(&g.entries[0], 300, 3.0) == 0x1p-20 + 3 * 0x1p-8, "cond bound at cond=3: %a",
-           lce_golden_bound(&g.entries[0], 300, 3.0));
+    EXPECT(bound_at(&g.entries[0], 300, 3.0) == 0x1p-20 + 3 * 0x1p-8, "cond bound at cond=3: %a",
+           bound_at(&g.entries[0], 300, 3.0));
   lce_golden_free(&g);
 
   /* The condk form adds the tensor-core term, linear in K: a + b*cond + c*K. It takes exactly three
@@ -155,8 +169,27 @@ static void test_bad_in_memory(void) {
   EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].form == LCE_FORM_CONDK && g.entries[0].c == 0x1p-30,
          "condk entry: %s", st.msg);
   if (rc == LCE_OK && g.count == 1)
-    EXPECT(lce_golden_bound(&g.entries[0], 1024, 3.0) == 0x1p-20 + 3 * 0x1p-8 + 1024 * 0x1p-30,
-           "condk bound at cond=3, K=1024: %a", lce_golden_bound(&g.entries[0], 1024, 3.0));
+    EXPECT(bound_at(&g.entries[0], 1024, 3.0) == 0x1p-20 + 3 * 0x1p-8 + 1024 * 0x1p-30,
+           "condk bound at cond=3, K=1024: %a", bound_at(&g.entries[0], 1024, 3.0));
+  lce_golden_free(&g);
+  /* The model form: named terms, each scaled by what lce_bound_scales says about the output. */
+  static const char model_text[] = "lcecheck-golden 1\nfused-host bf16 d_hidden bias model 1=0x1p-20 cond=0x1p-8 "
+                                   "cond/sqrtn=0x1p-9 cond*sqrtv=0x1p-12 cond*sqrth=0x1p-11 sqrtv=0x1p-14 sqrth=0x1p-13 "
+                                   "sqrtk=0x1p-16 k=0x1p-30 coh=0.5\n";
+  rc = lce_golden_parse(model_text, sizeof model_text - 1, "mem", &g, &st);
+  EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].form == LCE_FORM_MODEL && g.entries[0].terms == 0x3ffu &&
+             g.entries[0].coef[LCE_TERM_COH] == 0.5 && g.entries[0].a == 0,
+         "model entry: %s", st.msg);
+  if (rc == LCE_OK && g.count == 1) {
+    lce_bound_scales sc = {.cond = 3.0, .neff = 16.0, .vs = 256.0, .h = 64.0, .k = 1024.0, .coh = 0x1p-8};
+    double want = 0x1p-20 + 3 * 0x1p-8 + 3.0 / 4 * 0x1p-9 + 3.0 * 16 * 0x1p-12 + 3.0 * 8 * 0x1p-11 + 16 * 0x1p-14 +
+                  8 * 0x1p-13 + 32 * 0x1p-16 + 1024 * 0x1p-30 + 0.5 * 0x1p-8;
+    EXPECT(lce_golden_bound(&g.entries[0], &sc) == want, "model bound: %a, expected %a",
+           lce_golden_bound(&g.entries[0], &sc), want);
+    sc.neff = 0.25; /* fewer than one effective element counts as one */
+    EXPECT(lce_bound_term_scale(LCE_TERM_COND_RSQRTN, &sc) == 3.0, "cond/sqrtn at neff < 1: %a",
+           lce_bound_term_scale(LCE_TERM_COND_RSQRTN, &sc));
+  }
   lce_golden_free(&g);
   static const char condk_short[] = "lcecheck-golden 1\nfused-cuda bf16 d_weight bias condk 0x1p-20 0x1p-8\n";
   rc = lce_golden_parse(condk_short, sizeof condk_short - 1, "mem", &g, &st);
@@ -187,13 +220,13 @@ static void test_good_file(void) {
 
   const lce_golden_entry *e = lce_golden_find(&g, "fused-host", LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR);
   EXPECT(e && e->form == LCE_FORM_SQRTK && e->a == 0x1p-10 && e->b == 0x1.8p-14, "sqrtk entry");
-  if (e) EXPECT(lce_golden_bound(e, 16, 1.0) == 0x1p-10 + 4 * 0x1.8p-14, "sqrtk bound at K=16: %a", lce_golden_bound(e, 16, 1.0));
+  if (e) EXPECT(bound_at(e, 16, 1.0) == 0x1p-10 + 4 * 0x1.8p-14, "sqrtk bound at K=16: %a", bound_at(e, 16, 1.0));
   e = lce_golden_find(&g, "fused-host", LCE_PREC_BF16, LCE_OUT_D_WEIGHT, LCE_METRIC_ULPFRAC);
   EXPECT(e && e->form == LCE_FORM_LINEARK && e->a == 0 && e->b == 1e-3, "lineark entry (decimal, tabs, spaces)");
-  if (e) EXPECT(lce_golden_bound(e, 1000, 1.0) == 1e-3 * 1000, "lineark bound at K=1000: %a", lce_golden_bound(e, 1000, 1.0));
+  if (e) EXPECT(bound_at(e, 1000, 1.0) == 1e-3 * 1000, "lineark bound at K=1000: %a", bound_at(e, 1000, 1.0));
   e = lce_golden_find(&g, "fused-host", LCE_PREC_FP32, LCE_OUT_LOSS, LCE_METRIC_MAXSCALED);
   EXPECT(e && e->form == LCE_FORM_CONST && e->a == 0.25 && e->b == 0, "const entry");
-  if (e) EXPECT(lce_golden_bound(e, 123456, 1.0) == 0.25, "const bound ignores K");
+  if (e) EXPECT(bound_at(e, 123456, 1.0) == 0.25, "const bound ignores K");
   e = lce_golden_find(&g, "mutant/bf16-dhidden-accum", LCE_PREC_FP16, LCE_OUT_LSE, LCE_METRIC_RELERR);
   EXPECT(e && e->a == DBL_MAX, "class with '/' and the largest double");
   EXPECT(lce_golden_find(&g, "fused-host", LCE_PREC_FP16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR) == NULL,
@@ -247,7 +280,7 @@ static lce_golden_entry entry(const char *cls, lce_precision t, lce_output_id o,
 }
 
 /* Entries deliberately out of the writer's order, with values that only hex floats carry exactly. */
-static lce_golden_entry SAMPLE[7];
+static lce_golden_entry SAMPLE[8];
 static char *SAMPLE_COMMENTS[] = {"# generator: test_golden", "#", "# values: 0.1, 1e-3, subnormal, DBL_MAX"};
 
 static void make_sample(lce_golden *g) {
@@ -259,9 +292,13 @@ static void make_sample(lce_golden *g) {
   SAMPLE[5] = entry("alpha/x", LCE_PREC_FP32, LCE_OUT_LSE, LCE_METRIC_BIAS, LCE_FORM_CONST, 0x1.23456789abcdep-700, 0);
   SAMPLE[6] = entry("fused-cuda", LCE_PREC_BF16, LCE_OUT_D_WEIGHT, LCE_METRIC_RELERR, LCE_FORM_CONDK, 0x1p-12, 0.1);
   SAMPLE[6].c = 0x1.3p-30; /* the third constant must survive the round trip too */
+  SAMPLE[7] = entry("fused-host", LCE_PREC_FP16, LCE_OUT_LSE, LCE_METRIC_RELERR, LCE_FORM_MODEL, 0, 0);
+  SAMPLE[7].terms = 1u << LCE_TERM_COND | 1u << LCE_TERM_COND_SQRTV | 1u << LCE_TERM_COH;
+  SAMPLE[7].coef[LCE_TERM_COND] = 0x1.8p-23, SAMPLE[7].coef[LCE_TERM_COND_SQRTV] = 0; /* a fitted 0 stays named */
+  SAMPLE[7].coef[LCE_TERM_COH] = 1.0 / 3;
   memset(g, 0, sizeof *g);
   g->entries = SAMPLE;
-  g->count = 7;
+  g->count = 8;
   g->comments = SAMPLE_COMMENTS;
   g->ncomments = 3;
 }
@@ -299,8 +336,8 @@ static void test_round_trip(void) {
   /* write(parse(write(g))) is byte-identical, and so is writing g's entries in another order. */
   EXPECT(lce_golden_write(b, &back, &st) == LCE_OK, "write b: %s", st.msg);
   EXPECT(files_equal(a, b), "rewrite of the parsed file differs from the first write");
-  lce_golden_entry reversed[7];
-  for (int i = 0; i < 7; i++) reversed[i] = SAMPLE[6 - i];
+  lce_golden_entry reversed[8];
+  for (int i = 0; i < 8; i++) reversed[i] = SAMPLE[7 - i];
   g.entries = reversed;
   EXPECT(lce_golden_write(c, &g, &st) == LCE_OK, "write c: %s", st.msg);
   EXPECT(files_equal(a, c), "the written file depends on the order of g's entries");
@@ -310,6 +347,8 @@ static void test_round_trip(void) {
          "magic line, then comments first");
   EXPECT(text && strstr(text, "\nzeta fp32 loss relerr const 0x1.999999999999ap-4\n") != NULL,
          "0.1 written as a hex float, one entry per line");
+  EXPECT(text && strstr(text, "\nfused-host fp16 lse relerr model cond=0x1.8p-23 cond*sqrtv=0x0p+0 coh=0x1.5555555555555p-2\n") != NULL,
+         "model entry written as <term>=<hex> in term order");
   free(text);
   struct stat sb;
   EXPECT(stat(a, &sb) == 0 && (sb.st_mode & 0777) == 0644, "written golden is world-readable (mode %o)",

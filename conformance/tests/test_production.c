@@ -117,7 +117,8 @@ static lce_code judge_row(const lce_case *c, lce_output_id o, int64_t inner, con
   for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1;
   lce_metrics_from_comparison(cmp, &ov->metrics);
   lce_status st;
-  return g ? lce_bounds_apply(g, "unfused-cuda", lce_case_precision(c), o, inner, ov, &st) : LCE_OK;
+  ov->inner = inner;
+  return g ? lce_bounds_apply(g, "unfused-cuda", c, o, ov, &st) : LCE_OK;
 }
 
 static void test_verdict(void) {

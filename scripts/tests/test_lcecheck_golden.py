@@ -19,6 +19,7 @@ POLICY = os.path.join(os.path.dirname(os.path.dirname(HERE)), "golden", "policy.
 sys.path.insert(0, os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 import lcecheck_golden  # noqa: E402  (pure functions: expressions, golden parsing)
+import lcecheck_golden_fit  # noqa: E402  (the model terms and their fit)
 import lcecheck_run  # noqa: E402  (running lcecheck: shards and their pooling)
 
 CLASS = "fused-host"
@@ -44,6 +45,11 @@ def case(cid, dtype, d_hidden_relerr=2e-3, d_hidden_bias=-1e-4, status="pass", d
         # Class checks only: the CLI reports judged 0 and zero metrics.
         "d_embedding": {"inner": 16, "judged": 0, "inconclusive": 0, "class_ok": True, "class_msg": "",
                         "relerr": 0, "bias": 0, "ulpfrac": 0, "maxscaled": 0}}}
+
+
+def at(entry, cid="bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s1", cond=1.0, neff=1.0, k=300):
+    """The bound of a proposed entry on one output of case cid (the judge's scales)."""
+    return lcecheck_golden.bound_at(entry, lcecheck_golden_fit.scales_of(cid, cond, neff, k))
 
 
 def measurement(cases):
@@ -139,15 +145,19 @@ class RegenTest(unittest.TestCase):
                        "# device: host (fused-host emulation)"):
             self.assertIn(needle, text)
         e = self.entries()
-        # relerr margin 2 over the worst bf16 case; bias margin 4 over the worst |bias|; both of
-        # form cond (b·cond, a = 0), and cond is 1 where the measurement does not report it.
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 3e-3 * 2, 0.0))
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "bias")], ("cond", 0.0, 2e-4 * 4, 0.0))
-        self.assertIn(f"{CLASS} bf16 d_hidden relerr cond {(0.0).hex()} {(6e-3).hex()}", text)
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("const", 1e-3 / 4 * 2, 0.0, 0.0))
+        # relerr margin 2 over the worst bf16 case, bias margin 4 over the worst |bias|: the fitted
+        # model bound meets them where they were measured (cond 1 where not reported); relerr's
+        # cond/sqrtn coefficient is the maxscaled bound (one element's worst per unit of emag).
+        relerr, bias = e[(CLASS, "bf16", "d_hidden", "relerr")], e[(CLASS, "bf16", "d_hidden", "bias")]
+        self.assertEqual(relerr[0], "model")
+        self.assertEqual(dict(relerr[4])["cond/sqrtn"], 1e-3 / 4 * 2)
+        self.assertAlmostEqual(at(relerr), 3e-3 * 2, delta=1e-15)
+        self.assertAlmostEqual(at(bias), 2e-4 * 4, delta=1e-15)
+        self.assertIn(f"{CLASS} bf16 d_hidden relerr model cond=", text)
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("model", 0.0, 0.0, 0.0, (("1", 1e-3 / 4 * 2),)))
         # An output without metrics (judged 0: d_embedding) gets no entry; min= lifts tiny values.
         self.assertNotIn((CLASS, "bf16", "d_embedding", "relerr"), e)
-        self.assertEqual(e[(CLASS, "fp32", "d_hidden", "bias")][2], 2.0**-24)
+        self.assertAlmostEqual(at(e[(CLASS, "fp32", "d_hidden", "bias")]), 2.0**-24, delta=1e-22)
 
     def test_cond_form_takes_b_from_the_worst_value_over_cond(self):
         # relerr 1e-2 at cond 2.5 (ratio 4e-3) is the worst ratio, not 0.2 at cond 1e5 (2e-6) nor
@@ -158,14 +168,15 @@ class RegenTest(unittest.TestCase):
         p, report = self.regen_json("--write")
         self.assertEqual(p.returncode, 0, p.stderr)
         e = self.entries()
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 4e-3 * 2, 0.0))
-        # bias: 4 × 0.1/1e5 is small, 4 × 1e-3/2.5 = 1.6e-3 is the worst ratio.
-        self.assertAlmostEqual(e[(CLASS, "bf16", "d_hidden", "bias")][2], 1.6e-3, delta=1e-15)
-        # The diff row is evaluated at the worst sample's K and cond.
+        relerr = e[(CLASS, "bf16", "d_hidden", "relerr")]
+        self.assertAlmostEqual(at(relerr, mild["id"], 2.5), 2 * 1e-2, delta=1e-15)  # the binding sample
+        self.assertGreaterEqual(at(relerr, CONFIDENT["id"], 1e5), 2 * 0.2)
+        self.assertGreaterEqual(at(e[(CLASS, "bf16", "d_hidden", "bias")], mild["id"], 2.5), 4 * 1e-3)
+        # The diff row is evaluated at the worst sample: the one nearest its new bound.
         row = next(r for r in report["diff"] if r["key"] == [CLASS, "bf16", "d_hidden", "relerr"])
         self.assertEqual(row["at"], {"k": 300, "cond": 2.5})
-        self.assertAlmostEqual(row["new_value"], 8e-3 * 2.5, delta=1e-15)
-        self.assertEqual(row["new"], f"cond {(0.0).hex()} {(8e-3).hex()}")
+        self.assertAlmostEqual(row["new_value"], 2e-2, delta=1e-15)
+        self.assertTrue(row["new"].startswith("model cond="))
 
     def test_cond_bound_is_looser_where_cond_is_large(self):
         # A const 1e-2 replaced by 6e-3·cond is tighter at cond 1 but far looser at the confident
@@ -185,7 +196,7 @@ class RegenTest(unittest.TestCase):
         p = self.regen("--write")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("tighter", p.stdout)
-        self.assertEqual(self.entries()[(CLASS, "bf16", "d_hidden", "relerr")], ("cond", 0.0, 6e-3, 0.0))
+        self.assertAlmostEqual(at(self.entries()[(CLASS, "bf16", "d_hidden", "relerr")]), 6e-3, delta=1e-15)
 
     def test_mutants_are_checked_against_the_candidate_not_the_committed_file(self):
         p = self.regen("--write")
@@ -328,6 +339,8 @@ class FromJsonTest(unittest.TestCase):
             outs = {"loss": output(8192, 2e-6, None, ulpfrac=None, maxscaled=3e-7, cond=17.0),
                     "d_hidden": output(4096, d_hidden_relerr, 1.2e-3, ulpfrac=None, maxscaled=1e-4, cond=230.0),
                     "d_weight": output(8192, 1.3e-3, 1.2e-3, ulpfrac=None, maxscaled=5e-5, cond=140.0)}
+            for o in outs.values():
+                o["neff"] = 1.0 if o is outs["loss"] else 1e6  # production outputs: many elements
             return {"verb": "check", "subject": subject, "golden_class": "fused-cuda", "mutant": mutant,
                     "cases": [{"id": self.CASE, "dtype": "bf16", "status": "pass", "outputs": outs}]}
         return {"verb": "production", "device": {"name": "NVIDIA H200", "arch": "sm_90"},
@@ -349,12 +362,10 @@ class FromJsonTest(unittest.TestCase):
             text = lcecheck_golden.read_text(os.path.join(d, "fused-cuda.golden"))
             self.assertIn("# device: name NVIDIA H200, arch sm_90", text)
             g = lcecheck_golden.load_golden(os.path.join(d, "fused-cuda.golden"))["entries"]
-            form, a, b, c = g[("fused-cuda", "bf16", "d_hidden", "relerr")]
-            self.assertEqual(form, "condk")
-            # c = the sm_90 slope x margin 2; b x cond = margin x what the K term leaves of the measurement.
-            kcoef = 2 * 1.16e-9
-            self.assertAlmostEqual(c, kcoef, delta=1e-20)
-            self.assertAlmostEqual(b * 230.0 + c * 4096, 2 * (2.1e-3 - kcoef * 4096) + kcoef * 4096, delta=1e-12)
+            entry = g[("fused-cuda", "bf16", "d_hidden", "relerr")]
+            self.assertEqual(entry[0], "model")
+            # k = the sm_90 slope x margin 2, fixed; the fitted terms make the bound margin x the measurement.
+            self.assertAlmostEqual(dict(entry[4])["k"], 2 * 1.16e-9, delta=1e-20)
 
     def test_mutant_inside_the_margin_is_refused(self):
         with tempfile.TemporaryDirectory() as d:
@@ -396,13 +407,13 @@ class PolicyTest(unittest.TestCase):
     def test_normwise_ceilings_grow_with_cond_and_the_rest_do_not(self):
         pol = lcecheck_golden.load_policy(POLICY)
         for out in ("loss", "loss_token", "lse", "d_hidden", "d_weight"):
-            self.assertEqual(pol["bounds"][(out, "relerr")]["form"], "cond")
-            self.assertEqual(pol["bounds"][(out, "bias")]["form"], "cond")
+            self.assertIn("cond", pol["bounds"][(out, "relerr")]["terms"])
+            self.assertIn("cond", pol["bounds"][(out, "bias")]["terms"])
             for metric in ("relerr", "bias"):
                 lo, hi = self.ceiling(pol, "bf16", out, metric), self.ceiling(pol, "bf16", out, metric, 1e4)
                 self.assertGreater(hi, 1e3 * lo, f"{out} {metric}")
             for metric in ("ulpfrac", "maxscaled"):
-                self.assertEqual(pol["bounds"][(out, metric)]["form"], "const")
+                self.assertFalse([t for t in pol["bounds"][(out, metric)]["terms"] if "cond" in t], f"{out} {metric}")
                 self.assertEqual(self.ceiling(pol, "bf16", out, metric),
                                  self.ceiling(pol, "bf16", out, metric, 1e4), f"{out} {metric}")
 
@@ -412,14 +423,14 @@ class PolicyTest(unittest.TestCase):
         shape = {"N": 16, "H": 32, "V": 300}
         for out in ("loss", "loss_token", "lse", "d_hidden", "d_weight"):
             for t in lcecheck_golden.DTYPES:
-                cap = lcecheck_golden.policy_value(pol, pol["bounds"][(out, "bias")]["max"], t, shape, 300)
+                cap = lcecheck_golden.policy_value(pol, pol["bounds"][(out, "bias")]["max"]["cond"], t, shape, 300)
                 self.assertLessEqual(cap * 1e6, self.ceiling(pol, t, out, "bias", 1e6), f"{t} {out}")
 
     def test_cond_is_for_ceilings_only(self):
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "policy.txt")
             with open(p, "w") as f:
-                f.write("lcecheck-policy 1\nbound lse relerr cond margin=2*cond\n")
+                f.write("lcecheck-policy 1\nbound lse relerr model terms=cond margin=2*cond\n")
             with self.assertRaisesRegex(lcecheck_golden.ToolError, "only ceilings may use"):
                 lcecheck_golden.load_policy(p)
 
@@ -445,12 +456,12 @@ class PolicyTest(unittest.TestCase):
                 f.write("lcecheck-golden 1\n# c\n" + line + "\n" + f"{CLASS} bf16 lse bias cond 1e-7 0.5e-7\n")
             g = lcecheck_golden.load_golden(p)["entries"]
         key = (CLASS, "bf16", "d_hidden", "relerr")
-        self.assertEqual(g[key], ("cond", 2.0**-10, 1.5 * 2.0**-8, 0.0))
+        self.assertEqual(g[key], ("cond", 2.0**-10, 1.5 * 2.0**-8, 0.0, ()))
         self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
-        self.assertEqual(lcecheck_golden.bound_at(g[key], 300, 4.0), 2.0**-10 + 6 * 2.0**-8)
-        self.assertEqual(lcecheck_golden.bound_at(g[key], 1, 1.0), lcecheck_golden.bound_at(g[key], 9999, 1.0))
-        self.assertEqual(g[(CLASS, "bf16", "lse", "bias")], ("cond", 1e-7, 0.5e-7, 0.0))  # decimal input
-        self.assertEqual(lcecheck_golden.bound_at(("sqrtk", 1.0, 2.0, 0.0), 16, 1e9), 9.0)  # K forms ignore cond
+        self.assertEqual(at(g[key], cond=4.0), 2.0**-10 + 6 * 2.0**-8)
+        self.assertEqual(at(g[key], k=1), at(g[key], k=9999))
+        self.assertEqual(g[(CLASS, "bf16", "lse", "bias")], ("cond", 1e-7, 0.5e-7, 0.0, ()))  # decimal input
+        self.assertEqual(at(("sqrtk", 1.0, 2.0, 0.0, ()), k=16, cond=1e9), 9.0)  # K forms ignore cond
 
     def test_condk_entry_round_trips_and_adds_the_k_term(self):
         line = f"fused-cuda bf16 d_weight relerr condk {(0.0).hex()} {(2.0**-12).hex()} {(1.25 * 2.0**-30).hex()}"
@@ -460,43 +471,77 @@ class PolicyTest(unittest.TestCase):
                 f.write("lcecheck-golden 1\n" + line + "\n")
             g = lcecheck_golden.load_golden(p)["entries"]
         key = ("fused-cuda", "bf16", "d_weight", "relerr")
-        self.assertEqual(g[key], ("condk", 0.0, 2.0**-12, 1.25 * 2.0**-30))
+        self.assertEqual(g[key], ("condk", 0.0, 2.0**-12, 1.25 * 2.0**-30, ()))
         self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
-        self.assertEqual(lcecheck_golden.bound_at(g[key], 1024, 2.0), 2 * 2.0**-12 + 1024 * 1.25 * 2.0**-30)
+        self.assertEqual(at(g[key], k=1024, cond=2.0), 2 * 2.0**-12 + 1024 * 1.25 * 2.0**-30)
 
-    def test_condk_rule_needs_kslope_and_fits_cond_to_the_residual(self):
+    def test_model_entry_round_trips_and_sums_its_terms(self):
+        line = f"{CLASS} fp16 lse relerr model cond={(2.0**-22).hex()} cond*sqrtv={(2.0**-26).hex()} coh={(0.5).hex()}"
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "x.golden")
+            with open(p, "w") as f:
+                f.write("lcecheck-golden 1\n" + line + "\n")
+            g = lcecheck_golden.load_golden(p)["entries"]
+            with open(p, "w") as f:
+                f.write("lcecheck-golden 1\n" + line.replace("cond=", "cond/sqrtn=") + " cond=1\n")
+            with self.assertRaisesRegex(lcecheck_golden.ToolError, "model term"):
+                lcecheck_golden.load_golden(p)  # out of order
+        key = (CLASS, "fp16", "lse", "relerr")
+        self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
+        # tp2 v300: 150 rows per shard; mean: the coherent term is u16.
+        fp16 = "fp16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s1"
+        self.assertEqual(at(g[key], fp16, cond=2.0), 2 * 2.0**-22 + 2 * 150**0.5 * 2.0**-26 + 0.5 * 2.0**-11)
+
+    def test_fixed_terms_are_set_and_the_others_fitted_to_the_residual(self):
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "policy.txt")
             with open(p, "w") as f:
-                f.write("lcecheck-policy 1\nbound d_weight relerr condk margin=2\n")
+                f.write("lcecheck-policy 1\nbound d_weight relerr model terms=k margin=2 fix.cond=1\n")
             with self.assertRaises(lcecheck_golden.ToolError):
-                lcecheck_golden.load_policy(p)
+                lcecheck_golden.load_policy(p)  # fix. names a term the rule does not have
             with open(p, "w") as f:
-                f.write("lcecheck-policy 1\ndefine TC = 1e-9\nbound d_weight relerr condk margin=2 kslope=TC\n"
-                        "ceiling * d_weight relerr 1\n")
+                f.write("lcecheck-policy 1\ndefine TC = 1e-9\nbound d_weight relerr model terms=cond,k margin=2 "
+                        "fix.k=TC\nceiling * d_weight relerr 1\n")
             pol = lcecheck_golden.load_policy(p)
         shape = {"N": 16, "H": 32, "V": 300}
+        cid = "bf16.untied.tp1.n16.h32.v300.vp300.vc8.mean.ign0.prior.mixed.s1"
         samples = {("fused-cuda", "bf16", "d_weight", "relerr"): [
-            {"id": "a", "value": 5e-6, "k": 4096, "cond": 1.0, "shape": shape},
-            {"id": "b", "value": 3e-6, "k": 16, "cond": 2.0, "shape": shape}]}
+            {"id": "a", "value": 5e-6, "k": 4096, "cond": 1.0, "shape": shape,
+             "scales": lcecheck_golden_fit.scales_of(cid, 1.0, 1.0, 4096)},
+            {"id": "b", "value": 3e-6, "k": 16, "cond": 2.0, "shape": shape,
+             "scales": lcecheck_golden_fit.scales_of(cid, 2.0, 1.0, 16)}]}
         entries, worst, refusals = lcecheck_golden.propose(pol, samples)
-        form, a, b, c = entries[("fused-cuda", "bf16", "d_weight", "relerr")]
-        self.assertEqual((form, a, c), ("condk", 0.0, 2e-9))
-        # residuals: a 5e-6 - 8.192e-6 -> 0; b (3e-6 - 3.2e-8) / 2: the cond coefficient comes from b.
-        self.assertAlmostEqual(b, (3e-6 - 3.2e-8) / 2 * 2, delta=1e-18)
+        terms = dict(entries[("fused-cuda", "bf16", "d_weight", "relerr")][4])
+        self.assertEqual(terms["k"], 2e-9)
+        # residuals: a 1e-5 - 8.192e-6 over cond 1, b (6e-6 - 3.2e-8) over cond 2: b binds.
+        self.assertAlmostEqual(terms["cond"], (6e-6 - 3.2e-8) / 2, delta=1e-18)
+        self.assertEqual(worst[("fused-cuda", "bf16", "d_weight", "relerr")]["id"], "b")
         self.assertEqual(refusals, [])
+
+    def test_the_fit_is_the_tightest_cover(self):
+        # Two terms, two samples that each need one: the linear program gives each term what its
+        # sample needs and no more, and a term no sample needs gets 0.
+        s = lambda cid, cond, v: {"id": cid, "value": v, "scales": lcecheck_golden_fit.scales_of(cid, cond, 1.0, 300)}
+        small = "fp32.untied.tp1.n2.h32.v100.vp100.vc100.none.ign0.prior.flat.s1"
+        large = "fp32.untied.tp1.n2.h32.v10000.vp10000.vc100.none.ign0.prior.flat.s1"
+        c = lcecheck_golden_fit.fit([s(small, 1.0, 1e-7), s(large, 1.0, 2e-6)], ("cond", "cond*sqrtv", "coh"), {},
+                                    2.0, [0.0, 0.0])
+        self.assertEqual(c[2], 0.0)
+        self.assertGreaterEqual(c[0] + c[1] * 10, 2e-7 * (1 - 1e-12))
+        self.assertGreaterEqual(c[0] + c[1] * 100, 4e-6 * (1 - 1e-12))
+        self.assertLess(c[0], 2e-7)  # the length term carries the long row, not the constant
 
     def test_sm90_policy_is_the_base_plus_the_tensor_core_term(self):
         base = lcecheck_golden.load_policy(POLICY)
         arch = lcecheck_golden.load_policy(os.path.join(os.path.dirname(POLICY), "sm_90", "policy.txt"))
         self.assertEqual(set(arch["ceilings"]), set(base["ceilings"]))
-        self.assertEqual(arch["bounds"][("d_weight", "relerr")]["form"], "condk")
+        self.assertIn("k", arch["bounds"][("d_weight", "relerr")]["terms"])
         self.assertEqual(arch["bounds"][("lse", "relerr")]["form"], base["bounds"][("lse", "relerr")]["form"])
         self.assertEqual(arch["bounds"][("lse", "relerr")]["margin"][1], base["bounds"][("lse", "relerr")]["margin"][1]
                          .replace("golden/policy.txt", "golden/sm_90/../policy.txt"))
-        self.assertEqual(arch["bounds"][("d_hidden", "bias")]["form"], "condk")
+        self.assertIn("k", arch["bounds"][("d_hidden", "bias")]["terms"])
         shape = {"N": 512, "H": 64, "V": 1000}
-        slope = arch["bounds"][("d_weight", "relerr")]["kslope"]
+        slope = arch["bounds"][("d_weight", "relerr")]["fix"]["k"]
         self.assertAlmostEqual(lcecheck_golden.policy_value(arch, slope, "bf16", shape, 512), 1.16e-9, delta=1e-21)
         self.assertEqual(lcecheck_golden.policy_value(arch, slope, "fp32", shape, 512), 0.0)  # CUDA cores: IEEE
 

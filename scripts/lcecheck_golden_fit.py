@@ -1,0 +1,118 @@
+"""lcecheck_golden_fit.py — the terms of the golden `model` form and the fit of their coefficients.
+
+A model bound is sum_j c_j * scale_j(case, output) over named terms (conformance/judge/lce_golden.h
+defines the terms and is the authority; TERMS and term_scale mirror it). golden/policy.txt names a
+rule's terms and derives each; this module only fits them. Pure functions, no tool runs.
+
+The fit is a linear program, solved by the simplex method in Python floats (IEEE double, one rounding
+per operation, no contraction), so that the same samples give the same bits on every machine
+(`reproduce` compares goldens bit for bit):
+    minimize   sum_i bound_i / t_i          (the bounds as tight as they can be, case by case)
+    subject to bound_i >= t_i for every sample i,  c_j >= 0,
+with t_i = max(margin * value_i, floor_i) minus the fixed terms at sample i. Each sample's ratio
+bound/t counts alike, so no single case decides every coefficient, and a term that no sample needs
+gets 0."""
+import math
+
+# The model form's terms in file order, and what each scales with (lce_bound_term_scale).
+TERMS = ("1", "cond", "cond/sqrtn", "cond*sqrtv", "cond*sqrth", "sqrtv", "sqrth", "sqrtk", "k", "coh")
+_EPS = 1e-12  # simplex tolerance on reduced costs and pivots (the tableau's numbers are near 1)
+UNIT_ROUNDOFF_INPUT = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24}
+
+
+class FitError(Exception):
+    """No bound of the rule's terms covers a sample (every scale of its terms is 0 there)."""
+
+
+def scales_of(case_id, cond, neff, k):
+    """The scales of one judged output (lce_bound_scales_of): cond, neff >= 1, the shard's rows vs,
+    the inner size k, and coh = u of the input dtype when one scale g serves every token."""
+    tok = case_id.split(".")
+    dims = {}
+    for t in tok:
+        for name in ("tp", "v", "h"):
+            if t.startswith(name) and t[len(name):].isdigit():
+                dims.setdefault(name, int(t[len(name):]))
+    if set(dims) != {"tp", "v", "h"} or tok[0] not in UNIT_ROUNDOFF_INPUT:
+        raise ValueError(f"case id '{case_id}' does not name its dtype, tp, h and v")
+    shared = "sum" in tok or "mean" in tok
+    return {"cond": float(cond), "neff": max(1.0, float(neff)), "vs": float(-(-dims["v"] // dims["tp"])),
+            "h": float(dims["h"]), "k": float(k), "coh": UNIT_ROUNDOFF_INPUT[tok[0]] if shared else 0.0}
+
+
+def term_scale(term, s):
+    """lce_bound_term_scale, in the same double arithmetic."""
+    return {"1": 1.0, "cond": s["cond"], "cond/sqrtn": s["cond"] / math.sqrt(max(1.0, s["neff"])),
+            "cond*sqrtv": s["cond"] * math.sqrt(s["vs"]), "cond*sqrth": s["cond"] * math.sqrt(s["h"]),
+            "sqrtv": math.sqrt(s["vs"]), "sqrth": math.sqrt(s["h"]),
+            "sqrtk": math.sqrt(s["k"]), "k": s["k"], "coh": s["coh"]}[term]
+
+
+def model_bound(coefs, s):
+    """sum of coef * scale over (term, coef) pairs, summed in term order as the judge does."""
+    total = 0.0
+    for term, coef in coefs:
+        total += coef * term_scale(term, s)
+    return total
+
+
+def _simplex_dual(a, w):
+    """Solves min w.c s.t. a c >= 1, c >= 0 (a: rows of m non-negative numbers, each row with a
+    positive entry) through its dual, max sum(y) s.t. a^T y <= w, y >= 0, by the primal simplex with
+    Bland's rule (no cycling). Returns c: the dual prices of the final basis."""
+    n, m = len(a), len(w)
+    # Rows: the m constraints a^T y + s = w (w >= 0: the slacks are a feasible basis); columns y, s.
+    rows = [[a[i][j] for i in range(n)] + [float(r == j) for r in range(m)] + [w[j]] for j in range(m)]
+    basis = [n + j for j in range(m)]
+    cost = [1.0] * n + [0.0] * m
+    for _ in range(100 * (n + m)):  # Bland's rule terminates; the cap only guards against a bug
+        cb = [cost[basis[r]] for r in range(m)]  # the tableau holds B^-1 [a^T | I | w]
+        entering = next((col for col in range(n + m)
+                         if cost[col] - sum(cb[r] * rows[r][col] for r in range(m)) > _EPS), None)
+        if entering is None:
+            return [sum(cb[r] * rows[r][n + j] for r in range(m)) for j in range(m)]  # c_B B^-1
+        ratios = [(rows[r][-1] / rows[r][entering], basis[r], r) for r in range(m) if rows[r][entering] > _EPS]
+        if not ratios:
+            raise FitError("unbounded dual: a sample that no term of the rule scales")
+        pivot = min(ratios)[2]
+        p = rows[pivot][entering]
+        rows[pivot] = [v / p for v in rows[pivot]]
+        for r in range(m):
+            if r != pivot and rows[r][entering] != 0.0:
+                f = rows[r][entering]
+                rows[r] = [x - f * y for x, y in zip(rows[r], rows[pivot])]
+        basis[pivot] = entering
+    raise FitError("the simplex did not terminate")
+
+
+def fit(samples, terms, fixed, margin, floors):
+    """Coefficients (floats, in the order of terms) of the fitted terms: samples are dicts with
+    'value' and 'scales'; fixed maps a term to its coefficient (policy-given, not fitted); floors[i]
+    is the least bound sample i may get (the rule's min). Raises FitError when a sample's target
+    cannot be met by the fitted terms."""
+    free = [term for term in terms if term not in fixed]
+    rows, targets = [], []
+    for s, floor in zip(samples, floors):
+        target = max(margin * s["value"], floor)
+        rest = target - sum(c * term_scale(term, s["scales"]) for term, c in fixed.items())
+        if rest <= 0:
+            continue
+        row = [term_scale(term, s["scales"]) for term in free]
+        if not any(row):
+            raise FitError(f"{s['id']}: needs {rest:.3e} beyond the fixed terms, and none of "
+                           f"{', '.join(free) or 'no free term'} scales there")
+        rows.append([x / rest for x in row])  # constraint row . c >= 1
+        targets.append((row, rest, target))
+    coefs = dict(fixed)
+    if rows:
+        # Columns scaled to at most 1 keep the tableau's numbers near 1 whatever the terms' sizes.
+        col = [max(r[j] for r in rows) for j in range(len(free))]
+        a = [[r[j] / col[j] if col[j] > 0 else 0.0 for j in range(len(free))] for r in rows]
+        w = [sum(row[j] / target for row, _, target in targets) / col[j] if col[j] > 0 else 0.0
+             for j in range(len(free))]
+        scaled = _simplex_dual(a, w)
+        c = [max(0.0, scaled[j] / col[j]) if col[j] > 0 else 0.0 for j in range(len(free))]
+        # The prices meet every constraint up to rounding; one common factor makes that exact.
+        short = max(rest / sum(cj * x for cj, x in zip(c, row)) for row, rest, _ in targets)
+        coefs.update({term: cj * max(1.0, short) for term, cj in zip(free, c)})
+    return [coefs.get(term, 0.0) for term in terms]
