@@ -49,7 +49,6 @@ typedef struct lce_verdict {
 lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference *ref, const lce_outputs *out,
                    const lce_golden *g, const char *subject_name, const char *subject_class, const int64_t *inner,
                    unsigned outputs, lce_verdict *v, lce_status *st);
-                        lce_status *st);
 /* What the golden terms scale with on output ov of case c (its metrics and inner size filled). */
 void lce_bound_scales_of(const lce_case *c, const lce_output_verdict *ov, lce_bound_scales *s);
 /* The one bound applier: each defined metric of ov (metrics and inner filled) against the golden
