@@ -26,7 +26,8 @@
 #endif
 #if defined(LCE_WITH_CUDA) && defined(LCE_WITH_MUTANTS)
 #define LCE_CUDA_MUTANT_SUBJECTS \
-  &lce_mutant_cuda_bf16_dhidden_accum_subject, &lce_mutant_cuda_tied_weight_when_untied_subject,
+  &lce_mutant_cuda_bf16_dhidden_accum_subject, &lce_mutant_cuda_tied_weight_when_untied_subject,              \
+      &lce_mutant_cuda_mean_factor_in_dlogits_subject,
 #else
 #define LCE_CUDA_MUTANT_SUBJECTS
 #endif
