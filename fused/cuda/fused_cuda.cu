@@ -277,7 +277,7 @@ static lce_code grad_make(const lce_case *c, const lce_tensors *in, float weight
   LCE_ALLOC_CHECK(st, gr->g);
   gr->dl = gr->g + n, gr->dh = gr->dl + n, gr->hw = gr->dh + n;
   lce_fused_loss_gradient(c, in, weight_sum, gr->g);
-  gr->scaled_rows = lce_fused_grad_split(c, gr->g, gr->dl, gr->dh, gr->hw, &gr->alpha);
+  gr->scaled_rows = lce_fused_grad_split(c, in, gr->g, gr->dl, gr->dh, gr->hw, &gr->alpha);
   if (fold_g) {
     for (size_t i = 0; i < n; i++) gr->dl[i] = gr->g[i], gr->dh[i] = gr->hw[i] = 1.0f;
     gr->alpha = 1.0f, gr->scaled_rows = 0;

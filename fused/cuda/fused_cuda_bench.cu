@@ -100,7 +100,7 @@ static lce_code bench_shape(const lce_cuda_bench_config *cfg, const lce_case *c,
     float *g = (float *)malloc(4 * n * sizeof(float));
     LCE_ALLOC_CHECK(st, g);
     for (size_t i = 0; i < n; i++) g[i] = 1.0f / (float)c->n;
-    lce_fused_grad_split(c, g, g + n, g + 2 * n, g + 3 * n, &alpha); /* mean: no hidden row is scaled */
+    lce_fused_grad_split(c, NULL, g, g + n, g + 2 * n, g + 3 * n, &alpha); /* mean: hidden rows are not read */
     cudaError_t rc = cudaMemcpy(b->dl, g + n, 2 * n * sizeof(float), cudaMemcpyHostToDevice); /* dl, dh */
     free(g);
     LCE_CUDA_CHECK(st, rc);

@@ -445,7 +445,7 @@ static void loss_gradient(fused_host *f) {
    * grad_output[0]. */
   for (int64_t i = 0; i < c->n; i++) f->g[i] = token_valid(f, i) ? f->in->grad_output[0] : 0.0f;
 #endif
-  lce_fused_grad_split(c, f->g, f->dl, f->dh, f->hw, &f->alpha);
+  lce_fused_grad_split(c, f->in, f->g, f->dl, f->dh, f->hw, &f->alpha);
 #if defined(LCE_MUTANT_MEAN_FACTOR_IN_DLOGITS)
   /* What every bf16 fused kernel in conformance/EXTERNAL.md does: the whole g (grad_output /
    * n_valid under mean) is folded into d_logits before they are rounded to the input dtype, so the

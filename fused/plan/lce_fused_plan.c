@@ -50,13 +50,26 @@ static void split_one(float g, int whole, float *dl, float *r) {
   }
 }
 
-int lce_fused_grad_split(const lce_case *c, const float *g, float *dl, float *dh, float *hw, float *alpha) {
+/* 1 when scaling token i's hidden row by r keeps every finite non-zero value in the dtype's normal
+ * range, so that its rounding is relative (at most u) and never an overflow. */
+static int row_scales_normally(const lce_case *c, const lce_tensors *in, int64_t i, float r) {
+  const double lo = ldexp(1.0, lce_dtype_emin(c->dtype)), hi = lce_dtype_max(c->dtype);
+  for (int64_t k = 0; k < c->h; k++) {
+    const double x = fabs((double)r * lce_load(c->dtype, in->hidden, (size_t)(i * c->h + k)));
+    if (x != 0.0 && isfinite(x) && (x < lo || x > hi)) return 0;
+  }
+  return 1;
+}
+
+int lce_fused_grad_split(const lce_case *c, const lce_tensors *in, const float *g, float *dl, float *dh, float *hw,
+                         float *alpha) {
   const int whole = c->reduction != LCE_RED_NONE;
   int scaled_rows = 0;
   *alpha = 1.0f;
   for (int64_t i = 0; i < c->n; i++) {
     float r;
     split_one(g[i], whole, &dl[i], &r);
+    if (!whole && r != 1.0f && !row_scales_normally(c, in, i, r)) dl[i] = g[i], r = 1.0f;
     dh[i] = hw[i] = whole ? 1.0f : r;
     scaled_rows |= hw[i] != 1.0f;
     if (whole && r != 1.0f) *alpha = r; /* the one g of every valid token */

@@ -76,13 +76,17 @@ void lce_fused_loss_gradient(const lce_case *c, const lce_tensors *in, float wei
  *              d_nk is the rounding error of one product, its sign independent of the sign of
  *              ds_nj h_nk (round to nearest even is symmetric), so it averages out in the bias
  *              <x - r, r>/<r, r> and only adds a random error of the size d_logits' own rounding
- *              already has (u per term). It is 0 where rho_n = 1 (power-of-two g_n). Its edges: an
- *              fp16 |h| >= 65520/|rho_n| overflows to Inf in h', and subnormal h lose relative
- *              precision (absolute error <= half the dtype's smallest subnormal);
+ *              already has (u per term). It is 0 where rho_n = 1 (power-of-two g_n). Where
+ *              rho_n·h_nk would leave the dtype's normal range for some k (subnormal hidden values,
+ *              whose rounding is absolute, not relative; an fp16 |h| near 65504 that would
+ *              overflow), the token keeps the old arithmetic instead: dl = g_n, dh = hw = 1, its
+ *              rounding of g_n its own (under none the g_n differ, so it is not shared);
  *   dl = g, dh = hw = 1 where g is 0 or not finite (ignored tokens, a zero grad_output): the old
  *              arithmetic, whose zeros and NaNs the kernels keep.
- * Returns 1 when some hw is not 1 (hidden rows must be scaled for the weight gradient). */
-int lce_fused_grad_split(const lce_case *c, const float *g, float *dl, float *dh, float *hw, float *alpha);
+ * in's hidden is read under reduction none only (NULL is fine otherwise). Returns 1 when some hw
+ * is not 1 (hidden rows must be scaled for the weight gradient). */
+int lce_fused_grad_split(const lce_case *c, const lce_tensors *in, const float *g, float *dl, float *dh, float *hw,
+                         float *alpha);
 
 /* sum_i loss_token[i] in fp32, token order. */
 float lce_fused_loss_total(const lce_case *c, const float *loss_token);

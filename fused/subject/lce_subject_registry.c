@@ -36,7 +36,8 @@ static const lce_subject fused_host_subject = {
     .name = "fused-host",
     .golden_class = "fused-host",
     .description = "the fused algorithm on the CPU, device precision emulated (fp32 GEMM accumulation, "
-                   "online softmax over vocab chunks, d_logits in the input dtype, fp32 d_hidden buffer)",
+                   "online softmax over vocab chunks, d_logits in the input dtype without the non-power-of-two "
+                   "part of g, fp32 d_hidden buffer)",
     .caps = LCE_CAP_ALL_SEMANTICS,
     .run = lce_fused_host_run,
     .inner = lce_inner_chunked,

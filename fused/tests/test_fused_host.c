@@ -96,7 +96,8 @@ static void test_chunking_invariance(void) {
  * too. The loss gradient g enters as lce_fused_plan.h splits it: under mean and sum the d_logits
  * are unscaled and g is both GEMMs' alpha in fp32 (rho = g here); under none the power of two of
  * g_i goes into d_logits and its remainder rho_i in [1, 2) scales the token's d_hidden row and
- * its hidden row (rounded to the dtype) in the weight gradient. */
+ * its hidden row (rounded to the dtype) in the weight gradient, unless that row would leave the
+ * normal range (then g_i goes into d_logits whole). */
 static void direct_single_chunk(const lce_case *c, const lce_tensors *in, float *loss, float *loss_token,
                                 float *lse, void *d_hidden, float *grad_w, float *z, float *x, float *w, float *rho) {
   const int64_t n = c->n, h = c->h, v = c->v;
@@ -128,8 +129,13 @@ static void direct_single_chunk(const lce_case *c, const lce_tensors *in, float 
     float dl = 1.0f;
     rho[i] = g;
     if (c->reduction == LCE_RED_NONE) {
-      int e;
+      int e, normal = 1;
       rho[i] = 2.0f * frexpf(g, &e), dl = ldexpf(1.0f, e - 1);
+      for (int64_t k = 0; k < h; k++) { /* a scaled value outside the normal range: g stays whole */
+        double sx = fabs((double)rho[i] * x[i * h + k]);
+        normal &= sx == 0.0 || (sx >= ldexp(1.0, lce_dtype_emin(c->dtype)) && sx <= lce_dtype_max(c->dtype));
+      }
+      if (!normal) rho[i] = 1.0f, dl = g;
       for (int64_t k = 0; k < h; k++) x[i * h + k] = (float)lce_round_to(c->dtype, rho[i] * x[i * h + k]);
     } else if (y != c->ignore_index) {
       alpha = g;
