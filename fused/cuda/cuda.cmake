@@ -24,8 +24,10 @@ lce_fused_cuda_target(lce_fused_cuda)
 target_compile_definitions(lce_fused_cuda INTERFACE LCE_WITH_CUDA)
 target_link_libraries(lce_fused PUBLIC lce_fused_cuda)
 
-# The GPU variants of the two seed-bug mutants (fused/mutants.txt describes the upstream bugs).
-set(LCE_CUDA_MUTANTS "bf16-dhidden-accum:BF16_DHIDDEN_ACCUM" "tied-weight-when-untied:TIED_WEIGHT_WHEN_UNTIED")
+# The GPU variants of the two seed-bug mutants and of the mean factor folded into d_logits
+# (fused/mutants.txt describes the upstream bugs).
+set(LCE_CUDA_MUTANTS "bf16-dhidden-accum:BF16_DHIDDEN_ACCUM" "tied-weight-when-untied:TIED_WEIGHT_WHEN_UNTIED"
+                     "mean-factor-in-dlogits:MEAN_FACTOR_IN_DLOGITS")
 if(LCE_BUILD_MUTANTS)
   set(_objs "")
   set(_names "")

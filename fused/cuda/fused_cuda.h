@@ -2,7 +2,7 @@
  * enabled): the fused FLCE algorithm of fused-host on the GPU, cuBLAS GEMMs plus CUDA kernels for the
  * softmax epilogue. Its run() returns LCE_ENODEV where no GPU is present.
  *
- * The GPU variants of the seed-bug mutants are fused_cuda.cu compiled again with one
+ * The GPU variants of the seed-bug mutants and of the mean factor folded into d_logits are fused_cuda.cu compiled again with one
  * LCE_MUTANT_CUDA_* switch; they exist only in builds with mutants (lce_fused_cuda_mutants). */
 #ifndef FUSED_CUDA_H
 #define FUSED_CUDA_H
@@ -16,9 +16,15 @@ extern "C" {
 
 extern const lce_subject lce_fused_cuda_subject; /* "fused-cuda" */
 
+/* fused-cuda's run with the whole loss gradient g folded into d_logits before they are rounded to
+ * the input dtype (the 1/n_valid bias kept), as an unfused PyTorch model computes them: what
+ * unfused-cuda runs. */
+lce_code lce_fused_cuda_run_folded(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
+
 #ifdef LCE_WITH_MUTANTS
 extern const lce_subject lce_mutant_cuda_bf16_dhidden_accum_subject;      /* "mutant-cuda/bf16-dhidden-accum" */
 extern const lce_subject lce_mutant_cuda_tied_weight_when_untied_subject; /* "mutant-cuda/tied-weight-when-untied" */
+extern const lce_subject lce_mutant_cuda_mean_factor_in_dlogits_subject;  /* "mutant-cuda/mean-factor-in-dlogits" */
 #endif
 
 /* ---- bench (fused_cuda_bench.cu): fused-cuda beside the plain cuBLAS GEMMs ------------------- */

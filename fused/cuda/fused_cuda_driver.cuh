@@ -19,7 +19,12 @@ typedef struct fc_problem {
   const void *w;      /* [vp*h] dtype: the output weight (tf32-rounded already with tf32 GEMMs) */
   float *grad_w;      /* [vp*h] fp32: its gradient buffer, holding the prior; the run adds to it */
   fc_tokens tk;       /* labels [n], class weights [v] or NULL, ignore_index */
-  const float *g;     /* [n] d loss / d loss_token (0 for ignored tokens) */
+  /* d loss / d loss_token, split as lce_fused_grad_split says (no common rounding error of g in
+   * the bf16 d_logits): */
+  const float *dl;    /* [n] the part folded into d_logits */
+  const float *dh;    /* [n] d_hidden's row scale, applied in fp32 after the all-reduce (1: mean, sum) */
+  const float *hw;    /* [n] the hidden rows' scale for the weight gradient, or NULL: all 1 */
+  float alpha;        /* the backward GEMMs' alpha (g under mean and sum, else 1) */
   float *lse;         /* [n] out */
   float *loss_token;  /* [n] out */
   void *d_hidden;     /* [n*h] dtype out */
@@ -35,6 +40,7 @@ typedef struct fc_workspace {
   float *tile;               /* [tok_max*rows_max] fp32 logits of one tile */
   void *ds;                  /* [tok_max*rows_max] dtype d_logits of one tile */
   void *dh_acc;              /* [n*h] d_hidden accumulation buffer, in dh_dtype */
+  void *hidden_dw;           /* [tok_max*h] dtype: a token chunk's hidden rows scaled by hw (reduction none) */
   lce_dtype dh_dtype;        /* fp32 (the policy) */
   fc_stats stats;            /* [tp*n] each */
   float *z_target, *smooth_a; /* [n] each */

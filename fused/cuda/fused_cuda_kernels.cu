@@ -7,8 +7,12 @@
  *                  tile's logits, merged into the shard's running statistics; the label's logit
  *   merge          one thread per token: shards merged in rank order as vocab-parallel ranks
  *                  all-reduce them; lse, the smoothing factor A and loss_token
- *   chunk_dlogits  one thread per tile element: d_logits in the input dtype (then tf32 with tf32 GEMMs)
- *   finish_dhidden the fp32 d_hidden buffer converted to the dtype, ignored rows exactly 0
+ *   chunk_dlogits  one thread per tile element: d_logits in the input dtype (then tf32 with tf32 GEMMs),
+ *                  with only the exact part dl of g folded in (lce_fused_grad_split)
+ *   scale_rows     a token chunk's hidden rows scaled by hw and rounded to the dtype (then tf32): the
+ *                  weight gradient's operand under reduction none
+ *   finish_dhidden the fp32 d_hidden buffer scaled by dh in fp32 and converted to the dtype, ignored
+ *                  rows exactly 0
  *   helpers        stats init, zero ignored hidden rows, tf32 rounding, bench input fills
  * Built with nvcc's defaults (no --use_fast_math): expf, logf, tanhf are the accurate library
  * functions, division and sqrt are IEEE.
@@ -172,7 +176,7 @@ __global__ void __launch_bounds__(FC_BLOCK) fc_merge_kernel(fc_stats all, int tp
 
 template <typename T>
 __global__ void __launch_bounds__(FC_BLOCK) fc_chunk_dlogits_kernel(const float *tile, T *ds, int64_t rows, int64_t t0, int64_t row0,
-                                                        fc_tokens tk, fc_options o, const float *g, const float *lse,
+                                                        fc_tokens tk, fc_options o, const float *dl, const float *lse,
                                                         const float *smooth_a) {
   const int64_t local = blockIdx.x, i = t0 + local;
   const float *zi = tile + local * rows;
@@ -181,7 +185,7 @@ __global__ void __launch_bounds__(FC_BLOCK) fc_chunk_dlogits_kernel(const float 
   const int valid = y != tk.ignore_index;
   float wy = 0.0f, gi = 0.0f, l = 0.0f, k = 0.0f;
   if (valid) {
-    wy = o.one_minus_e * fc_class_w(tk, y), gi = g[i], l = lse[i];
+    wy = o.one_minus_e * fc_class_w(tk, y), gi = dl[i], l = lse[i];
     k = wy;
     if (o.ev != 0.0f) k += smooth_a[i];
     if (o.lambda != 0.0f) k += 2.0f * o.lambda * l;
@@ -217,12 +221,28 @@ __global__ void __launch_bounds__(FC_BLOCK) fc_round_tf32_kernel(float *x, int64
     x[e] = fc_tf32(x[e]);
 }
 
+template <typename T>
+__global__ void __launch_bounds__(FC_BLOCK) fc_scale_rows_kernel(const T *x, T *out, int64_t h, const float *hw, int tf32) {
+  const int64_t i = blockIdx.x;
+  const float r = hw[i];
+  for (int64_t e = blockIdx.y * (int64_t)FC_BLOCK + threadIdx.x; e < h; e += (int64_t)gridDim.y * FC_BLOCK) {
+    T v = x[i * h + e];
+    if (r != 1.0f) {
+      v = fc_from_float<T>(r * fc_to_float(v));
+      if (tf32) v = fc_from_float<T>(fc_tf32(fc_to_float(v)));
+    }
+    out[i * h + e] = v;
+  }
+}
+
 template <typename A, typename T>
-__global__ void __launch_bounds__(FC_BLOCK) fc_finish_dhidden_kernel(const A *acc, T *out, int64_t h, fc_tokens tk) {
+__global__ void __launch_bounds__(FC_BLOCK) fc_finish_dhidden_kernel(const A *acc, T *out, int64_t h, fc_tokens tk,
+                                                                     const float *dh) {
   const int64_t i = blockIdx.x;
   const int valid = fc_valid(tk, i);
+  const float r = valid ? dh[i] : 0.0f;
   for (int64_t e = blockIdx.y * (int64_t)FC_BLOCK + threadIdx.x; e < h; e += (int64_t)gridDim.y * FC_BLOCK)
-    out[i * h + e] = fc_from_float<T>(valid ? fc_to_float(acc[i * h + e]) : 0.0f);
+    out[i * h + e] = fc_from_float<T>(valid ? r * fc_to_float(acc[i * h + e]) : 0.0f);
 }
 
 /* splitmix64 of (seed, index): a counter-based generator, any element regenerable. */
@@ -291,19 +311,19 @@ lce_code fc_launch_merge(fc_stats all, int tp, const float *z_target, fc_tokens 
 }
 
 lce_code fc_launch_chunk_dlogits(const float *tile, void *ds, int64_t tok, int64_t rows, int64_t t0, int64_t row0,
-                                 fc_tokens tk, fc_options o, const float *g, const float *lse,
+                                 fc_tokens tk, fc_options o, const float *dl, const float *lse,
                                  const float *smooth_a, cudaStream_t stream, lce_status *st) {
   LCE_TRY(fc_check_tokens(tok, st));
   const dim3 grid((unsigned)tok, fc_row_blocks(rows));
   switch (o.dtype) {
     case LCE_BF16:
-      fc_chunk_dlogits_kernel<<<grid, FC_BLOCK, 0, stream>>>(tile, (__nv_bfloat16 *)ds, rows, t0, row0, tk, o, g, lse, smooth_a);
+      fc_chunk_dlogits_kernel<<<grid, FC_BLOCK, 0, stream>>>(tile, (__nv_bfloat16 *)ds, rows, t0, row0, tk, o, dl, lse, smooth_a);
       break;
     case LCE_FP16:
-      fc_chunk_dlogits_kernel<<<grid, FC_BLOCK, 0, stream>>>(tile, (__half *)ds, rows, t0, row0, tk, o, g, lse, smooth_a);
+      fc_chunk_dlogits_kernel<<<grid, FC_BLOCK, 0, stream>>>(tile, (__half *)ds, rows, t0, row0, tk, o, dl, lse, smooth_a);
       break;
     default:
-      fc_chunk_dlogits_kernel<<<grid, FC_BLOCK, 0, stream>>>(tile, (float *)ds, rows, t0, row0, tk, o, g, lse, smooth_a);
+      fc_chunk_dlogits_kernel<<<grid, FC_BLOCK, 0, stream>>>(tile, (float *)ds, rows, t0, row0, tk, o, dl, lse, smooth_a);
       break;
   }
   LCE_CUDA_LAUNCH_CHECK(st, "fc_chunk_dlogits_kernel");
@@ -326,24 +346,39 @@ lce_code fc_launch_round_tf32(float *x, int64_t count, cudaStream_t stream, lce_
   return LCE_OK;
 }
 
-template <typename A>
-static void fc_finish_typed(const A *acc, void *out, lce_dtype dtype, int64_t h, fc_tokens tk, dim3 grid,
-                            cudaStream_t stream) {
+lce_code fc_launch_scale_rows(const void *x, void *out, lce_dtype dtype, int64_t tok, int64_t h, const float *hw,
+                              int tf32, cudaStream_t stream, lce_status *st) {
+  LCE_TRY(fc_check_tokens(tok, st));
+  const dim3 grid((unsigned)tok, fc_row_blocks(h));
   switch (dtype) {
-    case LCE_BF16: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (__nv_bfloat16 *)out, h, tk); break;
-    case LCE_FP16: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (__half *)out, h, tk); break;
-    default: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (float *)out, h, tk); break;
+    case LCE_BF16:
+      fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const __nv_bfloat16 *)x, (__nv_bfloat16 *)out, h, hw, tf32);
+      break;
+    case LCE_FP16: fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const __half *)x, (__half *)out, h, hw, tf32); break;
+    default: fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const float *)x, (float *)out, h, hw, tf32); break;
+  }
+  LCE_CUDA_LAUNCH_CHECK(st, "fc_scale_rows_kernel");
+  return LCE_OK;
+}
+
+template <typename A>
+static void fc_finish_typed(const A *acc, void *out, lce_dtype dtype, int64_t h, fc_tokens tk, const float *dh,
+                            dim3 grid, cudaStream_t stream) {
+  switch (dtype) {
+    case LCE_BF16: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (__nv_bfloat16 *)out, h, tk, dh); break;
+    case LCE_FP16: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (__half *)out, h, tk, dh); break;
+    default: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (float *)out, h, tk, dh); break;
   }
 }
 
-lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, void *d_hidden, lce_dtype dtype, int64_t h,
-                                  fc_tokens tk, cudaStream_t stream, lce_status *st) {
+lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, const float *dh, void *d_hidden,
+                                  lce_dtype dtype, int64_t h, fc_tokens tk, cudaStream_t stream, lce_status *st) {
   LCE_TRY(fc_check_tokens(tk.n, st));
   const dim3 grid((unsigned)tk.n, fc_row_blocks(h));
   switch (acc_dtype) {
-    case LCE_BF16: fc_finish_typed((const __nv_bfloat16 *)acc, d_hidden, dtype, h, tk, grid, stream); break;
-    case LCE_FP16: fc_finish_typed((const __half *)acc, d_hidden, dtype, h, tk, grid, stream); break;
-    default: fc_finish_typed((const float *)acc, d_hidden, dtype, h, tk, grid, stream); break;
+    case LCE_BF16: fc_finish_typed((const __nv_bfloat16 *)acc, d_hidden, dtype, h, tk, dh, grid, stream); break;
+    case LCE_FP16: fc_finish_typed((const __half *)acc, d_hidden, dtype, h, tk, dh, grid, stream); break;
+    default: fc_finish_typed((const float *)acc, d_hidden, dtype, h, tk, dh, grid, stream); break;
   }
   LCE_CUDA_LAUNCH_CHECK(st, "fc_finish_dhidden_kernel");
   return LCE_OK;

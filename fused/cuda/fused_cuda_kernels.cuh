@@ -64,9 +64,10 @@ lce_code fc_launch_merge(fc_stats all, int tp, const float *z_target, fc_tokens 
                          float *smooth_a, float *loss_token, cudaStream_t stream, lce_status *st);
 
 /* d_logits of one tile, rounded to the input dtype (then to tf32 with tf32 GEMMs), written into ds
- * ([tok x rows] in the dtype); 0 for ignored tokens. g [n] is d loss / d loss_token. */
+ * ([tok x rows] in the dtype); 0 for ignored tokens. dl [n] is the part of d loss / d loss_token
+ * folded into d_logits (lce_fused_grad_split: 1, a power of two, or g where g is 0). */
 lce_code fc_launch_chunk_dlogits(const float *tile, void *ds, int64_t tok, int64_t rows, int64_t t0, int64_t row0,
-                                 fc_tokens tk, fc_options o, const float *g, const float *lse,
+                                 fc_tokens tk, fc_options o, const float *dl, const float *lse,
                                  const float *smooth_a, cudaStream_t stream, lce_status *st);
 
 /* Zeroes the hidden rows ([n x h] in dtype) of ignored tokens, so that the backward GEMMs never
@@ -77,10 +78,16 @@ lce_code fc_launch_zero_ignored_rows(void *x, lce_dtype dtype, int64_t h, fc_tok
 /* x [count] fp32 rounded in place to tf32 (cvt.rna.tf32.f32: ties away from zero). */
 lce_code fc_launch_round_tf32(float *x, int64_t count, cudaStream_t stream, lce_status *st);
 
-/* d_hidden [n x h] in dtype from the accumulation buffer acc (fp32, or in acc_dtype), ignored tokens'
- * rows exactly 0 (a non-finite W row times their zero d_logits must not reach them). */
-lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, void *d_hidden, lce_dtype dtype, int64_t h,
-                                  fc_tokens tk, cudaStream_t stream, lce_status *st);
+/* out [tok x h] = x [tok x h] (dtype) with row i scaled by hw[i] in fp32 and rounded to the dtype
+ * (then to tf32 when tf32 is set); rows with hw[i] = 1 copied as they are. */
+lce_code fc_launch_scale_rows(const void *x, void *out, lce_dtype dtype, int64_t tok, int64_t h, const float *hw,
+                              int tf32, cudaStream_t stream, lce_status *st);
+
+/* d_hidden [n x h] in dtype from the accumulation buffer acc (fp32, or in acc_dtype), each row scaled
+ * by dh [n] in fp32 first; ignored tokens' rows exactly 0 (a non-finite W row times their zero
+ * d_logits must not reach them). */
+lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, const float *dh, void *d_hidden,
+                                  lce_dtype dtype, int64_t h, fc_tokens tk, cudaStream_t stream, lce_status *st);
 
 /* Fills x [count] of dtype with values uniform in [-scale, scale) from a counter-based hash of
  * (seed, index): fresh, non-zero bench inputs. Labels uniform in [0, v). */

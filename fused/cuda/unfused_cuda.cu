@@ -3,7 +3,9 @@
  *   logits_r [N x Vp/tp] = hidden · W_r^T       ONE cuBLAS GEMM (K = H), materialized whole, fp32
  *   softmax cross-entropy over logits_r         fp32 kernels (row max / sum of exp per shard, then the
  *                                               vocab-parallel merge of max and sum across shards)
- *   d_logits_r                                  fp32 kernel, rounded to the input dtype
+ *   d_logits_r                                  fp32 kernel, the whole loss gradient g folded in (PyTorch's
+ *                                               cross-entropy backward scales by grad_output / n_valid),
+ *                                               rounded to the input dtype
  *   d_hidden += d_logits_r · W_r                ONE GEMM per shard, K = the shard's rows (V at tp 1);
  *                                               shards summed in fp32 (beta = 1), as the all-reduce
  *   grad_W_r += d_logits_r^T · hidden           ONE GEMM per shard, K = N
@@ -18,8 +20,9 @@
  *
  * How: this IS fused-cuda's driver (fused_cuda.cu, the same kernels and GEMM calls) run with one
  * vocab chunk per shard and one token chunk, so a shard's tile is its whole logits matrix and every
- * gradient GEMM spans the full reduction. Any difference between fused-cuda and unfused-cuda in the
- * production table is therefore the GEMM inner size K alone. The one departure from PyTorch is time,
+ * gradient GEMM spans the full reduction, and with g folded into d_logits as PyTorch does (fused-cuda
+ * keeps its non-power-of-two part out of them). Any difference between fused-cuda and unfused-cuda
+ * in the production table is therefore the GEMM inner size K and the 1/n_valid bias. The one departure from PyTorch is time,
  * not bits: the backward recomputes each shard's logits with the identical GEMM (same handle, shapes
  * and operands: the same bits) instead of keeping them; device memory holds one shard's logits
  * [N x Vp/tp] fp32 and d_logits at a time, as one tensor-parallel rank does. The case's vocab_chunk and
@@ -42,7 +45,7 @@ lce_case lce_unfused_cuda_case(const lce_case *c) {
 static lce_code unfused_cuda_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   LCE_TRY(lce_case_validate(c, st));
   const lce_case u = lce_unfused_cuda_case(c);
-  return lce_fused_cuda_subject.run(&u, in, out, st);
+  return lce_fused_cuda_run_folded(&u, in, out, st);
 }
 
 extern "C" const lce_subject lce_unfused_cuda_subject = {

@@ -13,7 +13,8 @@
  *     fused-host runs "ieee" (one fmaf per product, k in order); fused-host-sm90 runs "sm90" for
  *     bf16/fp16 and tf32 GEMMs (Hopper tensor-core steps of 16 / 8 products), and ieee for plain
  *     fp32 (CUDA cores), as fused-cuda's cuBLAS GEMMs do. Each GEMM starts from 0 and its result is
- *     added to a buffer with one fp32 add (cuBLAS's beta = 1 epilogue); K is blocked from 0 in order
+ *     added to a buffer by cuBLAS's beta = 1 epilogue, alpha·acc + C in one fmaf (the single fp32
+ *     add acc + C when alpha = 1); K is blocked from 0 in order
  *     exactly as fused-cuda's GEMMs see it (logits: K = H; d_hidden: the chunk's rows; d_weight: the
  *     token chunk, ignored tokens included as zero rows).
  *   Both passes walk token chunks (token_chunk tokens, 0: all), then shards r (their rows below V;
@@ -34,14 +35,19 @@
  *                0 when that is 0
  *   backward, per chunk (its logits recomputed exactly as in forward), for valid tokens only
  *   (ignored tokens are skipped: their d_hidden stays 0, and in d_weight they are rows of zeros):
- *     dz         = g·(p·K - (1-e)·w_y·[v == y] - (e/V)·w_v),  p = exp(z - lse),
+ *     g          = dl·rho, split by lce_fused_grad_split (lce_fused_plan.h): only dl, 1 or a power
+ *                  of two, enters d_logits, so their rounding carries no common error of g
+ *     dz         = dl·(p·K - (1-e)·w_y·[v == y] - (e/V)·w_v),  p = exp(z - lse),
  *                  K = (1-e)·w_y [+ A] [+ 2·lambda·lse]
  *     ds         = dz·(1 - (z/c)·(z/c)) with softcap, then rounded to the input dtype (d_logits
  *                  are stored in the input format before the two backward GEMMs; tf32: then to tf32)
- *     dh_r      += sum_j ds·W_j     chunk partial (a GEMM over the rows), then one fp32 add per element
- *     gradW_j   += sum_n ds·h_n     per row and token chunk its own GEMM over the tokens in order,
- *                                   ADDED into the fp32 gradient buffer once per element
- *   d_hidden   = round_to_dtype(sum_r dh_r): shard buffers summed in fp32 in rank order (all-reduce).
+ *     dh_r      += alpha·sum_j ds·W_j   chunk partial (a GEMM over the rows), then one fmaf per element
+ *     gradW_j   += alpha·sum_n ds·h'_n  per row and token chunk its own GEMM over the tokens in order,
+ *                                   ADDED into the fp32 gradient buffer once per element (one fmaf);
+ *                                   alpha = g under mean and sum, 1 under none, where instead
+ *                                   h'_n = round_to_dtype(rho_n·h_n)
+ *   d_hidden   = round_to_dtype(rho·sum_r dh_r): shard buffers summed in fp32 in rank order
+ *                (all-reduce), then scaled by the token's rho (1 under mean and sum) in fp32.
  * Non-finite inputs propagate as lce_case.h says: a non-finite GEMM result becomes a NaN logit;
  * fmaxf ignores a NaN logit, but exp(NaN - m) does not, so it reaches s_r, lse, the loss, and through
  * p the d_logits of its token (hence its d_hidden row and every d_weight element); a shard whose
@@ -73,7 +79,7 @@
     defined(LCE_MUTANT_SHARD_MERGE_NO_RESCALE) || defined(LCE_MUTANT_LAST_CHUNK_SKIPPED) ||              \
     defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN) || defined(LCE_MUTANT_SMOOTHING_PER_SHARD_VOCAB) ||        \
     defined(LCE_MUTANT_TARGET_WRONG_SHARD_OFFSET) || defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS) || \
-    defined(LCE_MUTANT_SOFTCAP_NO_DERIVATIVE)
+    defined(LCE_MUTANT_SOFTCAP_NO_DERIVATIVE) || defined(LCE_MUTANT_MEAN_FACTOR_IN_DLOGITS)
 #define FUSED_HOST_IS_MUTANT 1
 #else
 #define FUSED_HOST_IS_MUTANT 0
@@ -109,6 +115,8 @@ typedef struct fused_host {
   float *z_target;           /* [n] the label's logit, from the shard that owns it */
   float *lse, *smooth_a, *smooth_b; /* [n] lse, A and B of the smoothing term (see the top) */
   float *g;                  /* [n] d loss / d loss_token (0 for ignored tokens) */
+  float *dl, *dh, *hw;       /* [n] g split (lce_fused_grad_split): into d_logits, d_hidden's row, hidden's row */
+  float alpha;               /* the backward GEMMs' alpha */
   float *dh_part;            /* [tok_max*h] one chunk's contribution to d_hidden */
   float *dh_shard;           /* [tok_max*h] one shard's fp32 d_hidden buffer for the token chunk */
   float *dh_total;           /* [n*h] the all-reduced d_hidden */
@@ -242,7 +250,7 @@ static void chunk_dlogits(fused_host *f, int r, int64_t t0, int64_t t1, int64_t 
       continue;
     }
     const int64_t y = f->labels[i], ty = target_row(f, r, y);
-    const float wy = f->plan.one_minus_e * class_w(f, y), g = f->g[i], lse = f->lse[i];
+    const float wy = f->plan.one_minus_e * class_w(f, y), g = f->dl[i], lse = f->lse[i];
     float k = wy;
     if (f->plan.ev != 0.0f) k += f->smooth_a[i];
     if (f->plan.lambda != 0.0f) k += 2.0f * f->plan.lambda * lse;
@@ -266,11 +274,16 @@ static void chunk_dlogits(fused_host *f, int r, int64_t t0, int64_t t1, int64_t 
   }
 }
 
-/* One addition into the d_hidden accumulation buffer (a chunk into its shard's buffer, or a shard
- * into the all-reduced total). The buffer is fp32: rounding it to bf16 after every chunk is what
- * made d_hidden's error grow with the chunk count upstream. */
-static float dhidden_accumulate(lce_dtype dtype, float buffer, float addend) {
-  float sum = buffer + addend;
+/* cuBLAS's epilogue alpha·acc + beta·C with beta = 1, in fp32 as CUTLASS's LinearCombination
+ * evaluates it: one fused multiply-add. With alpha = 1 it is the single addition acc + C. */
+static float gemm_epilogue(float alpha, float acc, float c) { return fmaf(alpha, acc, c); }
+
+/* One addition into the d_hidden accumulation buffer (a chunk's GEMM, alpha·partial, into its
+ * shard's buffer, or a shard into the all-reduced total with alpha = 1). The buffer is fp32:
+ * rounding it to bf16 after every chunk is what made d_hidden's error grow with the chunk count
+ * upstream. */
+static float dhidden_accumulate(lce_dtype dtype, float buffer, float alpha, float addend) {
+  float sum = gemm_epilogue(alpha, addend, buffer);
 #if defined(LCE_MUTANT_BF16_DHIDDEN_ACCUM)
   /* Megatron-LM PR #2739, seed bug 2: d_hidden += d_logits_chunk @ W_chunk held in the input
    * dtype, so every chunk's addition (and every reduction step) rounded the buffer to bf16. */
@@ -281,9 +294,9 @@ static float dhidden_accumulate(lce_dtype dtype, float buffer, float addend) {
   return sum;
 }
 
-/* dh_shard += ds · W_chunk for the valid tokens of [t0, t1): the chunk's partial is its own
+/* dh_shard += alpha · ds · W_chunk for the valid tokens of [t0, t1): the chunk's partial is its own
  * fp32-accumulate GEMM (over the chunk's rows in order), added to the shard buffer once per
- * element. Ignored tokens' partials stay exactly 0. */
+ * element by the epilogue. Ignored tokens' partials stay exactly 0. */
 static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
   const int64_t h = f->c->h;
   LCE_PARALLEL_FOR_IF((t1 - t0) * rows * h >= LCE_PARALLEL_MIN_MACS)
@@ -294,14 +307,15 @@ static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
       part[k] = token_valid(f, i) ? lce_gemm_dot(f->arch, f->fmt, 0.0f, ds, 1, f->w_chunk + k, h, rows) : 0.0f;
   }
   for (int64_t e = 0; e < (t1 - t0) * h; e++)
-    f->dh_shard[e] = dhidden_accumulate(f->c->dtype, f->dh_shard[e], f->dh_part[e]);
+    f->dh_shard[e] = dhidden_accumulate(f->c->dtype, f->dh_shard[e], f->alpha, f->dh_part[e]);
 }
 
-/* gradW[row0+j] += ds[:, j]^T · hidden over the tokens of [t0, t1): per row an fp32-accumulate
- * GEMM over the tokens in order, ignored tokens taking part as zero d_logits and zero hidden rows
- * (as fused-cuda zeroes them: they occupy positions of K, and 0·0 adds nothing to an fmaf chain
- * that starts from +0), ADDED into the fp32 gradient buffer (which holds the prior gradient, or
- * the embedding lookup's when tied) once per element and token chunk. */
+/* gradW[row0+j] += alpha · ds[:, j]^T · hidden over the tokens of [t0, t1): per row an
+ * fp32-accumulate GEMM over the tokens in order (hidden rows scaled by hw under reduction none),
+ * ignored tokens taking part as zero d_logits and zero hidden rows (as fused-cuda zeroes them: they
+ * occupy positions of K, and 0·0 adds nothing to an fmaf chain that starts from +0), then ADDED by
+ * the epilogue into the fp32 gradient buffer (which holds the prior gradient, or the embedding
+ * lookup's when tied) once per element and token chunk. */
 static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, int64_t rows) {
   const int64_t h = f->c->h;
   LCE_PARALLEL_FOR_IF(rows * h * (t1 - t0) >= LCE_PARALLEL_MIN_MACS)
@@ -316,13 +330,13 @@ static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, i
       /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
        * dtype, grad_weight += grad_logits_chunk^T @ input_chunk per token chunk (rounded every
        * time), only added to the fp32 gradient at the end (backward()). */
-      dst[k] = (float)lce_round_to(f->c->dtype, (double)(dst[k] + g));
+      dst[k] = (float)lce_round_to(f->c->dtype, (double)gemm_epilogue(f->alpha, g, dst[k]));
 #elif defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN)
       /* The tied embedding's gradient buffer is written with = (a copy into main_grad) instead of
        * +=: the embedding lookup's gradient (and earlier token chunks) is lost. */
-      dst[k] = f->c->tied ? g : dst[k] + g;
+      dst[k] = f->c->tied ? f->alpha * g : gemm_epilogue(f->alpha, g, dst[k]);
 #else
-      dst[k] = dst[k] + g;
+      dst[k] = gemm_epilogue(f->alpha, g, dst[k]);
 #endif
     }
   }
@@ -355,7 +369,7 @@ static void run_pass(fused_host *f, pass p) {
         }
       }
       for (int64_t e = 0; p == PASS_BACKWARD && e < (t1 - t0) * h; e++)
-        f->dh_total[t0 * h + e] = dhidden_accumulate(c->dtype, f->dh_total[t0 * h + e], f->dh_shard[e]);
+        f->dh_total[t0 * h + e] = dhidden_accumulate(c->dtype, f->dh_total[t0 * h + e], 1.0f, f->dh_shard[e]);
     }
   }
 }
@@ -431,10 +445,31 @@ static void loss_gradient(fused_host *f) {
    * grad_output[0]. */
   for (int64_t i = 0; i < c->n; i++) f->g[i] = token_valid(f, i) ? f->in->grad_output[0] : 0.0f;
 #endif
+  lce_fused_grad_split(c, f->in, f->g, f->dl, f->dh, f->hw, &f->alpha);
+#if defined(LCE_MUTANT_MEAN_FACTOR_IN_DLOGITS)
+  /* What every bf16 fused kernel in conformance/EXTERNAL.md does: the whole g (grad_output /
+   * n_valid under mean) is folded into d_logits before they are rounded to the input dtype, so the
+   * label term -g(1 - p_y) of every token carries the same relative rounding error of g. */
+  for (int64_t i = 0; i < c->n; i++) f->dl[i] = f->g[i], f->dh[i] = f->hw[i] = 1.0f;
+  f->alpha = 1.0f;
+#endif
+}
+
+/* hidden as the weight-gradient GEMMs read it: ignored tokens' rows 0, every other row scaled by
+ * its hw and rounded to the dtype (then tf32) as fused-cuda's scaled copy is; hw = 1 leaves it. */
+static void scale_hidden_rows(fused_host *f) {
+  const lce_case *c = f->c;
+  for (int64_t e = 0; e < c->n * c->h; e++) {
+    const int64_t i = e / c->h;
+    float x = token_valid(f, i) ? f->hidden[e] : 0.0f;
+    if (f->hw[i] != 1.0f) x = gemm_operand(f, (float)lce_round_to(c->dtype, (double)(f->hw[i] * x)));
+    f->hidden_dw[e] = x;
+  }
 }
 
 static void backward(fused_host *f) {
   const lce_case *c = f->c;
+  scale_hidden_rows(f);
   for (int64_t e = 0; e < c->n * c->h; e++) f->dh_total[e] = 0.0f;
   run_pass(f, PASS_BACKWARD);
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
@@ -471,7 +506,7 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   const lce_case *c = f->c;
   const size_t n = (size_t)c->n, h = (size_t)c->h, rows = (size_t)f->plan.rows_max, tok = (size_t)f->plan.tok_max;
   const size_t tpn = (size_t)c->tp * n;
-  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 5 * n;
+  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 8 * n;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   total += (size_t)(c->vp * c->h);
 #endif
@@ -494,6 +529,9 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   f->smooth_a = p, p += n;
   f->smooth_b = p, p += n;
   f->g = p, p += n;
+  f->dl = p, p += n;
+  f->dh = p, p += n;
+  f->hw = p, p += n;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   f->gw_dtype = p;
 #endif
@@ -545,12 +583,12 @@ static lce_code fused_host_run(const lce_gemm_arch *arch, const lce_case *c, con
   f.weight_sum = token_weight_sum(&f);
   for (int64_t e = 0; e < c->n * c->h; e++)
     f.hidden[e] = gemm_operand(&f, (float)lce_load(c->dtype, in->hidden, (size_t)e));
-  for (int64_t e = 0; e < c->n * c->h; e++) f.hidden_dw[e] = token_valid(&f, e / c->h) ? f.hidden[e] : 0.0f;
   forward(&f);
   write_forward_outputs(&f, out);
   loss_gradient(&f);
   backward(&f);
-  for (int64_t e = 0; e < c->n * c->h; e++) lce_store(c->dtype, out->d_hidden, (size_t)e, (double)f.dh_total[e]);
+  for (int64_t e = 0; e < c->n * c->h; e++) /* the remainder of g, in fp32, then the dtype */
+    lce_store(c->dtype, out->d_hidden, (size_t)e, (double)(f.dh[e / c->h] * f.dh_total[e]));
   free(f.block_);
   return LCE_OK;
 }

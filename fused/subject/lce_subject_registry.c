@@ -26,7 +26,8 @@
 #endif
 #if defined(LCE_WITH_CUDA) && defined(LCE_WITH_MUTANTS)
 #define LCE_CUDA_MUTANT_SUBJECTS \
-  &lce_mutant_cuda_bf16_dhidden_accum_subject, &lce_mutant_cuda_tied_weight_when_untied_subject,
+  &lce_mutant_cuda_bf16_dhidden_accum_subject, &lce_mutant_cuda_tied_weight_when_untied_subject,              \
+      &lce_mutant_cuda_mean_factor_in_dlogits_subject,
 #else
 #define LCE_CUDA_MUTANT_SUBJECTS
 #endif
@@ -35,7 +36,8 @@ static const lce_subject fused_host_subject = {
     .name = "fused-host",
     .golden_class = "fused-host",
     .description = "the fused algorithm on the CPU, device precision emulated (fp32 GEMM accumulation, "
-                   "online softmax over vocab chunks, d_logits in the input dtype, fp32 d_hidden buffer)",
+                   "online softmax over vocab chunks, d_logits in the input dtype without the non-power-of-two "
+                   "part of g, fp32 d_hidden buffer)",
     .caps = LCE_CAP_ALL_SEMANTICS,
     .run = lce_fused_host_run,
     .inner = lce_inner_chunked,

@@ -8,6 +8,10 @@
  *   the CPU twin: non-finite classes (NaN/Inf positions and signs) equal fused-host's on the same
  *     inputs, non-finite inputs included; untied runs leave grad_embedding bit for bit as it was and
  *     padded gradient rows hold their prior; two runs give the same bits;
+ *   no 1/n_valid bias (fused_test_bias.h): on a bf16 mean case whose g bf16 rounds by -3.1e-3,
+ *     fused-cuda's d_hidden and weight-gradient biases against tier 1 stay within 1e-4, and (with
+ *     LCE_WITH_MUTANTS) mutant-cuda/mean-factor-in-dlogits shows most of the -3.1e-3 and equals
+ *     fused-cuda bit for bit when g = 2^-9;
  *   the GPU mutants (with LCE_WITH_MUTANTS): mutant-cuda/bf16-dhidden-accum's d_hidden error grows
  *     with the chunk count above fused-cuda's; mutant-cuda/tied-weight-when-untied leaves grad_weight
  *     at its prior.
@@ -19,6 +23,7 @@
 
 #include "fused_cuda.h"
 #include "fused_test_accuracy.h"
+#include "fused_test_bias.h"
 #include "fused_test_util.h"
 
 /* A small case: bf16, untied, tp 2, padded vocab, odd vocab chunk, mean, 25% ignored, prior. */
@@ -211,6 +216,12 @@ int main(void) {
   int rc = test_no_device();
   if (rc >= 0) return rc;
   test_cases();
+  const lce_subject *const cuda[1] = {&lce_fused_cuda_subject};
+#ifdef LCE_WITH_MUTANTS
+  mean_bias_check(cuda, 1, &lce_mutant_cuda_mean_factor_in_dlogits_subject);
+#else
+  mean_bias_check(cuda, 1, NULL);
+#endif
 #ifdef LCE_WITH_MUTANTS
   test_mutant_bf16_dhidden_accum();
   test_mutant_tied_weight_when_untied();

@@ -91,10 +91,15 @@ static void test_chunking_invariance(void) {
 
 /* The fused algorithm with a single chunk and a single shard, written as a plain fp32 program:
  * the online softmax degenerates to max-then-sum and every merge step is exact. For bf16 and fp16
- * the only dtype steps are the exact loads, d_logits rounded to the dtype and the final d_hidden
- * store, so the same program pins those roundings down too. */
+ * the only dtype steps are the exact loads, d_logits rounded to the dtype, the scaled hidden rows
+ * of reduction none and the final d_hidden store, so the same program pins those roundings down
+ * too. The loss gradient g enters as lce_fused_plan.h splits it: under mean and sum the d_logits
+ * are unscaled and g is both GEMMs' alpha in fp32 (rho = g here); under none the power of two of
+ * g_i goes into d_logits and its remainder rho_i in [1, 2) scales the token's d_hidden row and
+ * its hidden row (rounded to the dtype) in the weight gradient, unless that row would leave the
+ * normal range (then g_i goes into d_logits whole). */
 static void direct_single_chunk(const lce_case *c, const lce_tensors *in, float *loss, float *loss_token,
-                                float *lse, void *d_hidden, float *grad_w, float *z, float *x, float *w) {
+                                float *lse, void *d_hidden, float *grad_w, float *z, float *x, float *w, float *rho) {
   const int64_t n = c->n, h = c->h, v = c->v;
   for (int64_t e = 0; e < n * h; e++) x[e] = (float)lce_load(c->dtype, in->hidden, (size_t)e);
   for (int64_t e = 0; e < v * h; e++) w[e] = (float)lce_load(c->dtype, lce_output_weight(c, in), (size_t)e);
@@ -115,13 +120,28 @@ static void direct_single_chunk(const lce_case *c, const lce_tensors *in, float 
     total += loss_token[i];
   }
   *loss = c->reduction == LCE_RED_MEAN ? (n_valid ? total / (float)n_valid : 0.0f) : total;
+  float alpha = 1.0f;
   for (int64_t i = 0; i < n; i++) { /* z becomes d_logits, in the dtype */
     int64_t y = in->labels[i];
     float g = c->reduction == LCE_RED_NONE ? in->grad_output[i]
               : c->reduction == LCE_RED_SUM ? in->grad_output[0]
                                             : in->grad_output[0] / (float)n_valid;
+    float dl = 1.0f;
+    rho[i] = g;
+    if (c->reduction == LCE_RED_NONE) {
+      int e, normal = 1;
+      rho[i] = 2.0f * frexpf(g, &e), dl = ldexpf(1.0f, e - 1);
+      for (int64_t k = 0; k < h; k++) { /* a scaled value outside the normal range: g stays whole */
+        double sx = fabs((double)rho[i] * x[i * h + k]);
+        normal &= sx == 0.0 || (sx >= ldexp(1.0, lce_dtype_emin(c->dtype)) && sx <= lce_dtype_max(c->dtype));
+      }
+      if (!normal) rho[i] = 1.0f, dl = g;
+      for (int64_t k = 0; k < h; k++) x[i * h + k] = (float)lce_round_to(c->dtype, rho[i] * x[i * h + k]);
+    } else if (y != c->ignore_index) {
+      alpha = g;
+    }
     for (int64_t j = 0; j < v; j++) {
-      float dz = g * (expf(z[i * v + j] - lse[i]) - (j == y ? 1.0f : 0.0f));
+      float dz = dl * (expf(z[i * v + j] - lse[i]) - (j == y ? 1.0f : 0.0f));
       z[i * v + j] = y == c->ignore_index ? 0.0f : (float)lce_round_to(c->dtype, dz);
     }
   }
@@ -129,13 +149,13 @@ static void direct_single_chunk(const lce_case *c, const lce_tensors *in, float 
     for (int64_t k = 0; k < h; k++) {
       float acc = 0.0f;
       for (int64_t j = 0; j < v; j++) acc = fmaf(z[i * v + j], w[j * h + k], acc);
-      lce_store(c->dtype, d_hidden, (size_t)(i * h + k), acc);
+      lce_store(c->dtype, d_hidden, (size_t)(i * h + k), in->labels[i] != c->ignore_index ? rho[i] * acc : 0.0f);
     }
-  for (int64_t j = 0; j < v; j++)
+  for (int64_t j = 0; j < v; j++) /* x holds the scaled rows under none: the weight gradient's operand */
     for (int64_t k = 0; k < h; k++) {
       float acc = 0.0f;
       for (int64_t i = 0; i < n; i++) acc = fmaf(z[i * v + j], x[i * h + k], acc);
-      grad_w[j * h + k] += acc;
+      grad_w[j * h + k] = fmaf(alpha, acc, grad_w[j * h + k]);
     }
 }
 
@@ -148,14 +168,14 @@ static void check_bit_exact(const lce_case *c) {
   }
   const int64_t n = c->n, nh = c->n * c->h, vh = c->vp * c->h;
   const size_t dh_bytes = (size_t)nh * lce_dtype_size(c->dtype);
-  float loss, *tok = calloc((size_t)n, 4), *lse = calloc((size_t)n, 4), *gw = malloc((size_t)vh * 4);
+  float loss, *tok = calloc((size_t)n, 4), *lse = calloc((size_t)n, 4), *rho = calloc((size_t)n, 4), *gw = malloc((size_t)vh * 4);
   float *z = calloc((size_t)(n * c->v), 4), *x = calloc((size_t)nh, 4), *w = calloc((size_t)vh, 4);
   void *dh = calloc(dh_bytes, 1);
   const float *prior = lce_output_weight_prior(c, &r.in);
   const float *got_gw = lce_output_weight_grad(c, &r.out);
-  if (tok && lse && dh && gw && z && x && w) {
+  if (tok && lse && rho && dh && gw && z && x && w) {
     memcpy(gw, prior, (size_t)vh * 4);
-    direct_single_chunk(c, &r.in, &loss, tok, lse, dh, gw, z, x, w);
+    direct_single_chunk(c, &r.in, &loss, tok, lse, dh, gw, z, x, w, rho);
     EXPECT(memcmp(&loss, r.out.loss, 4) == 0, "loss %a != direct %a", (double)r.out.loss[0], (double)loss);
     EXPECT(memcmp(tok, r.out.loss_token, (size_t)n * 4) == 0, "loss_token differs from the direct program");
     EXPECT(memcmp(lse, r.out.lse, (size_t)n * 4) == 0, "lse differs from the direct program");
@@ -164,7 +184,7 @@ static void check_bit_exact(const lce_case *c) {
   } else {
     EXPECT(0, "out of memory");
   }
-  free(tok), free(lse), free(dh), free(gw), free(z), free(x), free(w);
+  free(tok), free(lse), free(rho), free(dh), free(gw), free(z), free(x), free(w);
   fused_run_free(&r);
 }
 
@@ -202,32 +222,34 @@ static void test_gradient_routing(void) {
   }
   /* Tied: the embedding's gradient buffer holds the lookup's gradient; the run adds to it. Running
    * again into a zeroed buffer gives the increment, and prior + increment (one fp32 add) must be
-   * exactly what the first run left. */
+   * exactly what the first run left. grad_output = 1 makes the GEMM epilogue that one add (alpha = 1,
+   * not an fmaf with alpha = g). */
   for (int dt = 0; dt < LCE_DTYPE_COUNT; dt++) {
     lce_case c = base_case((lce_dtype)dt, 1, 2, LCE_RED_SUM);
     fused_run r = {0};
     lce_tensors zero_prior = {0};
-    lce_outputs fresh = {0};
+    lce_outputs fresh = {0}, with_prior = {0};
     const int64_t vh = c.vp * c.h;
     float *zeros = calloc((size_t)vh, sizeof(float));
     int ok = 0;
     if (s && zeros && fused_run_case(s, &c, &r)) {
+      r.in.grad_output[0] = 1.0f;
       zero_prior = r.in, zero_prior.grad_embedding_prior = zeros;
-      ok = fused_run_on(s, &r.c, &zero_prior, &fresh);
+      ok = fused_run_on(s, &r.c, &r.in, &with_prior) && fused_run_on(s, &r.c, &zero_prior, &fresh);
     }
     if (ok) {
       int64_t mismatched = 0, nonzero_prior = 0;
       for (int64_t e = 0; e < vh; e++) {
         float expect = r.in.grad_embedding_prior[e] + fresh.grad_embedding[e];
-        mismatched += memcmp(&expect, &r.out.grad_embedding[e], sizeof(float)) != 0;
+        mismatched += memcmp(&expect, &with_prior.grad_embedding[e], sizeof(float)) != 0;
         nonzero_prior += r.in.grad_embedding_prior[e] != 0.0f;
       }
       EXPECT(nonzero_prior > vh / 2, "the prior gradient is mostly zero: the test would be vacuous");
       EXPECT(mismatched == 0, "tied: %lld elements are not prior + increment", (long long)mismatched);
-      EXPECT(count_changed(r.out.grad_embedding, r.in.grad_embedding_prior, c.v * c.h) > c.v * c.h / 2,
+      EXPECT(count_changed(with_prior.grad_embedding, r.in.grad_embedding_prior, c.v * c.h) > c.v * c.h / 2,
              "tied run left most of grad_embedding unchanged");
     }
-    lce_outputs_free(&fresh);
+    lce_outputs_free(&fresh), lce_outputs_free(&with_prior);
     free(zeros);
     fused_run_free(&r);
   }

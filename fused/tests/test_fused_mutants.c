@@ -173,6 +173,10 @@ static const mutant_row MUTANT_TABLE[] = {
      {LCE_OUT_D_WEIGHT}, 1, "fp32.untied.tp2.n16.h32.v300.vp384.vc20.sum.ign10.fresh.mixed.s1"},
     {"mutant/softcap-no-derivative", "bf16.untied.tp2.n16.h32.v300.vp384.vc20.sum.ign10.sc10.prior.mixed.s1",
      {LCE_OUT_D_HIDDEN, LCE_OUT_D_WEIGHT}, 2, "bf16.untied.tp2.n16.h32.v300.vp384.vc20.sum.ign10.prior.mixed.s1"},
+    /* No case id has a power-of-two g (grad_output is drawn in [0.25, 1.75)): test_fused_mean_bias
+     * shows the bit-exact control with grad_output set to 2^-k. */
+    {"mutant/mean-factor-in-dlogits", "bf16.untied.tp2.n16.h32.v300.vp384.vc20.mean.ign10.prior.mixed.s1",
+     {LCE_OUT_D_HIDDEN, LCE_OUT_D_WEIGHT}, 2, NULL},
 };
 
 /* Elements of output o where a and b differ (bitwise as doubles; two NaNs are equal). */
