@@ -34,7 +34,8 @@
 # Environment: LCE_GPU_BUILD (default build-gpu), LCE_GPU_JOBS (default nproc), LCE_GPU_DEADLINE_S
 #   (default 540 s from the start: every step runs under it), LCE_PREDICT_FACTOR (default 3),
 #   LCE_REGEN_LOOSEN (a reason: passed to the regeneration as --allow-loosen), LCE_REGEN_SUBJECTS,
-#   LCE_REGEN_INSTALL (stage regen, above), LCE_PROD_SHAPES
+#   LCE_REGEN_INSTALL (stage regen, above), LCE_REGEN_MATRICES (the matrices regen fits on, default
+#   "default wide medium@fp64-gpu"), LCE_REGEN_FEWER (a reason: --allow-fewer-matrices), LCE_PROD_SHAPES
 #   (production --shapes, default all), LCE_PROD_TP (default "1 8").
 # Exit status: 0 when every required step met its expectation, 1 otherwise.
 set -u -o pipefail
@@ -105,7 +106,9 @@ if has_stage production; then
   done
 fi
 # regen_class <golden dir> <policy> <subject> <arch args...>: one regeneration from this device's
-# measurements over the default, wide and (fp64 GPU tier) medium matrices, sharded over the cores.
+# measurements over LCE_REGEN_MATRICES (default: default, wide and medium@fp64-gpu), sharded over the cores.
+REGEN_MATRICES=()
+for m in ${LCE_REGEN_MATRICES:-default wide medium@fp64-gpu}; do REGEN_MATRICES+=(--matrix "$m"); done
 regen_class() {
   local dir=$1 policy=$2 subject=$3 extra=() jobs=$JOBS
   shift 3
@@ -117,9 +120,9 @@ regen_class() {
     fused-host-sm90) extra=(--allow-no-mutants "the host twin under the sm90 GEMM model is fused_host.c itself, whose catalogued mutants fused-host's goldens kill; this class exists to predict fused-cuda (lcecheck compare --predict-factor)") ;;
   esac
   step "regen $subject ($(basename "$dir"))" any 400 python3 "$ROOT/scripts/lcecheck_golden.py" "$@" \
-    --golden-dir "$dir" --policy "$policy" regen --subject "$subject" --matrix default --matrix wide \
-    --matrix medium@fp64-gpu --jobs "$jobs" --build "$BUILD" --write "${extra[@]}" \
-    ${LCE_REGEN_LOOSEN:+--allow-loosen "$LCE_REGEN_LOOSEN"}
+    --golden-dir "$dir" --policy "$policy" regen --subject "$subject" "${REGEN_MATRICES[@]}" \
+    --jobs "$jobs" --build "$BUILD" --write "${extra[@]}" ${LCE_REGEN_LOOSEN:+--allow-loosen "$LCE_REGEN_LOOSEN"} \
+    ${LCE_REGEN_FEWER:+--allow-fewer-matrices "$LCE_REGEN_FEWER"}
 }
 if has_stage regen; then
   # Start from the committed goldens so that loosening is detected and must be argued. GPU subjects:
