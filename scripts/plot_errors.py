@@ -8,6 +8,7 @@ production shape.
     scripts/plot_errors.py render [--data DIR] [--out DIR] [--only NAME,...] [--json]
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
         (conformance/external-production.json), bias-scale.png (conformance/external-scale-experiment.json),
+        bias-nvalid.png (conformance/external-bias.json),
         converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants)
     scripts/plot_errors.py check FILE.json [--out FILE.png] [--metric relerr]
         any `lcecheck check|judge --json` output: each case's metric against its bound, per output
@@ -247,8 +248,6 @@ def render_converge(plt, data_dir):
     return fig
 
 
-FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": render_external,
-           "bias-scale": render_bias_scale, "converge": render_converge}
 
 
 def render(args):
@@ -303,16 +302,14 @@ def check_plot(args):
     return 0
 
 
-def bias_plot(args):
+def bias_figure(plt, d, source):
     """Per output, each subject's bias at every n_valid of the run (a line through its points), and the
     relative rounding of go/n and of 1/n in bf16 at each n_valid (what a kernel folding that factor into
-    its bf16 d_logits carries) as markers."""
-    d = load(args.file)
+    its bf16 d_logits carries) as markers. d: bias_table.py's --json, read from source."""
     rows = [r for r in d.get("rows", []) if r.get("n_valid") is not None and r.get("d_hidden")] \
         if isinstance(d, dict) else []
     if not rows or not d.get("cases"):
-        raise UsageError(f"{args.file}: no rows with n_valid and metrics (expected bias_table.py --json output)")
-    plt = pyplot()
+        raise UsageError(f"{source}: no rows with n_valid and metrics (expected bias_table.py --json output)")
     fig, axes = plt.subplots(1, len(OUTPUTS), figsize=(11, 4.2), sharey=True)
     ns = sorted({c["n_valid"] for c in d["cases"]})
     for ax, out in zip(axes, OUTPUTS):
@@ -334,10 +331,25 @@ def bias_plot(args):
     ids = sorted({re.sub(r"\.ign[0-9]+\.", ".ign*.", c["id"] or c["tag"]) for c in d["cases"]})
     fig.suptitle(f"gradient bias under mean reduction vs n_valid ({', '.join(ids)})", fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def render_bias_nvalid(plt, _data_dir):
+    path = os.path.join(ROOT, "conformance", "external-bias.json")
+    return bias_figure(plt, load(path), path)
+
+
+def bias_plot(args):
+    """`bias FILE.json`: bias_figure of any bias_table.py --json output."""
+    fig = bias_figure(pyplot(), load(args.file), args.file)
     out = args.out or os.path.splitext(args.file)[0] + ".png"
     fig.savefig(out, dpi=90)
     print(json.dumps({"verb": "bias", "path": out}) if args.json else f"wrote {out}")
     return 0
+
+
+FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": render_external,
+           "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid, "converge": render_converge}
 
 
 def main(argv=None):
