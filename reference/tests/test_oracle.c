@@ -9,6 +9,7 @@
  *   invariances     tp and vocab_chunk: every output bit-identical; padding rows (NaN-poisoned):
  *                   real outputs identical, padded d_weight = prior; vocab permutation
  *   edge cases      all tokens ignored (mean): loss 0, gradients 0 / prior, exactly
+ *   threads, blocks the same bits on 1 and 2 threads and with d_weight's dz in vocab blocks of 1 and 7
  *   self-proof      at 160 and 320 bits: |v160 - v320| <= err160 + err320 for every element,
  *                   rounded == lce_mpfr_round_to(v), decisive > 0, non-zero norms
  *   validation      invalid case, label, grad_output or class weight: LCE_EINVAL, nothing computed
@@ -19,8 +20,12 @@
 #include <string.h>
 
 #include "lce_mpfr_dtype.h"
+#include "lce_parallel.h"
 #include "lce_prng.h"
 #include "oracle_check.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static double g_of(const lce_case *c, const lce_tensors *t, int64_t n, int64_t n_valid) {
   if (t->labels[n] == c->ignore_index) return 0.0;
@@ -300,6 +305,101 @@ static void test_all_ignored(void) {
   lce_tensors_free(&t);
 }
 
+/* ---- threads and vocab blocks ----------------------------------------------------------------- */
+
+/* Every field of every real element (padded d_weight rows and the embedding's gradient excluded: a
+ * subset run leaves them unwritten) bit for bit; decisive counts equal when full. */
+static void expect_same_bits(const lce_case *c, const lce_oracle_result *a, const lce_oracle_result *b, int full,
+                             const char *what) {
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_ref_output *x = &a->out[o], *y = &b->out[o];
+    int64_t count = o == LCE_OUT_D_WEIGHT && !full ? c->v * c->h : x->count;
+    if (o == LCE_OUT_D_EMBEDDING && !full) count = 0;
+    EXPECT(x->count == y->count, "%s %s: counts differ", what, lce_output_name((lce_output_id)o));
+    for (int64_t i = 0; i < count && x->count == y->count; i++) {
+      const int ok = same(x->value[i], y->value[i]) && same(x->err[i], y->err[i]) && same(x->mag[i], y->mag[i]) &&
+                     same(x->emag[i], y->emag[i]) && same(x->rounded[i], y->rounded[i]) &&
+                     x->decisive[i] == y->decisive[i];
+      EXPECT(ok, "%s %s[%lld]: %a err %a vs %a err %a", what, lce_output_name((lce_output_id)o), (long long)i,
+             x->value[i], x->err[i], y->value[i], y->err[i]);
+      if (!ok) break;
+    }
+  }
+  if (full)
+    EXPECT(a->decisive == b->decisive && a->total == b->total && same(a->worst_rel_err, b->worst_rel_err),
+           "%s: decisive %lld/%lld vs %lld/%lld", what, (long long)a->decisive, (long long)a->total,
+           (long long)b->decisive, (long long)b->total);
+}
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+/* The same bits on 1 and 2 threads, and with d_weight's dz in vocab blocks of 1 and 7 columns (the
+ * later blocks recomputed from each row's kept state) as with all columns at once, also for a subset
+ * of d_weight elements and the loss (an escalation's shape): every option,
+ * ignored tokens, inexact (fp32) logits, logits below -87, poisoned rows. */
+static void test_threads_and_blocks(void) {
+  lce_case cases[4];
+  cases[0] = make_case(LCE_BF16, 12, 24, 61, LCE_DIST_MIXED, LCE_RED_MEAN, 0);
+  cases[0].softcap = 15, cases[0].z_loss_e5 = 10, cases[0].class_weights = 1;
+  cases[0].smoothing = LCE_SMOOTH_PYTORCH, cases[0].smoothing_permille = 200, cases[0].ignore_pct = 20;
+  cases[1] = make_case(LCE_FP32, 9, 32, 50, LCE_DIST_PEAKED, LCE_RED_SUM, 1);
+  cases[1].prior_grad = 1;
+  cases[2] = make_case(LCE_FP16, 10, 16, 70, LCE_DIST_NEGATIVE, LCE_RED_NONE, 0);
+  cases[3] = make_case(LCE_BF16, 8, 16, 40, LCE_DIST_POISON, LCE_RED_MEAN, 1);
+  int threads_before = lce_thread_limit();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const lce_case *c = &cases[i];
+    lce_test_set_case(c);
+    lce_tensors t;
+    gen(c, &t);
+    lce_oracle_result one, two;
+    set_threads(1);
+    run(c, &t, &one);
+    set_threads(2);
+    run(c, &t, &two);
+    expect_same_bits(c, &one, &two, 1, "2 threads");
+    const int64_t N = c->n, H = c->h, V = c->v;
+    unsigned char *row = malloc((size_t)N), *dh = malloc((size_t)(N * H)), *dw = malloc((size_t)(V * H));
+    memset(row, 1, (size_t)N), memset(dh, 1, (size_t)(N * H)), memset(dw, 1, (size_t)(V * H));
+    for (int64_t cols = 1; cols <= 7; cols += 6) {
+      lce_oracle_subset sub = {row, dh, dw, 1, NULL, NULL, cols};
+      lce_oracle_result b;
+      lce_status st = {0};
+      EXPECT(lce_oracle_run_subset(c, &t, &sub, &b, &st) == LCE_OK, "blocks of %lld: %s", (long long)cols, st.msg);
+      expect_same_bits(c, &one, &b, 0, cols == 1 ? "vocab blocks of 1" : "vocab blocks of 7");
+      lce_oracle_free(&b);
+    }
+    /* An escalation's shape: a few d_weight elements and the loss, no token's d_hidden (tier 0 then
+     * computes only those d_weight rows' dz columns). */
+    for (int64_t i = 0; i < V * H; i++) dw[i] = i % 5 == 0;
+    for (int64_t cols = 0; cols <= 7; cols += 7) {
+      lce_oracle_subset sparse = {NULL, NULL, dw, 1, NULL, NULL, cols};
+      lce_oracle_result b;
+      lce_status st = {0};
+      EXPECT(lce_oracle_run_subset(c, &t, &sparse, &b, &st) == LCE_OK, "sparse subset: %s", st.msg);
+      const lce_ref_output *x = &one.out[LCE_OUT_D_WEIGHT], *y = &b.out[LCE_OUT_D_WEIGHT];
+      for (int64_t i = 0; i < V * H; i += 5)
+        EXPECT(same(x->value[i], y->value[i]) && same(x->err[i], y->err[i]) && same(x->mag[i], y->mag[i]) &&
+                   same(x->emag[i], y->emag[i]) && x->decisive[i] == y->decisive[i],
+               "sparse subset (blocks of %lld) d_weight[%lld]: %a err %a vs %a err %a", (long long)cols, (long long)i,
+               x->value[i], x->err[i], y->value[i], y->err[i]);
+      EXPECT(same(one.out[LCE_OUT_LOSS].value[0], b.out[LCE_OUT_LOSS].value[0]) &&
+             same(one.out[LCE_OUT_LOSS].err[0], b.out[LCE_OUT_LOSS].err[0]), "sparse subset: loss differs");
+      lce_oracle_free(&b);
+    }
+    free(row), free(dh), free(dw);
+    lce_oracle_free(&one), lce_oracle_free(&two);
+    lce_tensors_free(&t);
+  }
+  set_threads(threads_before);
+}
+
 static void expect_rejected(const lce_case *c, const lce_tensors *t, const char *what) {
   lce_oracle_result r;
   lce_status st = {0};
@@ -371,7 +471,8 @@ int main(void) {
       {"validation", test_validation}, {"mul_exact", test_mul_exact}, {"self_proof", test_self_proof},
       {"option_values", test_option_values}, {"option_gradients", test_option_gradients},
       {"option_closed_forms", test_option_closed_forms}, {"option_invariance", test_option_invariance},
-      {"tf32", test_tf32}, {"poison", test_poison}, {"option_self_proof", test_option_self_proof}};
+      {"tf32", test_tf32}, {"poison", test_poison}, {"option_self_proof", test_option_self_proof},
+      {"threads_and_blocks", test_threads_and_blocks}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     const int before = lce_test_failures;
     tests[i].fn();
