@@ -20,9 +20,12 @@
 #include "lce_parallel.h"
 #include "lce_progress.h"
 
-/* Exact products (or exps, ~30 products each) below which the rows stay on one thread: about a
- * millisecond of tier-0 work, where a parallel region and the threads' scratch cost microseconds. */
-#define ORACLE_PARALLEL_MIN_PRODUCTS ((double)(1 << 15))
+/* Exact products (or exps, ~30 products each) below which the rows stay on one thread: tens of
+ * milliseconds of tier-0 work. A parallel region, the threads' scratch and their MPFR constants cost
+ * far less, but each loop ends in a barrier that waits for the slowest thread: on a shared machine a
+ * thread that loses its core stalls the others, and the default matrix's small cases (1e5 products)
+ * judged with --oracle mpfr took 36 s on one thread and 51 s on two at load 8 with a 2^15 floor. */
+#define ORACLE_PARALLEL_MIN_PRODUCTS ((double)(1 << 20))
 
 static int row_asked(const unsigned char *flags, int64_t count) {
   for (int64_t i = 0; i < count; i++)

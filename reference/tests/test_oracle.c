@@ -9,7 +9,7 @@
  *   invariances     tp and vocab_chunk: every output bit-identical; padding rows (NaN-poisoned):
  *                   real outputs identical, padded d_weight = prior; vocab permutation
  *   edge cases      all tokens ignored (mean): loss 0, gradients 0 / prior, exactly
- *   threads, blocks the same bits on 1 and 2 threads and with d_weight's dz in vocab blocks of 1 and 7
+ *   threads, blocks the same bits on 1 and 2 threads and with d_weight's dz in vocab blocks of 7 and 97
  *   self-proof      at 160 and 320 bits: |v160 - v320| <= err160 + err320 for every element,
  *                   rounded == lce_mpfr_round_to(v), decisive > 0, non-zero norms
  *   validation      invalid case, label, grad_output or class weight: LCE_EINVAL, nothing computed
@@ -339,19 +339,20 @@ static void set_threads(int n) {
 #endif
 }
 
-/* The same bits on 1 and 2 threads, and with d_weight's dz in vocab blocks of 1 and 7 columns (the
+/* The same bits on 1 and 2 threads, and with d_weight's dz in vocab blocks of 7 and 97 columns (the
  * later blocks recomputed from each row's kept state) as with all columns at once, also for a subset
  * of d_weight elements and the loss (an escalation's shape): every option,
  * ignored tokens, inexact (fp32) logits, logits below -87, poisoned rows. */
 static void test_threads_and_blocks(void) {
   lce_case cases[4];
-  cases[0] = make_case(LCE_BF16, 12, 24, 61, LCE_DIST_MIXED, LCE_RED_MEAN, 0);
+  /* Each above lce_oracle_rows.c's floor for threads (2^20 products: N V (H + 30) here). */
+  cases[0] = make_case(LCE_BF16, 24, 40, 640, LCE_DIST_MIXED, LCE_RED_MEAN, 0);
   cases[0].softcap = 15, cases[0].z_loss_e5 = 10, cases[0].class_weights = 1;
   cases[0].smoothing = LCE_SMOOTH_PYTORCH, cases[0].smoothing_permille = 200, cases[0].ignore_pct = 20;
-  cases[1] = make_case(LCE_FP32, 9, 32, 50, LCE_DIST_PEAKED, LCE_RED_SUM, 1);
+  cases[1] = make_case(LCE_FP32, 18, 40, 900, LCE_DIST_PEAKED, LCE_RED_SUM, 1);
   cases[1].prior_grad = 1;
-  cases[2] = make_case(LCE_FP16, 10, 16, 70, LCE_DIST_NEGATIVE, LCE_RED_NONE, 0);
-  cases[3] = make_case(LCE_BF16, 8, 16, 40, LCE_DIST_POISON, LCE_RED_MEAN, 1);
+  cases[2] = make_case(LCE_FP16, 20, 34, 820, LCE_DIST_NEGATIVE, LCE_RED_NONE, 0);
+  cases[3] = make_case(LCE_BF16, 16, 36, 1000, LCE_DIST_POISON, LCE_RED_MEAN, 1);
   int threads_before = lce_thread_limit();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const lce_case *c = &cases[i];
@@ -367,12 +368,12 @@ static void test_threads_and_blocks(void) {
     const int64_t N = c->n, H = c->h, V = c->v;
     unsigned char *row = malloc((size_t)N), *dh = malloc((size_t)(N * H)), *dw = malloc((size_t)(V * H));
     memset(row, 1, (size_t)N), memset(dh, 1, (size_t)(N * H)), memset(dw, 1, (size_t)(V * H));
-    for (int64_t cols = 1; cols <= 7; cols += 6) {
+    for (int64_t cols = 7; cols <= 97; cols += 90) {
       lce_oracle_subset sub = {row, dh, dw, 1, NULL, NULL, cols};
       lce_oracle_result b;
       lce_status st = {0};
       EXPECT(lce_oracle_run_subset(c, &t, &sub, &b, &st) == LCE_OK, "blocks of %lld: %s", (long long)cols, st.msg);
-      expect_same_bits(c, &one, &b, 0, cols == 1 ? "vocab blocks of 1" : "vocab blocks of 7");
+      expect_same_bits(c, &one, &b, 0, cols == 7 ? "vocab blocks of 7" : "vocab blocks of 97");
       lce_oracle_free(&b);
     }
     /* An escalation's shape: a few d_weight elements and the loss, no token's d_hidden (tier 0 then
