@@ -4,6 +4,7 @@
  *   lce_oracle.c           driver: validation, result buffers, rounding and certifying elements, memory
  *   lce_oracle_rows.c      the token rows and d_weight across threads, dz in vocab blocks
  *   lce_oracle_forward.c   per-token logits (softcap included), lse and the cross-entropy part
+ *   lce_oracle_exp.c       exp correctly rounded at 160 bits, in fixed point
  *   lce_oracle_loss.c      the token loss with its options, dz, g, and the finite-difference objective
  *   lce_oracle_backward.c  d_hidden and d_weight
  *
@@ -67,6 +68,11 @@ static inline double lce_half_ulp(mpfr_srcptr x, mpfr_prec_t prec) {
 
 /* Upper bound on |x| as a double (rounded away from zero; +Inf beyond the double range). */
 static inline double lce_abs_up(mpfr_srcptr x) { return fabs(mpfr_get_d(x, MPFR_RNDA)); }
+
+/* r = exp(x) rounded to nearest: mpfr_exp(r, x, MPFR_RNDN)'s value and flags (inexact aside), in
+ * fixed point where both have 160 bits and -2^12 <= x <= -2^-33 (tier 0's exps), mpfr_exp otherwise
+ * (lce_oracle_exp.c). Returns 1 when the fixed point answered. */
+int lce_exp_rn(mpfr_ptr r, mpfr_srcptr x);
 
 /* ---- MPFR arrays in one allocation (custom interface: no per-element malloc) ----------------- */
 

@@ -9,6 +9,7 @@
  *   invariances     tp and vocab_chunk: every output bit-identical; padding rows (NaN-poisoned):
  *                   real outputs identical, padded d_weight = prior; vocab permutation
  *   edge cases      all tokens ignored (mean): loss 0, gradients 0 / prior, exactly
+ *   exp             lce_exp_rn (fixed point) and mpfr_exp: the same bits on 60000 arguments
  *   threads, blocks the same bits on 1 and 2 threads and with d_weight's dz in vocab blocks of 7 and 97
  *   self-proof      at 160 and 320 bits: |v160 - v320| <= err160 + err320 for every element,
  *                   rounded == lce_mpfr_round_to(v), decisive > 0, non-zero norms
@@ -305,6 +306,47 @@ static void test_all_ignored(void) {
   lce_tensors_free(&t);
 }
 
+/* ---- exp ---------------------------------------------------------------------------------------- */
+
+/* lce_exp_rn against mpfr_exp bit for bit at 160 bits: random 160-bit significands and dyadic values
+ * of few bits (logit differences of dtype inputs) at every exponent of the fixed-point range and
+ * beyond it, values next to multiples of ln 2 (the reduction's edges); most must take the fixed
+ * point (else the test says nothing about it). */
+static void test_exp(void) {
+  mpfr_t x, a, b, l2;
+  mpfr_inits2(160, x, a, b, l2, (mpfr_ptr)0);
+  mpfr_const_log2(l2, MPFR_RNDN);
+  int64_t fast = 0, total = 0;
+  for (uint64_t i = 0; i < 60000; i++) {
+    const int kind = (int)(i % 3);
+    if (kind == 0) { /* 160 random bits at exponent -36 .. 14 */
+      mpfr_set_ui(x, 0, MPFR_RNDN);
+      for (int k = 0; k < 5; k++) {
+        mpfr_mul_2ui(x, x, 32, MPFR_RNDN);
+        mpfr_add_ui(x, x, (unsigned long)lce_rand_below(0xE0, i, (uint64_t)k, (uint64_t)1 << 32), MPFR_RNDN);
+      }
+      mpfr_div_2ui(x, x, 160, MPFR_RNDN);
+      mpfr_mul_2si(x, x, (long)lce_rand_below(0xE1, i, 0, 51) - 36, MPFR_RNDN);
+    } else if (kind == 1) { /* a double: few bits */
+      mpfr_set_d(x, ldexp((double)lce_rand_below(0xE2, i, 0, (uint64_t)1 << 40), -(int)lce_rand_below(0xE3, i, 0, 70)),
+                 MPFR_RNDN);
+    } else { /* next to q ln 2 */
+      mpfr_mul_ui(x, l2, (unsigned long)lce_rand_below(0xE4, i, 0, 6000) + 1, MPFR_RNDN);
+      mpfr_nextabove(x);
+      for (uint64_t k = lce_rand_below(0xE5, i, 0, 3); k > 0; k--) mpfr_nextbelow(x);
+    }
+    if (mpfr_zero_p(x)) continue;
+    mpfr_neg(x, x, MPFR_RNDN);
+    fast += lce_exp_rn(a, x);
+    mpfr_exp(b, x, MPFR_RNDN);
+    total++;
+    EXPECT(mpfr_equal_p(a, b), "exp(%s) differs from mpfr_exp", mpfr_get_str(NULL, NULL, 10, 0, x, MPFR_RNDN));
+  }
+  EXPECT(fast > total / 2, "only %lld of %lld exps took the fixed point", (long long)fast, (long long)total);
+  printf("  exp: %lld of %lld arguments in fixed point, every one mpfr_exp's bits\n", (long long)fast, (long long)total);
+  mpfr_clears(x, a, b, l2, (mpfr_ptr)0);
+}
+
 /* ---- threads and vocab blocks ----------------------------------------------------------------- */
 
 /* Every field of every real element (padded d_weight rows and the embedding's gradient excluded: a
@@ -473,7 +515,7 @@ int main(void) {
       {"option_values", test_option_values}, {"option_gradients", test_option_gradients},
       {"option_closed_forms", test_option_closed_forms}, {"option_invariance", test_option_invariance},
       {"tf32", test_tf32}, {"poison", test_poison}, {"option_self_proof", test_option_self_proof},
-      {"threads_and_blocks", test_threads_and_blocks}};
+      {"exp", test_exp}, {"threads_and_blocks", test_threads_and_blocks}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     const int before = lce_test_failures;
     tests[i].fn();
