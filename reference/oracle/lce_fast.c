@@ -42,8 +42,10 @@ static void put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int6
   lce_ref_output *r = &res->out[o];
   const lce_dtype fmt = lce_output_format(c, o);
   if (!isfinite(value) || !(err >= 0.0)) err = INFINITY;
-  double rounded = lce_round_to(fmt, value);
-  int decisive = err == 0.0 || lce_round_certain(fmt, value, err, &rounded);
+  /* Where lce_round_certain decides, its rounding is value's own (rounding is monotone). */
+  double rounded;
+  const int decisive = (err != 0.0 && lce_round_certain(fmt, value, err, &rounded)) || err == 0.0;
+  if (!decisive || err == 0.0) rounded = lce_round_to(fmt, value);
   r->value[i] = value, r->err[i] = err, r->mag[i] = mag, r->emag[i] = emag;
   r->rounded[i] = rounded, r->decisive[i] = (unsigned char)decisive;
 }
