@@ -206,7 +206,7 @@ static float fused_step(const lce_gemm_arch *m, lce_mma_format fmt, float c, con
 /* The ieee row: sequential fmaf. fmaf is correctly rounded wherever it runs, so the FMA instruction
  * and libm's fmaf give the same bits; where the CPU has FMA the loop uses the instruction inline
  * (without it every step was a call through the PLT: an eighth of `check --matrix default`). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #define FMAF_DISPATCH 1
 __attribute__((target("fma"))) static float fmaf_chain_hw(float c, const float *a, ptrdiff_t sa, const float *b,
                                                           ptrdiff_t sb, int64_t k) {
