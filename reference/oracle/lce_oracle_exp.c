@@ -1,5 +1,6 @@
 /* lce_oracle_exp.c — exp(x) correctly rounded to nearest at 160 bits (the oracle's precision) for
- * -2^12 <= x <= -2^-33, in 256-bit fixed point, ~8x faster than mpfr_exp there; every other
+ * -2^12 <= x <= -2^-33, in 256-bit fixed point, ~8x faster than mpfr_exp there (and tanh, sech of
+ * 2^-8 <= |q| < 2^12 from that exp, lce_tanh_sech_rn, for the softcap); every other
  * argument, and every one whose rounding the fixed point cannot decide, goes to mpfr_exp. The
  * correctly rounded value is unique, so the result is mpfr_exp's bit for bit (test_oracle's exp
  * test compares them on random arguments). Tier 0's exps (lce_oracle_forward.c) were most of its
@@ -141,12 +142,12 @@ static int fx_less(const fx *a, const fx *b) {
   return 0;
 }
 
-/* The fast path; 0 when it cannot decide (the caller then asks mpfr_exp). */
-static int exp_fixed(mpfr_ptr out, mpfr_srcptr x) {
-  const mpfr_exp_t ex = mpfr_get_exp(x);
+/* exp(-a) for a = 0.m 2^ex (m: the 3 significand limbs of a 160-bit number; a_d: a as a double)
+ * with 2^-33 <= a < 2^12: exp(-a) = 2^-q exp(r), exp(r) in [Y, Y + E eps] with Y in [1, 2) (see
+ * Reduction and Error above). 0 when out of range or at a binade edge. */
+static int exp_approx(const uint64_t *m, mpfr_exp_t ex, double a_d, fx *Y, int64_t *q_out, uint64_t *E) {
   if (ex > 12 || ex < -32) return 0;
-  /* A = -x: the 192-bit significand m (its low 32 bits zero at 160 bits) times 2^ex, in eps units. */
-  const uint64_t *m = (const uint64_t *)mpfr_custom_get_significand(x);
+  /* A: the 192-bit significand m (its low 32 bits zero at 160 bits) times 2^ex, in eps units. */
   fx A = {{m[0], m[1], m[2], 0}};
   if (ex > 0) {
     A.l[3] = m[2] >> (64 - ex);
@@ -157,7 +158,7 @@ static int exp_fixed(mpfr_ptr out, mpfr_srcptr x) {
     for (int i = 0; i < 2; i++) A.l[i] = (A.l[i] >> s) | (A.l[i + 1] << (64 - s));
     A.l[2] >>= s;
   }
-  int64_t q = (int64_t)ceil(-mpfr_get_d(x, MPFR_RNDN) / 0.6931471805599453);
+  int64_t q = (int64_t)ceil(a_d / 0.6931471805599453);
   fx R;
   for (int tries = 0;; tries++) { /* R = q LN2 - A in [0, LN2) */
     if (tries == 3 || q < 0) return 0;
@@ -181,9 +182,20 @@ static int exp_fixed(mpfr_ptr out, mpfr_srcptr x) {
     P = fx_add(&P, &C[i]);
   }
   const fx Y1 = fx_mul(&T1[j1], &T2[j2]);
-  const fx Y = fx_mul(&Y1, &P);
-  const uint64_t E = 15 + 5 * (uint64_t)q;
-  if (Y.l[3] != 1) return 0; /* below 1 or at 2: a binade edge */
+  *Y = fx_mul(&Y1, &P);
+  *q_out = q;
+  *E = 15 + 5 * (uint64_t)q;
+  return Y->l[3] == 1; /* below 1 or at 2: a binade edge */
+}
+
+/* The fast path of lce_exp_rn; 0 when it cannot decide (the caller then asks mpfr_exp). */
+static int exp_fixed(mpfr_ptr out, mpfr_srcptr x) {
+  fx Y;
+  int64_t q;
+  uint64_t E;
+  if (!exp_approx((const uint64_t *)mpfr_custom_get_significand(x), mpfr_get_exp(x), -mpfr_get_d(x, MPFR_RNDN), &Y,
+                  &q, &E))
+    return 0;
   const uint64_t rem = Y.l[0] & (((uint64_t)1 << 33) - 1), half = (uint64_t)1 << 32;
   int up;
   if (rem + E < half) up = 0;
@@ -209,7 +221,80 @@ static int exp_fixed(mpfr_ptr out, mpfr_srcptr x) {
   mpfr_set(out, r, MPFR_RNDN); /* exact: the same precision */
   return 1;
 }
+
+
+/* A 256-bit MPFR number on the stack (custom interface: no allocation). */
+#define STACK_MPFR(name)                                         \
+  mp_limb_t name##_limbs[256 / GMP_NUMB_BITS];                   \
+  mpfr_t name;                                                   \
+  mpfr_custom_init(name##_limbs, 256);                           \
+  mpfr_custom_init_set(name, MPFR_ZERO_KIND, 0, 256, name##_limbs)
+
+/* Rounds b (256 bits, |b - exact| <= rho |b|, exact not a 160-bit midpoint) to out (160 bits) when
+ * that rounding is certain (mpfr_can_round, with the one extra bit that rounding to nearest asks);
+ * returns 0 otherwise. */
+static int round_certain_160(mpfr_ptr out, mpfr_srcptr b, double rho) {
+  int e;
+  frexp(rho, &e); /* rho < 2^e: |b - exact| < 2^(EXP(b) + e) */
+  if (!mpfr_can_round(b, -e - 1, MPFR_RNDN, MPFR_RNDZ, 161)) return 0;
+  mpfr_set(out, b, MPFR_RNDN);
+  return 1;
+}
+
+/* tanh and sech of q from u = exp(-|q|) (lce_tanh_sech_rn): u is within a relative eta above the
+ * computed one. u2 = RN(u^2) is within kappa u2 of U^2, kappa = 2.0001 eta + 2^-255; num = RN(1 - u2)
+ * and den = RN(1 + u2) within u2 kappa plus their own half ulp; so tanh |q| = num / den has relative
+ * error rho_t <= 1.02 (u2 kappa (1 / num + 1) + 3 2^-256) and sech q = 2u / den rho_s <= 1.02 (eta +
+ * u2 kappa + 2 2^-256); doubled for the double arithmetic that evaluates them (rounded up). Exact
+ * values are never 160-bit midpoints: tanh and sech of a non-zero dyadic number are transcendental. */
+static int tanh_sech_fixed(mpfr_ptr t_out, mpfr_ptr s_out, mpfr_srcptr q) {
+  fx Y;
+  int64_t k;
+  uint64_t E;
+  if (mpfr_get_exp(q) < -7) return 0; /* |q| < 2^-8: 1 - u^2 cancels too much */
+  if (!exp_approx((const uint64_t *)mpfr_custom_get_significand(q), mpfr_get_exp(q), fabs(mpfr_get_d(q, MPFR_RNDN)),
+                  &Y, &k, &E))
+    return 0;
+  STACK_MPFR(u);
+  STACK_MPFR(u2);
+  STACK_MPFR(num);
+  STACK_MPFR(den);
+  STACK_MPFR(t);
+  /* u = Y 2^-k exactly (Y: 193 bits): its limbs shifted so that the integer bit is the top one. */
+  mp_limb_t *ul = u_limbs;
+  ul[3] = (Y.l[3] << 63) | (Y.l[2] >> 1);
+  ul[2] = (Y.l[2] << 63) | (Y.l[1] >> 1);
+  ul[1] = (Y.l[1] << 63) | (Y.l[0] >> 1);
+  ul[0] = Y.l[0] << 63;
+  mpfr_custom_init_set(u, MPFR_REGULAR_KIND, 1 - (mpfr_exp_t)k, 256, u_limbs);
+  const double eta = lce_mul_up((double)E, 0x1p-192); /* Y >= 1: E eps is a relative E 2^-192 */
+  const double kappa = lce_add_up(lce_mul_up(2.0001, eta), 0x1p-255);
+  mpfr_sqr(u2, u, MPFR_RNDN);
+  mpfr_ui_sub(num, 1, u2, MPFR_RNDN);
+  mpfr_add_ui(den, u2, 1, MPFR_RNDN);
+  const double u2k = lce_mul_up(mpfr_get_d(u2, MPFR_RNDU), kappa);
+  const double rho_t = lce_mul_up(2.04, lce_add_up(lce_mul_up(u2k, lce_add_up(1.0 / mpfr_get_d(num, MPFR_RNDD), 1.0)), 3 * 0x1p-256));
+  const double rho_s = lce_mul_up(2.04, lce_add_up(lce_add_up(eta, u2k), 2 * 0x1p-256));
+  mpfr_div(t, num, den, MPFR_RNDN);
+  mpfr_mul_2ui(u, u, 1, MPFR_RNDN); /* 2u, exact */
+  mpfr_div(u2, u, den, MPFR_RNDN);  /* sech |q| = sech q */
+  if (!round_certain_160(t_out, t, rho_t) || !round_certain_160(s_out, u2, rho_s)) return 0;
+  if (mpfr_signbit(q)) mpfr_neg(t_out, t_out, MPFR_RNDN);
+  return 1;
+}
 #endif
+
+int lce_tanh_sech_rn(mpfr_ptr t, mpfr_ptr s, mpfr_srcptr q) {
+#ifdef FAST_EXP
+  if (mpfr_get_prec(t) == 160 && mpfr_get_prec(s) == 160 && mpfr_get_prec(q) == 160 && mpfr_regular_p(q)) {
+    pthread_once(&once, init_constants);
+    if (tanh_sech_fixed(t, s, q)) return 1;
+  }
+#endif
+  mpfr_tanh(t, q, MPFR_RNDN);
+  mpfr_sech(s, q, MPFR_RNDN);
+  return 0;
+}
 
 int lce_exp_rn(mpfr_ptr r, mpfr_srcptr x) {
 #ifdef FAST_EXP

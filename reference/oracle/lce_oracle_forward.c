@@ -93,9 +93,8 @@ static double softcap_logit(lce_row *r, int64_t v, double es) {
   mpfr_ptr z = r->z.x[v], f = r->f.x[v];
   mpfr_div_d(r->d, z, c, MPFR_RNDN); /* q */
   const double hq = lce_half_ulp(r->d, p);
-  mpfr_sech(f, r->d, MPFR_RNDN);
+  lce_tanh_sech_rn(r->tmp, f, r->d); /* mpfr_tanh's and mpfr_sech's values (lce_oracle_exp.c) */
   mpfr_sqr(f, f, MPFR_RNDN);
-  mpfr_tanh(r->tmp, r->d, MPFR_RNDN);
   const double ht = lce_half_ulp(r->tmp, p);
   mpfr_mul_d(z, r->tmp, c, MPFR_RNDN);
   const double eq = lce_add_up(hq, nextafter(es / c, INFINITY));

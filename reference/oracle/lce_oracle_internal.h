@@ -4,7 +4,7 @@
  *   lce_oracle.c           driver: validation, result buffers, rounding and certifying elements, memory
  *   lce_oracle_rows.c      the token rows and d_weight across threads, dz in vocab blocks
  *   lce_oracle_forward.c   per-token logits (softcap included), lse and the cross-entropy part
- *   lce_oracle_exp.c       exp correctly rounded at 160 bits, in fixed point
+ *   lce_oracle_exp.c       exp, tanh and sech correctly rounded at 160 bits, in fixed point
  *   lce_oracle_loss.c      the token loss with its options, dz, g, and the finite-difference objective
  *   lce_oracle_backward.c  d_hidden and d_weight
  *
@@ -73,6 +73,10 @@ static inline double lce_abs_up(mpfr_srcptr x) { return fabs(mpfr_get_d(x, MPFR_
  * fixed point where both have 160 bits and -2^12 <= x <= -2^-33 (tier 0's exps), mpfr_exp otherwise
  * (lce_oracle_exp.c). Returns 1 when the fixed point answered. */
 int lce_exp_rn(mpfr_ptr r, mpfr_srcptr x);
+/* t = tanh(q) and s = sech(q) rounded to nearest: mpfr_tanh's and mpfr_sech's values and flags
+ * (inexact aside), from one fixed-point exp where all three have 160 bits and 2^-8 <= |q| < 2^12,
+ * MPFR's functions otherwise. Returns 1 when the fixed point answered. */
+int lce_tanh_sech_rn(mpfr_ptr t, mpfr_ptr s, mpfr_srcptr q);
 
 /* ---- MPFR arrays in one allocation (custom interface: no per-element malloc) ----------------- */
 

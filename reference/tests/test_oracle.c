@@ -9,7 +9,8 @@
  *   invariances     tp and vocab_chunk: every output bit-identical; padding rows (NaN-poisoned):
  *                   real outputs identical, padded d_weight = prior; vocab permutation
  *   edge cases      all tokens ignored (mean): loss 0, gradients 0 / prior, exactly
- *   exp             lce_exp_rn (fixed point) and mpfr_exp: the same bits on 60000 arguments
+ *   exp             lce_exp_rn and lce_tanh_sech_rn (fixed point) and MPFR's exp, tanh, sech: the same
+ *                   bits on 60000 and 20000 arguments
  *   threads, blocks the same bits on 1 and 2 threads and with d_weight's dz in vocab blocks of 7 and 97
  *   self-proof      at 160 and 320 bits: |v160 - v320| <= err160 + err320 for every element,
  *                   rounded == lce_mpfr_round_to(v), decisive > 0, non-zero norms
@@ -310,8 +311,8 @@ static void test_all_ignored(void) {
 
 /* lce_exp_rn against mpfr_exp bit for bit at 160 bits: random 160-bit significands and dyadic values
  * of few bits (logit differences of dtype inputs) at every exponent of the fixed-point range and
- * beyond it, values next to multiples of ln 2 (the reduction's edges); most must take the fixed
- * point (else the test says nothing about it). */
+ * beyond it, values next to multiples of ln 2 (the reduction's edges); then lce_tanh_sech_rn against
+ * mpfr_tanh and mpfr_sech. Most must take the fixed point (else the test says nothing about it). */
 static void test_exp(void) {
   mpfr_t x, a, b, l2;
   mpfr_inits2(160, x, a, b, l2, (mpfr_ptr)0);
@@ -344,6 +345,35 @@ static void test_exp(void) {
   }
   EXPECT(fast > total / 2, "only %lld of %lld exps took the fixed point", (long long)fast, (long long)total);
   printf("  exp: %lld of %lld arguments in fixed point, every one mpfr_exp's bits\n", (long long)fast, (long long)total);
+  /* tanh and sech (lce_tanh_sech_rn): softcap arguments s / c of either sign, 160 random bits or few. */
+  mpfr_t t1, s1, t2, s2;
+  mpfr_inits2(160, t1, s1, t2, s2, (mpfr_ptr)0);
+  fast = total = 0;
+  for (uint64_t i = 0; i < 20000; i++) {
+    if (i % 2) {
+      mpfr_set_ui(x, 0, MPFR_RNDN);
+      for (int k = 0; k < 5; k++) {
+        mpfr_mul_2ui(x, x, 32, MPFR_RNDN);
+        mpfr_add_ui(x, x, (unsigned long)lce_rand_below(0xE6, i, (uint64_t)k, (uint64_t)1 << 32), MPFR_RNDN);
+      }
+      mpfr_div_2ui(x, x, 160, MPFR_RNDN);
+      mpfr_mul_2si(x, x, (long)lce_rand_below(0xE7, i, 0, 24) - 10, MPFR_RNDN);
+    } else {
+      mpfr_set_d(x, ldexp((double)lce_rand_below(0xE8, i, 0, (uint64_t)1 << 30), -18 - (int)lce_rand_below(0xE9, i, 0, 28)),
+                 MPFR_RNDN);
+    }
+    if (mpfr_zero_p(x)) continue;
+    if (i % 4 < 2) mpfr_neg(x, x, MPFR_RNDN);
+    fast += lce_tanh_sech_rn(t1, s1, x);
+    mpfr_tanh(t2, x, MPFR_RNDN);
+    mpfr_sech(s2, x, MPFR_RNDN);
+    total++;
+    EXPECT(mpfr_equal_p(t1, t2) && mpfr_equal_p(s1, s2), "tanh/sech(%s) differ from MPFR's",
+           mpfr_get_str(NULL, NULL, 10, 0, x, MPFR_RNDN));
+  }
+  EXPECT(fast > total / 2, "only %lld of %lld tanh/sech took the fixed point", (long long)fast, (long long)total);
+  printf("  tanh, sech: %lld of %lld arguments in fixed point, every one MPFR's bits\n", (long long)fast, (long long)total);
+  mpfr_clears(t1, s1, t2, s2, (mpfr_ptr)0);
   mpfr_clears(x, a, b, l2, (mpfr_ptr)0);
 }
 
@@ -506,7 +536,9 @@ static void test_self_proof(void) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  (void)argc;
+  lce_parallel_prefer_passive(argv); /* threads_and_blocks: no spinning threads (lce_parallel.h) */
   struct { const char *name; void (*fn)(void); } tests[] = {
       {"equal_logits", test_equal_logits}, {"integer_inputs", test_integer_inputs},
       {"finite_differences", test_finite_differences}, {"tp_and_chunk", test_tp_and_chunk},
