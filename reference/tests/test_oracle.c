@@ -309,6 +309,17 @@ static void test_all_ignored(void) {
 
 /* ---- exp ---------------------------------------------------------------------------------------- */
 
+/* x = 160 random bits (stream seed, index i) times 2^e, e uniform in [e0, e0 + count). */
+static void random_bits(mpfr_t x, uint64_t seed, uint64_t i, int e0, int count) {
+  mpfr_set_ui(x, 0, MPFR_RNDN);
+  for (int k = 0; k < 5; k++) {
+    mpfr_mul_2ui(x, x, 32, MPFR_RNDN);
+    mpfr_add_ui(x, x, (unsigned long)lce_rand_below(seed, i, (uint64_t)k, (uint64_t)1 << 32), MPFR_RNDN);
+  }
+  mpfr_div_2ui(x, x, 160, MPFR_RNDN);
+  mpfr_mul_2si(x, x, (long)lce_rand_below(seed + 1, i, 0, (uint64_t)count) + e0, MPFR_RNDN);
+}
+
 /* lce_exp_rn against mpfr_exp bit for bit at 160 bits: random 160-bit significands and dyadic values
  * of few bits (logit differences of dtype inputs) at every exponent of the fixed-point range and
  * beyond it, values next to multiples of ln 2 (the reduction's edges); then lce_tanh_sech_rn against
@@ -321,13 +332,7 @@ static void test_exp(void) {
   for (uint64_t i = 0; i < 60000; i++) {
     const int kind = (int)(i % 3);
     if (kind == 0) { /* 160 random bits at exponent -36 .. 14 */
-      mpfr_set_ui(x, 0, MPFR_RNDN);
-      for (int k = 0; k < 5; k++) {
-        mpfr_mul_2ui(x, x, 32, MPFR_RNDN);
-        mpfr_add_ui(x, x, (unsigned long)lce_rand_below(0xE0, i, (uint64_t)k, (uint64_t)1 << 32), MPFR_RNDN);
-      }
-      mpfr_div_2ui(x, x, 160, MPFR_RNDN);
-      mpfr_mul_2si(x, x, (long)lce_rand_below(0xE1, i, 0, 51) - 36, MPFR_RNDN);
+      random_bits(x, 0xE0, i, -36, 51);
     } else if (kind == 1) { /* a double: few bits */
       mpfr_set_d(x, ldexp((double)lce_rand_below(0xE2, i, 0, (uint64_t)1 << 40), -(int)lce_rand_below(0xE3, i, 0, 70)),
                  MPFR_RNDN);
@@ -351,13 +356,7 @@ static void test_exp(void) {
   fast = total = 0;
   for (uint64_t i = 0; i < 20000; i++) {
     if (i % 2) {
-      mpfr_set_ui(x, 0, MPFR_RNDN);
-      for (int k = 0; k < 5; k++) {
-        mpfr_mul_2ui(x, x, 32, MPFR_RNDN);
-        mpfr_add_ui(x, x, (unsigned long)lce_rand_below(0xE6, i, (uint64_t)k, (uint64_t)1 << 32), MPFR_RNDN);
-      }
-      mpfr_div_2ui(x, x, 160, MPFR_RNDN);
-      mpfr_mul_2si(x, x, (long)lce_rand_below(0xE7, i, 0, 24) - 10, MPFR_RNDN);
+      random_bits(x, 0xE6, i, -10, 24);
     } else {
       mpfr_set_d(x, ldexp((double)lce_rand_below(0xE8, i, 0, (uint64_t)1 << 30), -18 - (int)lce_rand_below(0xE9, i, 0, 28)),
                  MPFR_RNDN);
