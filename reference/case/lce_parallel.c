@@ -1,9 +1,28 @@
-/* lce_parallel.c — see lce_parallel.h: OpenMP's wait policy for whole programs. */
+/* lce_parallel.c — see lce_parallel.h: thread numbers, and OpenMP's wait policy for whole programs. */
 #define _POSIX_C_SOURCE 200809L
 #include "lce_parallel.h"
 
 #include <stdlib.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int lce_thread_index(void) {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+int lce_thread_limit(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 void lce_parallel_prefer_passive(char **argv) {
 #ifdef _OPENMP

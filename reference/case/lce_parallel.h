@@ -8,7 +8,14 @@
  *
  *   LCE_PARALLEL_FOR                 the next for loop, static schedule
  *   LCE_PARALLEL_FOR_IF(condition)   the same, but only when condition holds (a work estimate: a
- *                                    parallel region costs microseconds, too much for fuzz-size tiles) */
+ *                                    parallel region costs microseconds, too much for fuzz-size tiles)
+ * and, for work whose threads need their own setup (MPFR's exponent range, flags and caches are per
+ * thread), a region whose threads share the loops inside it:
+ *   LCE_PARALLEL_REGION(threads)     the next block, on that many threads (1: the calling thread)
+ *   LCE_FOR_DYNAMIC                  inside it: the next for loop, iterations handed out one at a time
+ *                                    (rows of uneven cost); a barrier follows it
+ *   lce_thread_index()               this thread's number in the region, 0 outside one
+ *   lce_thread_limit()               how many threads a region may have (OMP_NUM_THREADS), 1 without OpenMP */
 #ifndef LCE_PARALLEL_H
 #define LCE_PARALLEL_H
 
@@ -16,10 +23,17 @@
 #define LCE_PRAGMA(x) _Pragma(#x)
 #define LCE_PARALLEL_FOR LCE_PRAGMA(omp parallel for schedule(static))
 #define LCE_PARALLEL_FOR_IF(condition) LCE_PRAGMA(omp parallel for schedule(static) if (condition))
+#define LCE_PARALLEL_REGION(threads) LCE_PRAGMA(omp parallel num_threads(threads))
+#define LCE_FOR_DYNAMIC LCE_PRAGMA(omp for schedule(dynamic, 1))
 #else
 #define LCE_PARALLEL_FOR
 #define LCE_PARALLEL_FOR_IF(condition)
+#define LCE_PARALLEL_REGION(threads)
+#define LCE_FOR_DYNAMIC
 #endif
+
+int lce_thread_index(void);
+int lce_thread_limit(void);
 
 /* OpenMP's default wait policy lets idle threads spin between parallel regions; where the cores
  * are few or shared, the spinning takes the CPU the work needs (the default matrix judged with

@@ -28,8 +28,9 @@
 #include <string.h>
 
 #include "lce_fast_internal.h"
-#include "lce_progress.h"
 #include "lce_parallel.h"
+#include "lce_progress.h"
+#include "lce_time.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -41,8 +42,10 @@ static void put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int6
   lce_ref_output *r = &res->out[o];
   const lce_dtype fmt = lce_output_format(c, o);
   if (!isfinite(value) || !(err >= 0.0)) err = INFINITY;
-  double rounded = lce_round_to(fmt, value);
-  int decisive = err == 0.0 || lce_round_certain(fmt, value, err, &rounded);
+  /* Where lce_round_certain decides, its rounding is value's own (rounding is monotone). */
+  double rounded;
+  const int decisive = (err != 0.0 && lce_round_certain(fmt, value, err, &rounded)) || err == 0.0;
+  if (!decisive || err == 0.0) rounded = lce_round_to(fmt, value);
   r->value[i] = value, r->err[i] = err, r->mag[i] = mag, r->emag[i] = emag;
   r->rounded[i] = rounded, r->decisive[i] = (unsigned char)decisive;
 }
@@ -385,6 +388,10 @@ static void copy_element(lce_ref_output *dst, const lce_ref_output *src, int64_t
   dst->emag[i] = src->emag[i], dst->rounded[i] = src->rounded[i], dst->decisive[i] = src->decisive[i];
 }
 
+static int64_t handed_logits(void *fin, int64_t n, int64_t v0, int64_t v1, double *s) {
+  return fast_row_exact_logits((const fast_in *)fin, n, v0, v1, s);
+}
+
 /* Every element tier 1 could not decide is recomputed by tier 0 (lce_oracle_run_subset); a token
  * whose lse or loss escalates takes both from tier 0. */
 static lce_code escalate(fast_work *w, lce_fast_stats *stats, lce_status *st) {
@@ -415,7 +422,7 @@ static lce_code escalate(fast_work *w, lce_fast_stats *stats, lce_status *st) {
     for (int64_t k = 0; k < H && !asked; k++) asked = dh[n * H + k];
     rows += all_rows || asked;
   }
-  if (stats) stats->escalated = count, stats->recomputed_rows = any ? rows : 0;
+  if (stats) stats->escalated = count, stats->recomputed_rows = any ? rows : 0, stats->all_rows = any && all_rows;
   if (!any) goto done;
   lce_fast_cost cost;
   lce_fast_estimate(c, NULL, &cost);
@@ -424,20 +431,11 @@ static lce_code escalate(fast_work *w, lce_fast_stats *stats, lce_status *st) {
     goto done;
   }
   /* The rows tier 0 recomputes take tier 1's logits where those are proven exact (nearly every bf16
-   * and fp16 logit; the others NaN, which tier 0 computes): tier 0 then skips its h MPFR products
-   * per known logit, with the same results. */
-  double *logits = malloc((size_t)(N * V) * sizeof *logits);
-  unsigned char *exact = calloc((size_t)N, 1);
-  if (logits && exact && !w->bad_w)
-    for (int64_t n = 0; n < N; n++) {
-      int asked = all_rows || row[n];
-      for (int64_t k = 0; k < H && !asked; k++) asked = dh[n * H + k];
-      if (asked && !w->bad_h[n]) exact[n] = fast_row_exact_logits(&w->fin, n, logits + n * V) > 0;
-    }
-  lce_oracle_subset sub = {row, dh, dw, loss, logits && exact ? logits : NULL, logits && exact ? exact : NULL};
+   * and fp16 logit; the others NaN, which tier 0 computes), a row or a block of columns at a time as
+   * tier 0 asks: tier 0 then skips its h MPFR products per known logit, with the same results. */
+  lce_oracle_subset sub = {row, dh, dw, loss, w->bad_w ? NULL : handed_logits, &w->fin, 0};
   lce_oracle_result t0;
   rc = lce_oracle_run_subset(c, w->in, &sub, &t0, st);
-  free(logits), free(exact);
   if (rc != LCE_OK) goto done;
   for (int64_t n = 0; n < N; n++)
     if (row[n]) copy_element(&res->out[LCE_OUT_LSE], &t0.out[LCE_OUT_LSE], n),
@@ -492,10 +490,8 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
   cost->macs = 3.0 * N * H * V;
   cost->bytes = 41.0 * out + 8.0 * (N + V) * H + 100.0 * N + 4.0 * V + 16.0 * (double)cost->block_rows * V +
                 (double)threads * 8.0 * (5.0 * V + 4.0 * H);
-  /* Tier 0 (lce_oracle.c): hidden and W as doubles twice and as MPFR numbers of the dtype's
-   * precision twice (32 bytes + a limb each), dz of every row at 160 bits (32 + 24 bytes) with
-   * three doubles, its result; and tier 1's masks and exact logits handed to it. */
-  cost->escalation_bytes = 96.0 * (N + V) * H + 80.0 * N * V + 41.0 * out + (N + N * H + V * H) + 8.0 * N * V;
+  /* Tier 0's own (lce_oracle_bytes: no N V term beyond its block budget) and tier 1's masks. */
+  cost->escalation_bytes = lce_oracle_bytes(c, threads) + (N + N * H + V * H);
 }
 
 double lce_available_memory(void) {
@@ -560,7 +556,9 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   for (int64_t i = V * H; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, prior[i]);
   if (!c->tied)
     for (int64_t i = 0; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_EMBEDDING, i, w->in->grad_embedding_prior[i]);
+  const double t_escalate = lce_now_seconds();
   if (opt->escalate) LCE_TRY(escalate(w, stats, st));
+  if (stats) stats->escalation_seconds = lce_now_seconds() - t_escalate;
   count_elements(w->res);
   w->res->n_valid = lce_count_valid(c, w->in);
   w->res->precision_bits = 53;

@@ -24,6 +24,8 @@ typedef struct lce_fast_stats {
   int64_t inexact_logits;  /* logits not proven exact in plain double (compensated instead) */
   int64_t logits;
   int64_t unescalated;     /* undecided elements left so: tier 0 would not fit in memory */
+  int all_rows;            /* an escalated d_weight element or loss made tier 0 run every token */
+  double escalation_seconds; /* wall time of the escalation (tier 0 and the masks) */
 } lce_fast_stats;
 
 typedef struct lce_fast_options {

@@ -110,10 +110,10 @@ typedef struct fast_row {
 
 void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight);
 void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n);
-/* The logits of row n (before softcap) into s[0..v): each one proven exact in plain double (the test
- * of lce_fast_row.c's Logits) as its value, the others NaN (for tier 0: not known); returns how
- * many are known. */
-int fast_row_exact_logits(const fast_in *in, int64_t n, double *s);
+/* The logits v in [v0, v1) of row n (before softcap) into s[v - v0]: each one proven exact in plain
+ * double (the test of lce_fast_row.c's Logits) as its value, the others NaN (for tier 0: not known);
+ * returns how many are known. */
+int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s);
 void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y);
 void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);
 /* ds (dz times f) of a valid label with g != 0 (relative error g_rel) into ds[0..v), bounds into

@@ -103,14 +103,14 @@ static double logit(const double *h, const double *w, int64_t H, int lsb, double
   return s;
 }
 
-int fast_row_exact_logits(const fast_in *in, int64_t n, double *s) {
+int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s) {
   const int64_t H = in->h;
   const double *h = in->hidden + n * H;
-  int known = 0;
-  for (int64_t v = 0; v < in->v; v++) {
+  int64_t known = 0;
+  for (int64_t v = v0; v < v1; v++) {
     double m, sum = fast_dot_lanes(h, in->w + v * H, H, &m);
     const int exact = sum_proven_exact(m, in->lsb_h[n] + in->lsb_w[v]);
-    s[v] = exact ? sum : NAN;
+    s[v - v0] = exact ? sum : NAN;
     known += exact;
   }
   return known;

@@ -4,11 +4,12 @@
  * last rounding, the format value rounded straight from MPFR, and whether that format value is
  * certain.
  *
- * Order of work: per token row, logits → lse, loss → dz (kept, transposed) → the row of
- * d_hidden; then the reduced loss, then d_weight over the kept dz, then the exact copies (padded rows,
- * the untied embedding's gradient). Padded rows [v, vp) never enter anything; tp and the chunk
- * sizes are the subject's business and change nothing here. With tf32 GEMMs the hidden and W
- * values are rounded to tf32 on loading, so the logits and both gradient GEMMs read them.
+ * Order of work: per token row, logits → lse, loss → dz → the row of d_hidden, then d_weight over
+ * the vocab in blocks of dz columns (lce_oracle_rows.c: rows and d_weight elements across threads,
+ * memory bounded by the columns in flight, not N·V); then the reduced loss and the exact copies
+ * (padded rows, the untied embedding's gradient). Padded rows [v, vp) never enter anything; tp and
+ * the chunk sizes are the subject's business and change nothing here. With tf32 GEMMs the hidden and
+ * W values are rounded to tf32 on loading, so the logits and both gradient GEMMs read them.
  *
  * Non-finite inputs (lce_case.h) are not errors. A token is poisoned when its hidden row or any
  * real W row holds a NaN or an Inf (after tf32 rounding): its logits are all NaN, so its lse is
@@ -23,8 +24,7 @@
 #include <string.h>
 
 #include "lce_mpfr_dtype.h"
-#include "lce_oracle_internal.h"
-#include "lce_progress.h"
+#include "lce_oracle_driver.h"
 
 /* ---- MPFR arrays ------------------------------------------------------------------------------ */
 
@@ -117,14 +117,6 @@ static lce_code alloc_results(const lce_case *c, mpfr_prec_t prec, lce_oracle_re
 
 /* ---- certifying one element ------------------------------------------------------------------- */
 
-typedef struct oracle_ctx {
-  const lce_case *c;
-  mpfr_prec_t prec;
-  lce_oracle_result *res;
-  lce_oracle_mp *mp;
-  mpfr_t diff, exact; /* scratch of finish and finish_exact */
-} oracle_ctx;
-
 static void record(oracle_ctx *cx, lce_output_id o, int64_t i, double value, double err, double mag,
                    double rounded, int decisive) {
   lce_ref_output *r = &cx->res->out[o];
@@ -134,13 +126,11 @@ static void record(oracle_ctx *cx, lce_output_id o, int64_t i, double value, dou
   r->emag[i] = mag; /* the gradients overwrite it with their conditioned scale */
   r->rounded[i] = rounded;
   r->decisive[i] = (unsigned char)decisive;
-  cx->res->total++;
-  cx->res->decisive += decisive;
+  cx->total++;
+  cx->decisive += decisive;
 }
 
-/* Records element i of output o from its MPFR value m, whose distance to the exact value is at
- * most e_m (0: m is exact; +Inf: uncertified), and its magnitude mag (sum of |terms|). */
-static void finish(oracle_ctx *cx, lce_output_id o, int64_t i, mpfr_srcptr m, double e_m, double mag) {
+void lce_oracle_finish(oracle_ctx *cx, lce_output_id o, int64_t i, mpfr_srcptr m, double e_m, double mag) {
   lce_dtype fmt = lce_output_format(cx->c, o);
   double value = mpfr_get_d(m, MPFR_RNDN), err, rounded;
   if (!mpfr_number_p(m)) {
@@ -159,59 +149,41 @@ static void finish(oracle_ctx *cx, lce_output_id o, int64_t i, mpfr_srcptr m, do
    * value is zero (column 0 of W is constant, so d_hidden[n, 0] is exactly 0) is known to ~1e-48
    * of its terms, which is what matters to the judge, not its relative error. */
   double scale = fmax(fabs(value), mag);
-  if (isfinite(e_m) && scale > 0.0 && e_m / scale > cx->res->worst_rel_err) cx->res->worst_rel_err = e_m / scale;
+  if (isfinite(e_m) && scale > 0.0 && e_m / scale > cx->worst_rel_err) cx->worst_rel_err = e_m / scale;
   if (cx->mp != NULL) {
     mpfr_set(cx->mp->value[o].x[i], m, MPFR_RNDN);
     cx->mp->err_mp[o][i] = e_m;
     if (!mpfr_zero_p(m) && mpfr_number_p(m)) {
       double rel = e_m / fabs(mpfr_get_d(m, MPFR_RNDZ));
-      if (rel > cx->mp->worst_rel_err_mp) cx->mp->worst_rel_err_mp = rel;
+      if (rel > cx->worst_rel_err_mp) cx->worst_rel_err_mp = rel;
     }
   }
 }
 
-/* An element whose value is known exactly as a double (zeros, copied priors, NaN). A non-finite
- * one has magnitude 0: only its class is judged. */
-static void finish_exact(oracle_ctx *cx, lce_output_id o, int64_t i, double x) {
+/* A non-finite exact element has magnitude 0: only its class is judged. */
+void lce_oracle_finish_exact(oracle_ctx *cx, lce_output_id o, int64_t i, double x) {
   const double mag = isfinite(x) ? fabs(x) : 0.0;
   if (cx->mp != NULL) {
     mpfr_set_d(cx->exact, x, MPFR_RNDN);
-    finish(cx, o, i, cx->exact, 0.0, mag);
+    lce_oracle_finish(cx, o, i, cx->exact, 0.0, mag);
     return;
   }
   record(cx, o, i, x, 0.0, mag, lce_round_to(lce_output_format(cx->c, o), x), 1);
 }
 
-/* ---- the run ---------------------------------------------------------------------------------- */
+/* ---- the work's memory ------------------------------------------------------------------------ */
 
-typedef struct oracle_work {
-  /* The exact inputs (real rows only; tf32-rounded with tf32 GEMMs) as doubles and as MPFR numbers
-   * of the dtype's precision, row-major for the logits and transposed ([k*n + i], [k*v + j]) for
-   * the backward, whose inner loops then walk contiguous memory. */
-  double *hidden, *w, *hidden_t, *w_t;
-  lce_mp_array hidden_mp, w_mp, hidden_mp_t, w_mp_t;
-  unsigned char *bad_h;     /* [n] the token's hidden row holds a NaN or Inf */
-  int bad_w;                /* a real W row holds a NaN or Inf: every token is poisoned */
-  int poisoned_grad;        /* a valid token is poisoned: every real d_weight element is NaN */
-  lce_mp_array dz_row;      /* [v] the current row's dz */
-  double *dz_row_err;       /* [v] bounds on |dz - exact| */
-  double *dz_row_mag;       /* [v] dz's sum of |terms| (label term split) + floor: what an implementation adds */
-  double *dz_row_emag;      /* [v] the same terms times the softmax condition + floor: their error scale */
-  double *term;             /* [v] error scale of each logit of the current row */
-  lce_row row;
-  lce_mp_array dz;          /* [v*n] dz of the rows with non-zero g, transposed: [j*n + i] */
-  double *dz_err;           /* [v*n] bounds on |dz - exact| */
-  double *dz_mag, *dz_emag; /* [v*n] dz_row_mag and dz_row_emag of those rows */
-  lce_mp_array loss_token;  /* [n] kept for the reduced loss */
-  double *loss_err;         /* [n] */
-  int64_t *active;          /* rows with a non-zero g */
-  lce_mp_array prod;        /* max(v, n + 1) products for the backward sums */
-  mpfr_t out, g, sw;        /* sw: the mean's divisor, sum of w_label over valid tokens */
-  double sw_rel;
-  const lce_oracle_subset *sub; /* NULL: every element (lce_oracle_run_subset) */
-  int all_rows;             /* every token's forward is needed */
-  unsigned char *col_zero;  /* [h] d_hidden[n, k] exactly 0 (lce_zero_d_hidden_columns) */
-} oracle_work;
+static void ctx_free(oracle_ctx *cx) {
+  lce_row_free(&cx->row);
+  lce_mp_array_free(&cx->dz_row);
+  free(cx->dz_row_err);
+  free(cx->dz_row_mag);
+  free(cx->dz_row_emag);
+  free(cx->term);
+  free(cx->logits);
+  lce_mp_array_free(&cx->prod);
+  if (cx->c) mpfr_clears(cx->out, cx->g, cx->diff, cx->exact, (mpfr_ptr)0);
+}
 
 static void work_free(oracle_work *w) {
   free(w->hidden);
@@ -224,42 +196,20 @@ static void work_free(oracle_work *w) {
   lce_mp_array_free(&w->hidden_mp_t);
   lce_mp_array_free(&w->w_mp_t);
   free(w->bad_h);
-  lce_mp_array_free(&w->dz_row);
-  free(w->dz_row_err);
-  free(w->dz_row_mag);
-  free(w->dz_row_emag);
-  free(w->term);
-  lce_row_free(&w->row);
+  free(w->runs);
+  free(w->col_asked);
+  free(w->slot);
+  free(w->active);
   lce_mp_array_free(&w->dz);
   free(w->dz_err);
   free(w->dz_mag);
   free(w->dz_emag);
+  free(w->kept);
+  lce_mp_array_free(&w->kept_mp);
   lce_mp_array_free(&w->loss_token);
   free(w->loss_err);
-  free(w->active);
-  lce_mp_array_free(&w->prod);
-}
-
-static int row_asked(const unsigned char *flags, int64_t count) {
-  for (int64_t i = 0; i < count; i++)
-    if (flags[i]) return 1;
-  return 0;
-}
-
-/* Whether row n's forward runs (every row, or one a subset asks for through its row, its d_hidden). */
-static int row_runs(const lce_case *c, const oracle_work *w, int64_t n) {
-  return w->all_rows || (w->sub->row && w->sub->row[n]) || (w->sub->d_hidden && row_asked(w->sub->d_hidden + n * c->h, c->h));
-}
-
-/* Whether a running row reads W in MPFR: its logits are not given, or one is 0 or NaN (not known). */
-static int needs_w_rows(const lce_case *c, const oracle_work *w) {
-  for (int64_t n = 0; n < c->n; n++) {
-    if (!row_runs(c, w, n)) continue;
-    if (!(w->sub && w->sub->logits && w->sub->logits_exact && w->sub->logits_exact[n])) return 1;
-    for (int64_t v = 0; v < c->v; v++)
-      if (!(w->sub->logits[n * c->v + v] != 0.0) || isnan(w->sub->logits[n * c->v + v])) return 1;
-  }
-  return 0;
+  for (int t = 0; w->ctx && t < w->threads; t++) ctx_free(&w->ctx[t]);
+  free(w->ctx);
 }
 
 /* One input element as the math reads it: exact, tf32-rounded for tf32 GEMMs. */
@@ -290,11 +240,36 @@ static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_wor
     if (!isfinite(w->w[i])) w->bad_w = 1;
   }
   lce_zero_d_hidden_columns(c, w->w, w->col_zero);
+  return LCE_OK;
+}
+
+/* Whether a running row reads W in MPFR: its logits are not handed over, or one is 0 or NaN (not
+ * known). Poisoned rows read nothing. */
+static lce_code needs_w_rows(const lce_case *c, const oracle_work *w, int *need, lce_status *st) {
+  *need = 0;
+  const lce_oracle_subset *sub = w->sub;
+  double *s = sub && sub->exact_logits ? malloc((size_t)c->v * sizeof *s) : NULL;
+  LCE_CHECK(st, !(sub && sub->exact_logits) || s, LCE_ENOMEM, "out of memory for a row of exact logits");
+  for (int64_t n = 0; n < c->n && !*need; n++) {
+    if (!w->runs[n] || w->bad_w || w->bad_h[n]) continue;
+    if (s == NULL || sub->exact_logits(sub->ctx, n, 0, c->v, s) < c->v) *need = 1;
+    for (int64_t v = 0; v < c->v && !*need; v++) *need = s[v] == 0.0;
+  }
+  free(s);
+  return LCE_OK;
+}
+
+/* The MPFR copies of the inputs: hidden both ways, and those of W (each V*H numbers) only where a
+ * computed element reads them: the row-major one for logits not handed over (or handed over as 0,
+ * whose sign mpfr_sum decides), the transposed one for d_hidden. A subset run (tier 1's
+ * escalations) often needs neither. */
+static lce_code load_mp(const lce_case *c, oracle_work *w, lce_status *st) {
+  const int64_t nh = c->n * c->h, vh = c->v * c->h;
   const mpfr_prec_t dp = lce_dtype_precision(c->dtype);
-  /* The MPFR copies of W (each V*H numbers) only where a computed element reads them: the
-   * row-major one for logits not given exact (or given as 0, whose sign mpfr_sum decides), the
-   * transposed one for d_hidden. A subset run (tier 1's escalations) often needs neither. */
-  const int need_w = needs_w_rows(c, w), need_w_t = w->sub == NULL || (w->sub->d_hidden && row_asked(w->sub->d_hidden, nh));
+  int need_w;
+  LCE_TRY(needs_w_rows(c, w, &need_w, st));
+  int need_w_t = w->sub == NULL;
+  for (int64_t i = 0; i < nh && !need_w_t; i++) need_w_t = w->sub->d_hidden && w->sub->d_hidden[i];
   LCE_TRY(lce_mp_array_init(&w->hidden_mp, nh, dp, st));
   LCE_TRY(lce_mp_array_init(&w->w_mp, need_w ? vh : 0, dp, st));
   LCE_TRY(lce_mp_array_init(&w->hidden_mp_t, nh, dp, st));
@@ -316,172 +291,82 @@ static lce_code load_inputs(const lce_case *c, const lce_tensors *in, oracle_wor
   return LCE_OK;
 }
 
-static lce_code alloc_work(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, oracle_work *w,
-                           lce_status *st) {
-  const int64_t nv = c->n * c->v;
-  const mpfr_prec_t dp = lce_dtype_precision(c->dtype);
-  LCE_TRY(lce_row_init(&w->row, c, in->class_weight, c->h, prec, lce_mul_exact_prec(dp), st));
-  LCE_TRY(lce_mp_array_init(&w->dz, nv, prec, st));
-  LCE_TRY(lce_mp_array_init(&w->dz_row, c->v, prec, st));
-  w->dz_row_err = malloc((size_t)c->v * sizeof *w->dz_row_err);
-  w->dz_row_mag = malloc((size_t)c->v * sizeof *w->dz_row_mag);
-  w->dz_row_emag = malloc((size_t)c->v * sizeof *w->dz_row_emag);
-  w->term = malloc((size_t)c->v * sizeof *w->term);
-  LCE_CHECK(st, w->dz_row_err && w->dz_row_mag && w->dz_row_emag && w->term, LCE_ENOMEM,
+static lce_code ctx_init(oracle_ctx *cx, oracle_work *w, mpfr_prec_t prec, lce_oracle_result *res, lce_oracle_mp *mp,
+                         lce_status *st) {
+  const lce_case *c = w->c;
+  cx->c = c, cx->prec = prec, cx->res = res, cx->mp = mp, cx->w = w;
+  mpfr_inits2(prec, cx->out, cx->g, cx->diff, cx->exact, (mpfr_ptr)0);
+  LCE_TRY(lce_row_init(&cx->row, c, w->in->class_weight, c->h, prec, lce_mul_exact_prec(lce_dtype_precision(c->dtype)), st));
+  LCE_TRY(lce_mp_array_init(&cx->dz_row, c->v, prec, st));
+  LCE_TRY(lce_mp_array_init(&cx->prod, c->v > c->n + 1 ? c->v : c->n + 1, lce_mul_exact_prec(prec), st));
+  cx->dz_row_err = malloc((size_t)c->v * sizeof *cx->dz_row_err);
+  cx->dz_row_mag = malloc((size_t)c->v * sizeof *cx->dz_row_mag);
+  cx->dz_row_emag = malloc((size_t)c->v * sizeof *cx->dz_row_emag);
+  cx->term = malloc((size_t)c->v * sizeof *cx->term);
+  cx->logits = malloc((size_t)c->v * sizeof *cx->logits);
+  LCE_CHECK(st, cx->dz_row_err && cx->dz_row_mag && cx->dz_row_emag && cx->term && cx->logits, LCE_ENOMEM,
             "out of memory for the oracle's dz row");
-  LCE_TRY(lce_mp_array_init(&w->loss_token, c->n, prec, st));
-  LCE_TRY(lce_mp_array_init(&w->prod, c->v > c->n + 1 ? c->v : c->n + 1, lce_mul_exact_prec(prec), st));
-  w->dz_err = malloc((size_t)nv * sizeof *w->dz_err);
-  w->dz_mag = malloc((size_t)nv * sizeof *w->dz_mag);
-  w->dz_emag = malloc((size_t)nv * sizeof *w->dz_emag);
-  w->loss_err = malloc((size_t)c->n * sizeof *w->loss_err);
-  w->active = malloc((size_t)c->n * sizeof *w->active);
-  LCE_CHECK(st, w->dz_err && w->dz_mag && w->dz_emag && w->loss_err && w->active, LCE_ENOMEM,
-            "out of memory for the oracle's dz");
   return LCE_OK;
 }
 
-/* Sum over k of |h[k] W[v,k]| for one token row and one vocab row: the terms of logit s[v]. Every
- * implementation forms s[v] from them in finite precision, so its error scales with this sum, not
- * with |s[v]|, which cancellation can make arbitrarily small. */
-static double logit_terms(const double *h_row, const double *w_row, int64_t H) {
-  double s = 0.0;
-  for (int64_t k = 0; k < H; k++) s += fabs(h_row[k] * w_row[k]);
-  return s * (1.0 + 0x1p-50); /* an upper bound: H <= 2^24 terms, each sum rounding <= 2^-53 */
-}
-
-/* The error scale of every logit of row n into w->term; returns the largest. With softcap a
- * logit's error is its own (|z|, from tanh) or the GEMM's scaled by the factor f = dz/ds, so its
- * scale is max(|z|, f terms) — without softcap that is terms itself. */
-static double row_terms(const lce_case *c, int64_t n, oracle_work *w) {
-  double term_max = 0.0;
-  for (int64_t v = 0; v < c->v; v++) {
-    double t = logit_terms(w->hidden + n * c->h, w->w + v * c->h, c->h);
-    if (c->softcap > 0)
-      t = fmax(fabs(mpfr_get_d(w->row.z.x[v], MPFR_RNDU)), mpfr_get_d(w->row.f.x[v], MPFR_RNDU) * t);
-    w->term[v] = t;
-    term_max = fmax(term_max, t);
+/* The loss buffers, the dz block and the rows' kept state (lce_oracle_driver.h), and each thread's
+ * scratch. */
+static lce_code alloc_work(const lce_case *c, mpfr_prec_t prec, lce_oracle_result *res, lce_oracle_mp *mp,
+                           oracle_work *w, lce_status *st) {
+  const int64_t block = w->jb * w->na;
+  LCE_TRY(lce_mp_array_init(&w->loss_token, c->n, prec, st));
+  LCE_TRY(lce_mp_array_init(&w->dz, block, prec, st));
+  w->loss_err = malloc((size_t)c->n * sizeof *w->loss_err);
+  w->dz_err = malloc((size_t)(block > 0 ? block : 1) * sizeof *w->dz_err);
+  w->dz_mag = malloc((size_t)(block > 0 ? block : 1) * sizeof *w->dz_mag);
+  w->dz_emag = malloc((size_t)(block > 0 ? block : 1) * sizeof *w->dz_emag);
+  LCE_CHECK(st, w->loss_err && w->dz_err && w->dz_mag && w->dz_emag, LCE_ENOMEM, "out of memory for the oracle's dz");
+  if (w->jb < c->v && w->na > 0) { /* later blocks are recomputed from the rows' state */
+    LCE_TRY(lce_mp_array_init(&w->kept_mp, 4 * w->na, prec, st));
+    w->kept = malloc((size_t)w->na * sizeof *w->kept);
+    LCE_ALLOC_CHECK(st, w->kept);
+    for (int64_t i = 0; i < w->na; i++) w->kept[i].s.mp = w->kept_mp.x + 4 * i;
   }
-  return term_max;
+  w->ctx = calloc((size_t)w->threads, sizeof *w->ctx);
+  LCE_ALLOC_CHECK(st, w->ctx);
+  for (int t = 0; t < w->threads; t++) LCE_TRY(ctx_init(&w->ctx[t], w, prec, res, mp, st));
+  return LCE_OK;
 }
 
-/* A poisoned token (see the top of this file). */
-static void poisoned_row(oracle_ctx *cx, int64_t n, int valid, oracle_work *w) {
-  const int64_t H = cx->c->h;
-  const double x = valid ? NAN : 0.0;
-  finish_exact(cx, LCE_OUT_LSE, n, NAN);
-  finish_exact(cx, LCE_OUT_LOSS_TOKEN, n, x);
-  mpfr_set_d(w->loss_token.x[n], x, MPFR_RNDN);
-  w->loss_err[n] = 0.0;
-  for (int64_t k = 0; k < H; k++) finish_exact(cx, LCE_OUT_D_HIDDEN, n * H + k, x);
-  if (valid) w->poisoned_grad = 1;
+/* ---- memory estimate -------------------------------------------------------------------------- */
+
+/* One MPFR number of an lce_mp_array: the struct, its pointer in the table, its limbs. */
+static double mp_bytes(mpfr_prec_t prec) { return (double)(sizeof(mpfr_t) + sizeof(mpfr_ptr) + mpfr_custom_get_size(prec)); }
+
+double lce_oracle_dz_bytes(mpfr_prec_t prec) { return mp_bytes(prec) + 3.0 * sizeof(double); }
+
+int64_t lce_oracle_block_cols(const lce_case *c, int64_t na, mpfr_prec_t prec, int64_t block_cols) {
+  if (block_cols > 0) return block_cols < c->v ? block_cols : c->v;
+  const double per_col = (double)(na > 0 ? na : 1) * lce_oracle_dz_bytes(prec);
+  const double cols = floor(LCE_ORACLE_BLOCK_BYTES / per_col);
+  return cols >= (double)c->v ? c->v : cols < 1.0 ? 1 : (int64_t)cols;
 }
 
-/* The absolute floor of a gradient element's error scale, in units of the formats' unit
- * roundoff: each of the `terms` fp32 multiply-adds that form it is exact only to half the smallest
- * fp32 subnormal (2^-150, i.e. 2^-126 units of 2^-24), and the final rounding to the output format
- * to half its smallest subnormal (2^emin units). Only elements whose terms are all tiny (subnormal
- * hidden rows, underflowing products) feel it. */
-static double gemm_floor(const lce_case *c, lce_output_id o, int64_t terms) {
-  return (double)terms * 0x1p-126 + ldexp(1.0, lce_dtype_emin(lce_output_format(c, o)));
+double lce_oracle_bytes(const lce_case *c, int threads) {
+  const mpfr_prec_t p = LCE_ORACLE_PREC, dp = lce_dtype_precision(c->dtype);
+  const double N = (double)c->n, H = (double)c->h, V = (double)c->v;
+  double out = 0.0;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) out += (double)lce_output_count(c, (lce_output_id)o);
+  const double jb = (double)lce_oracle_block_cols(c, c->n, p, 0);
+  /* Inputs: doubles both ways and MPFR copies both ways; the result; per row the loss and the plan
+   * (and with vocab blocks the kept state); the dz block of every row. */
+  double bytes = 16.0 * (N + V) * H + 2.0 * (N + V) * H * mp_bytes(dp) + 41.0 * out + H;
+  bytes += N * (mp_bytes(p) + 8.0 + 1.0 + 1.0 + 16.0);
+  if (jb < V) bytes += N * (4.0 * mp_bytes(p) + sizeof(oracle_row));
+  bytes += N * jb * lce_oracle_dz_bytes(p);
+  /* Per thread: the row (z, t, softcap factors, smoothing terms, h products), the dz row with its
+   * four double arrays and the handed-over logits, max(V, N + 1) products of the backward sums. */
+  const double row = 4.0 * V * mp_bytes(p) + H * mp_bytes(lce_mul_exact_prec(dp)) + V * (mp_bytes(p) + 5.0 * 8.0) +
+                     fmax(V, N + 1.0) * mp_bytes(lce_mul_exact_prec(p));
+  return bytes + (threads > 0 ? threads : 1) * row;
 }
 
-/* The row's dz, kept at column na for d_weight, and its d_hidden row. */
-static void row_backward(oracle_ctx *cx, int64_t n, int64_t y, double g_rel, double term_max, int64_t na,
-                         oracle_work *w) {
-  const lce_case *c = cx->c;
-  const int64_t V = c->v, H = c->h;
-  mpfr_t *dz = w->dz_row.x;
-  mpfr_clear_underflow();
-  lce_row_dz(&w->row, y, w->g, g_rel, dz, w->dz_row_err, w->dz_row_mag);
-  const int underflow = mpfr_underflow_p();
-  /* Magnitudes for the judge count the label term as the two terms every implementation
-   * computes, g*cy*p_y and -g*cy (lce_row_dz's mag): an fp32 kernel cannot resolve 1 - p_y below
-   * 2^-24, so measuring its error against |g cy (p_y - 1)| alone would call correct kernels wrong
-   * on confident rows. The error scale emag weights each term by the row's softmax condition
-   * 1 + T (T = the largest logit's error scale): a logit known to an absolute u*T gives p_j to a
-   * relative u*T, so a row of logits near -120 carries ~100x the gradient error of a row near 0
-   * in every correct implementation. */
-  const double g_abs = fabs(mpfr_get_d(w->g, MPFR_RNDU));
-  const double softmax_cond = 1.0 + term_max;
-  /* And every dz has an absolute floor: stored in the input dtype, a dz below the format's
-   * smallest normal number is known only to half its smallest subnormal, 2^(emin - p), not to a
-   * relative u = 2^-p. In units of u that is 2^emin: such a dz counts as the smallest normal
-   * (fp16: 2^-14, so the d_logits of unlikely tokens vanish in every fp16 kernel). The rounding is
-   * absolute whether the kernel stores g*t (then 2^emin, whatever g) or t and scales by g afterwards
-   * (then g*2^emin): the floor is the larger, max(1, |g|)*2^emin. A floor of |g|*2^emin undercounted
-   * mean-reduced fp16 gradients by 1/g (24x on a fuzz case whose d_logits all underflow). */
-  const double dz_floor = lce_dz_floor(c, g_abs);
-  for (int64_t j = 0; j < V; j++) {
-    const double term = w->dz_row_mag[j];
-    if (underflow) w->dz_row_err[j] = INFINITY;
-    w->dz_row_mag[j] = term + dz_floor;
-    w->dz_row_emag[j] = term * softmax_cond + dz_floor;
-    w->dz_mag[j * c->n + na] = w->dz_row_mag[j];
-    w->dz_emag[j * c->n + na] = w->dz_row_emag[j];
-    w->dz_err[j * c->n + na] = w->dz_row_err[j];
-    mpfr_set(w->dz.x[j * c->n + na], dz[j], MPFR_RNDN);
-  }
-  for (int64_t k = 0; k < H; k++) {
-    if (w->sub && !(w->sub->d_hidden && w->sub->d_hidden[n * H + k])) continue;
-    double mag, emag;
-    mpfr_clear_underflow();
-    double e = lce_d_hidden_element(w->out, cx->prec, dz, w->dz_row_err, w->dz_row_mag, w->dz_row_emag, &emag,
-                                    w->w_mp_t.x + k * V, w->w_t + k * V, V, &w->prod, &mag);
-    if (mpfr_underflow_p()) e = INFINITY;
-    if (w->col_zero[k]) mpfr_set_zero(w->out, 1), e = LCE_EXACT_ZERO_ERR; /* proven 0, not the sum's ~1e-49 */
-    finish(cx, LCE_OUT_D_HIDDEN, n * H + k, w->out, e, mag);
-    cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = emag + gemm_floor(c, LCE_OUT_D_HIDDEN, V);
-  }
-}
-
-
-/* Per token: lse, loss, dz, and the d_hidden row. Returns the number of rows with non-zero g. */
-static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
-  const lce_case *c = cx->c;
-  const int64_t H = c->h;
-  int64_t na = 0;
-  lce_progress progress;
-  lce_progress_start(&progress, "tier 0 tokens", (double)c->n);
-  for (int64_t n = 0; n < c->n; n++) {
-    const int64_t y = in->labels[n];
-    const int valid = y != c->ignore_index;
-    lce_progress_step(&progress, (double)n);
-    if (!row_runs(c, w, n)) continue;
-    if (w->bad_w || w->bad_h[n]) {
-      poisoned_row(cx, n, valid, w);
-      continue;
-    }
-    if (w->sub && w->sub->logits && w->sub->logits_exact && w->sub->logits_exact[n])
-      lce_row_logits_given(&w->row, w->hidden_mp.x + n * H, w->w_mp.x, w->sub->logits + n * c->v);
-    else
-      lce_row_logits_exact(&w->row, w->hidden_mp.x + n * H, w->w_mp.x);
-    lce_row_forward(&w->row, valid ? y : -1);
-    /* Magnitudes: lse is a softmax-weighted mean of the logits plus log s, so its terms are at most
-     * the largest logit's terms; a token's loss adds its logits' terms (lce_row_loss). */
-    const double term_max = row_terms(c, n, w);
-    finish(cx, LCE_OUT_LSE, n, w->row.lse, w->row.err_lse, lce_add_up(w->row.mag_lse, term_max));
-    if (valid) {
-      lce_row_loss(&w->row, y, w->term, term_max);
-      mpfr_set(w->loss_token.x[n], w->row.loss, MPFR_RNDN);
-      w->loss_err[n] = w->row.err_loss;
-      finish(cx, LCE_OUT_LOSS_TOKEN, n, w->row.loss, w->row.err_loss, w->row.mag_loss);
-    } else {
-      mpfr_set_zero(w->loss_token.x[n], 1);
-      w->loss_err[n] = 0.0;
-      finish_exact(cx, LCE_OUT_LOSS_TOKEN, n, 0.0);
-    }
-    /* g: the gradient of the reduced loss with respect to this token's loss. */
-    const double g_rel = lce_token_g(c, in, n, w->sw, w->sw_rel, w->g);
-    if (mpfr_zero_p(w->g)) { /* ignored token, zero grad_output or zero weight sum: dz exactly zero */
-      for (int64_t k = 0; k < H; k++) finish_exact(cx, LCE_OUT_D_HIDDEN, n * H + k, 0.0);
-      continue;
-    }
-    row_backward(cx, n, y, g_rel, term_max, na, w);
-    w->active[na++] = n;
-  }
-  return na;
-}
+/* ---- the run ---------------------------------------------------------------------------------- */
 
 /* The reduced loss: sum of the token losses (reduction none reports the same sum), divided by
  * sum_n W_n for mean (0 when that is 0); NaN when a valid token is poisoned. Its magnitude is the
@@ -490,11 +375,11 @@ static int64_t run_rows(oracle_ctx *cx, const lce_tensors *in, oracle_work *w) {
 static void run_loss(oracle_ctx *cx, oracle_work *w) {
   const lce_case *c = cx->c;
   if (w->poisoned_grad) {
-    finish_exact(cx, LCE_OUT_LOSS, 0, NAN);
+    lce_oracle_finish_exact(cx, LCE_OUT_LOSS, 0, NAN);
     return;
   }
   if (c->reduction == LCE_RED_MEAN && mpfr_zero_p(w->sw)) {
-    finish_exact(cx, LCE_OUT_LOSS, 0, 0.0);
+    lce_oracle_finish_exact(cx, LCE_OUT_LOSS, 0, 0.0);
     return;
   }
   double e = 0.0, mag = 0.0;
@@ -502,86 +387,66 @@ static void run_loss(oracle_ctx *cx, oracle_work *w) {
     e = lce_add_up(e, w->loss_err[n]);
     mag += cx->res->out[LCE_OUT_LOSS_TOKEN].mag[n];
   }
-  if (mpfr_sum(w->out, w->loss_token.ptr, (unsigned long)c->n, MPFR_RNDN))
-    e = lce_add_up(e, lce_half_ulp(w->out, cx->prec));
+  if (mpfr_sum(cx->out, w->loss_token.ptr, (unsigned long)c->n, MPFR_RNDN))
+    e = lce_add_up(e, lce_half_ulp(cx->out, cx->prec));
   if (c->reduction == LCE_RED_MEAN) {
     /* sum / SW against SUM / SW_exact, SW = SW_exact (1 + beta), |beta| <= sw_rel:
      * |sum/SW - SUM/SW_exact| <= (e + (|sum| + e) sw_rel) / SW. */
     const double sw_lo = mpfr_get_d(w->sw, MPFR_RNDZ);
-    e = lce_add_up(e, lce_mul_up(lce_add_up(lce_abs_up(w->out), e), w->sw_rel));
+    e = lce_add_up(e, lce_mul_up(lce_add_up(lce_abs_up(cx->out), e), w->sw_rel));
     e = nextafter(e / sw_lo, INFINITY);
-    if (mpfr_div(w->out, w->out, w->sw, MPFR_RNDN)) e = lce_add_up(e, lce_half_ulp(w->out, cx->prec));
+    if (mpfr_div(cx->out, cx->out, w->sw, MPFR_RNDN)) e = lce_add_up(e, lce_half_ulp(cx->out, cx->prec));
     mag /= sw_lo;
   }
-  finish(cx, LCE_OUT_LOSS, 0, w->out, e, mag);
+  lce_oracle_finish(cx, LCE_OUT_LOSS, 0, cx->out, e, mag);
 }
 
-/* The output weight's gradient buffer after the run, and the untied embedding's (unchanged). */
-static void run_weight_grads(oracle_ctx *cx, const lce_tensors *in, int64_t na, oracle_work *w) {
+/* The padded rows of the output weight's gradient and the untied embedding's gradient: unchanged. */
+static void exact_copies(oracle_ctx *cx, const lce_tensors *in) {
   const lce_case *c = cx->c;
-  const int64_t H = c->h;
   const float *prior = lce_output_weight_prior(c, in);
-  for (int64_t j = 0; j < c->v; j++) {
-    for (int64_t k = 0; k < H; k++) {
-      const int64_t i = j * H + k, col = j * c->n;
-      if (w->sub && !(w->sub->d_weight && w->sub->d_weight[i])) continue;
-      if (w->poisoned_grad || !isfinite(prior[i])) { /* NaN, or a non-finite prior plus finite terms */
-        finish_exact(cx, LCE_OUT_D_WEIGHT, i, w->poisoned_grad ? NAN : prior[i]);
-        continue;
-      }
-      mpfr_clear_underflow();
-      double mag, emag, e = lce_d_weight_element(w->out, cx->prec, prior[i], w->dz.x + col, w->dz_err + col,
-                                                 w->dz_mag + col, w->dz_emag + col, &emag,
-                                                 w->hidden_mp_t.x + k * c->n, w->hidden_t + k * c->n, w->active,
-                                                 na, &w->prod, &mag);
-      if (mpfr_underflow_p()) e = INFINITY;
-      finish(cx, LCE_OUT_D_WEIGHT, i, w->out, e, mag);
-      cx->res->out[LCE_OUT_D_WEIGHT].emag[i] = emag + gemm_floor(c, LCE_OUT_D_WEIGHT, na);
-    }
-  }
-  if (w->sub) return; /* the exact copies below are never escalated */
-  for (int64_t i = c->v * H; i < c->vp * H; i++) finish_exact(cx, LCE_OUT_D_WEIGHT, i, prior[i]);
+  for (int64_t i = c->v * c->h; i < c->vp * c->h; i++) lce_oracle_finish_exact(cx, LCE_OUT_D_WEIGHT, i, prior[i]);
   if (!c->tied)
-    for (int64_t i = 0; i < c->vp * H; i++) finish_exact(cx, LCE_OUT_D_EMBEDDING, i, in->grad_embedding_prior[i]);
+    for (int64_t i = 0; i < c->vp * c->h; i++) lce_oracle_finish_exact(cx, LCE_OUT_D_EMBEDDING, i, in->grad_embedding_prior[i]);
+}
+
+static int any_flag(const unsigned char *flags, int64_t count) {
+  for (int64_t i = 0; flags && i < count; i++)
+    if (flags[i]) return 1;
+  return 0;
 }
 
 static lce_code run_body(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, lce_oracle_result *res,
                          lce_oracle_mp *mp, oracle_work *w, lce_status *st) {
-  if (w->sub && !w->sub->loss && !(w->sub->d_weight && row_asked(w->sub->d_weight, c->v * c->h)) &&
-      !(w->sub->row && row_asked(w->sub->row, c->n)) && !(w->sub->d_hidden && row_asked(w->sub->d_hidden, c->n * c->h)))
+  const lce_oracle_subset *sub = w->sub;
+  if (sub && !sub->loss && !any_flag(sub->d_weight, c->v * c->h) && !any_flag(sub->row, c->n) &&
+      !any_flag(sub->d_hidden, c->n * c->h))
     return alloc_results(c, prec, res, mp, st); /* nothing asked */
-  w->all_rows = w->sub == NULL || w->sub->loss || (w->sub->d_weight && row_asked(w->sub->d_weight, c->v * c->h));
+  w->all_rows = sub == NULL || sub->loss || any_flag(sub->d_weight, c->v * c->h);
   LCE_TRY(load_inputs(c, in, w, st));
-  LCE_TRY(alloc_work(c, in, prec, w, st));
-  LCE_TRY(alloc_results(c, prec, res, mp, st));
-  oracle_ctx cx = {.c = c, .prec = prec, .res = res, .mp = mp};
-  mpfr_inits2(prec, cx.diff, cx.exact, (mpfr_ptr)0);
   w->sw_rel = lce_valid_weight_sum(c, in, w->sw);
-  int64_t na = run_rows(&cx, in, w);
-  if (!w->sub || w->sub->loss) run_loss(&cx, w);
-  if (!w->sub || w->all_rows) run_weight_grads(&cx, in, na, w);
-  mpfr_clears(cx.diff, cx.exact, (mpfr_ptr)0);
+  LCE_TRY(lce_oracle_plan(w, st));
+  LCE_TRY(load_mp(c, w, st));
+  LCE_TRY(alloc_work(c, prec, res, mp, w, st));
+  LCE_TRY(alloc_results(c, prec, res, mp, st));
+  lce_oracle_rows(w);
+  oracle_ctx *cx = &w->ctx[0];
+  if (!sub || sub->loss) run_loss(cx, w);
+  if (!sub) exact_copies(cx, in); /* never escalated */
+  for (int t = 0; t < w->threads; t++) {
+    const oracle_ctx *x = &w->ctx[t];
+    res->total += x->total;
+    res->decisive += x->decisive;
+    res->worst_rel_err = fmax(res->worst_rel_err, x->worst_rel_err);
+    if (mp) mp->worst_rel_err_mp = fmax(mp->worst_rel_err_mp, x->worst_rel_err_mp);
+  }
   res->n_valid = lce_count_valid(c, in);
   res->precision_bits = (int)prec;
   return LCE_OK;
 }
 
 static lce_code run_checked(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, const lce_oracle_subset *sub,
-                           lce_oracle_result *res, lce_oracle_mp *mp, lce_status *st);
-
-lce_code lce_oracle_run_prec(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, lce_oracle_result *res,
-                             lce_oracle_mp *mp, lce_status *st) {
-  return run_checked(c, in, prec, NULL, res, mp, st);
-}
-
-lce_code lce_oracle_run_subset(const lce_case *c, const lce_tensors *in, const lce_oracle_subset *sub,
-                               lce_oracle_result *res, lce_status *st) {
-  LCE_CHECK(st, sub != NULL, LCE_EINVAL, "oracle subset is NULL");
-  return run_checked(c, in, LCE_ORACLE_PREC, sub, res, NULL, st);
-}
-
-static lce_code run_checked(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, const lce_oracle_subset *sub,
-                           lce_oracle_result *res, lce_oracle_mp *mp, lce_status *st) {
+                            lce_oracle_result *res, lce_oracle_mp *mp, lce_status *st) {
   LCE_CHECK(st, res != NULL, LCE_EINVAL, "oracle result is NULL");
   memset(res, 0, sizeof *res);
   if (mp != NULL) memset(mp, 0, sizeof *mp);
@@ -595,10 +460,10 @@ static lce_code run_checked(const lce_case *c, const lce_tensors *in, mpfr_prec_
   mpfr_set_emax(mpfr_get_emax_max());
   oracle_work w;
   memset(&w, 0, sizeof w);
-  w.sub = sub;
-  mpfr_inits2(prec, w.out, w.g, w.sw, (mpfr_ptr)0);
+  w.c = c, w.in = in, w.sub = sub, w.block_cols = sub ? sub->block_cols : 0;
+  mpfr_init2(w.sw, prec);
   lce_code rc = run_body(c, in, prec, res, mp, &w, st);
-  mpfr_clears(w.out, w.g, w.sw, (mpfr_ptr)0);
+  mpfr_clear(w.sw);
   work_free(&w);
   mpfr_set_emin(saved_emin);
   mpfr_set_emax(saved_emax);
@@ -607,6 +472,17 @@ static lce_code run_checked(const lce_case *c, const lce_tensors *in, mpfr_prec_
     lce_oracle_mp_free(mp);
   }
   return rc;
+}
+
+lce_code lce_oracle_run_prec(const lce_case *c, const lce_tensors *in, mpfr_prec_t prec, lce_oracle_result *res,
+                             lce_oracle_mp *mp, lce_status *st) {
+  return run_checked(c, in, prec, NULL, res, mp, st);
+}
+
+lce_code lce_oracle_run_subset(const lce_case *c, const lce_tensors *in, const lce_oracle_subset *sub,
+                               lce_oracle_result *res, lce_status *st) {
+  LCE_CHECK(st, sub != NULL, LCE_EINVAL, "oracle subset is NULL");
+  return run_checked(c, in, LCE_ORACLE_PREC, sub, res, NULL, st);
 }
 
 lce_code lce_oracle_run(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_status *st) {

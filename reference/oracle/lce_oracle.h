@@ -11,7 +11,11 @@
  * and class weights. Non-finite inputs are not errors: the elements they reach (lce_case.h; the
  * details, e.g. that ignored tokens stay exactly 0, are in lce_oracle.c) are reported as value NaN
  * (or the non-finite prior itself), err 0, decisive, rounded the same, mag and emag 0: the judge
- * compares their classes. */
+ * compares their classes.
+ *
+ * Its token rows and d_weight elements run on OMP_NUM_THREADS threads with the same bits for any
+ * count; its memory grows with the inputs and the rows in flight, not with N·V (lce_oracle_internal.h,
+ * "memory"). */
 #ifndef LCE_ORACLE_H
 #define LCE_ORACLE_H
 

@@ -59,7 +59,7 @@ lce_code lce_row_init(lce_row *r, const lce_case *c, const float *class_weight, 
   r->prec = prec;
   r->v = c->v;
   mpfr_inits2(prec, r->d, r->s, r->s_rest, r->tmp, r->k, r->cy, r->pv, r->inner, r->lse, r->ce, r->loss,
-              (mpfr_ptr)0);
+              r->zmax, (mpfr_ptr)0);
   lce_row_opts_init(&r->opts, c, class_weight, prec);
   lce_code rc = lce_mp_array_init(&r->z, r->v, prec, st);
   if (rc == LCE_OK) rc = lce_mp_array_init(&r->t, r->v, prec, st);
@@ -73,7 +73,7 @@ lce_code lce_row_init(lce_row *r, const lce_case *c, const float *class_weight, 
 void lce_row_free(lce_row *r) {
   if (r->prec == 0) return;
   mpfr_clears(r->d, r->s, r->s_rest, r->tmp, r->k, r->cy, r->pv, r->inner, r->lse, r->ce, r->loss,
-              (mpfr_ptr)0);
+              r->zmax, (mpfr_ptr)0);
   lce_row_opts_clear(&r->opts);
   lce_mp_array_free(&r->z);
   lce_mp_array_free(&r->f);
@@ -93,9 +93,8 @@ static double softcap_logit(lce_row *r, int64_t v, double es) {
   mpfr_ptr z = r->z.x[v], f = r->f.x[v];
   mpfr_div_d(r->d, z, c, MPFR_RNDN); /* q */
   const double hq = lce_half_ulp(r->d, p);
-  mpfr_sech(f, r->d, MPFR_RNDN);
+  lce_tanh_sech_rn(r->tmp, f, r->d); /* mpfr_tanh's and mpfr_sech's values (lce_oracle_exp.c) */
   mpfr_sqr(f, f, MPFR_RNDN);
-  mpfr_tanh(r->tmp, r->d, MPFR_RNDN);
   const double ht = lce_half_ulp(r->tmp, p);
   mpfr_mul_d(z, r->tmp, c, MPFR_RNDN);
   const double eq = lce_add_up(hq, nextafter(es / c, INFINITY));
@@ -119,31 +118,37 @@ static void start_logits(lce_row *r) {
 
 static void end_logits(lce_row *r) { r->cap_underflow = r->opts.softcap > 0 && mpfr_underflow_p(); }
 
-void lce_row_logits_exact(lce_row *r, mpfr_t *h_row, mpfr_t *w) {
+/* Logits v in [v0, v1): from s[v - v0] where s is given and holds a non-zero number (the exact sum:
+ * mpfr_sum would return it, exact, ternary 0), else as the correctly rounded sum of the h exact
+ * products (a zero's sign is mpfr_sum's). */
+static void row_logits(lce_row *r, mpfr_t *h_row, mpfr_t *w, const double *s, int64_t v0, int64_t v1) {
   const int64_t h = r->prod.n;
-  start_logits(r);
-  for (int64_t v = 0; v < r->v; v++) {
+  for (int64_t v = v0; v < v1; v++) {
+    if (s && s[v - v0] != 0.0 && !isnan(s[v - v0])) {
+      mpfr_set_d(r->z.x[v], s[v - v0], MPFR_RNDN);
+      finish_logit(r, v, 0);
+      continue;
+    }
     mpfr_t *wv = w + v * h;
     for (int64_t k = 0; k < h; k++) lce_mul_exact_1(r->prod.x[k], h_row[k], wv[k]);
     finish_logit(r, v, mpfr_sum(r->z.x[v], r->prod.ptr, (unsigned long)h, MPFR_RNDN));
   }
+}
+
+void lce_row_logits_exact(lce_row *r, mpfr_t *h_row, mpfr_t *w) {
+  start_logits(r);
+  row_logits(r, h_row, w, NULL, 0, r->v);
   end_logits(r);
 }
 
 void lce_row_logits_given(lce_row *r, mpfr_t *h_row, mpfr_t *w, const double *s) {
-  const int64_t h = r->prod.n;
   start_logits(r);
-  for (int64_t v = 0; v < r->v; v++) {
-    if (s[v] != 0.0 && !isnan(s[v])) { /* the exact sum: mpfr_sum would return it, exact (ternary 0) */
-      mpfr_set_d(r->z.x[v], s[v], MPFR_RNDN);
-      finish_logit(r, v, 0);
-      continue;
-    }
-    mpfr_t *wv = w + v * h; /* not known, or a zero (its sign is mpfr_sum's): as lce_row_logits_exact */
-    for (int64_t k = 0; k < h; k++) lce_mul_exact_1(r->prod.x[k], h_row[k], wv[k]);
-    finish_logit(r, v, mpfr_sum(r->z.x[v], r->prod.ptr, (unsigned long)h, MPFR_RNDN));
-  }
+  row_logits(r, h_row, w, s, 0, r->v);
   end_logits(r);
+}
+
+void lce_row_logits_range(lce_row *r, mpfr_t *h_row, mpfr_t *w, const double *s, int64_t v0, int64_t v1) {
+  row_logits(r, h_row, w, s, v0, v1);
 }
 
 void lce_row_logits_mp(lce_row *r, mpfr_t *h_row, mpfr_t *w) {
@@ -156,25 +161,54 @@ void lce_row_logits_mp(lce_row *r, mpfr_t *h_row, mpfr_t *w) {
   end_logits(r);
 }
 
+/* t_v = exp(z_v - max) for v in [v0, v1) (t_amax = 1); returns the largest half ulp of the
+ * differences. */
+static double row_exp(lce_row *r, int64_t v0, int64_t v1) {
+  double hd = 0.0;
+  for (int64_t v = v0; v < v1; v++) {
+    if (v == r->amax) {
+      mpfr_set_ui(r->t.x[v], 1, MPFR_RNDN);
+      continue;
+    }
+    mpfr_sub(r->d, r->z.x[v], r->zmax, MPFR_RNDN);
+    hd = max_d(hd, lce_half_ulp(r->d, r->prec));
+    lce_exp_rn(r->t.x[v], r->d); /* mpfr_exp's value, faster (lce_oracle_exp.c) */
+  }
+  return hd;
+}
+
+void lce_row_exp_range(lce_row *r, int64_t v0, int64_t v1) { row_exp(r, v0, v1); }
+
+void lce_row_save(const lce_row *r, lce_row_state *s) {
+  mpfr_set(s->mp[0], r->zmax, MPFR_RNDN);
+  mpfr_set(s->mp[1], r->s, MPFR_RNDN);
+  mpfr_set(s->mp[2], r->s_rest, MPFR_RNDN);
+  mpfr_set(s->mp[3], r->lse, MPFR_RNDN);
+  s->amax = r->amax, s->ez = r->ez, s->rf = r->rf, s->rho = r->rho;
+  s->certified = r->certified, s->underflow = r->underflow;
+}
+
+void lce_row_restore(lce_row *r, const lce_row_state *s) {
+  mpfr_set(r->zmax, s->mp[0], MPFR_RNDN);
+  mpfr_set(r->s, s->mp[1], MPFR_RNDN);
+  mpfr_set(r->s_rest, s->mp[2], MPFR_RNDN);
+  mpfr_set(r->lse, s->mp[3], MPFR_RNDN);
+  r->amax = s->amax, r->ez = s->ez, r->rf = s->rf, r->rho = s->rho;
+  r->certified = s->certified, r->underflow = s->underflow;
+}
+
 void lce_row_forward(lce_row *r, int64_t y) {
   const mpfr_prec_t p = r->prec;
   const double u = ldexp(1.0, -(int)p);
   mpfr_t *z = r->z.x, *t = r->t.x;
 
   int64_t a = 0;
-  double hd = 0.0;
   for (int64_t v = 0; v < r->v; v++)
     if (mpfr_greater_p(z[v], z[a])) a = v;
+  r->amax = a;
+  mpfr_set(r->zmax, z[a], MPFR_RNDN);
   mpfr_clear_underflow();
-  for (int64_t v = 0; v < r->v; v++) {
-    if (v == a) {
-      mpfr_set_ui(t[v], 1, MPFR_RNDN);
-      continue;
-    }
-    mpfr_sub(r->d, z[v], z[a], MPFR_RNDN);
-    hd = max_d(hd, lce_half_ulp(r->d, p));
-    mpfr_exp(t[v], r->d, MPFR_RNDN);
-  }
+  const double hd = row_exp(r, 0, r->v);
   r->underflow = mpfr_underflow_p() || r->cap_underflow;
   const double ez = r->ez;
   r->certified = hd <= 0.0099;

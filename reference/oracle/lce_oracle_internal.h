@@ -1,8 +1,10 @@
 /* lce_oracle_internal.h — the tier-0 oracle's pieces, shared by lce_oracle*.c and the oracle's
  * own tests (test_oracle.c, bench_oracle.c); not part of the public contract (lce_oracle.h).
  *
- *   lce_oracle.c           driver: validation, result buffers, rounding and certifying elements
+ *   lce_oracle.c           driver: validation, result buffers, rounding and certifying elements, memory
+ *   lce_oracle_rows.c      the token rows and d_weight across threads, dz in vocab blocks
  *   lce_oracle_forward.c   per-token logits (softcap included), lse and the cross-entropy part
+ *   lce_oracle_exp.c       exp, tanh and sech correctly rounded at 160 bits, in fixed point
  *   lce_oracle_loss.c      the token loss with its options, dz, g, and the finite-difference objective
  *   lce_oracle_backward.c  d_hidden and d_weight
  *
@@ -66,6 +68,15 @@ static inline double lce_half_ulp(mpfr_srcptr x, mpfr_prec_t prec) {
 
 /* Upper bound on |x| as a double (rounded away from zero; +Inf beyond the double range). */
 static inline double lce_abs_up(mpfr_srcptr x) { return fabs(mpfr_get_d(x, MPFR_RNDA)); }
+
+/* r = exp(x) rounded to nearest: mpfr_exp(r, x, MPFR_RNDN)'s value and flags (inexact aside), in
+ * fixed point where both have 160 bits and -2^12 <= x <= -2^-33 (tier 0's exps), mpfr_exp otherwise
+ * (lce_oracle_exp.c). Returns 1 when the fixed point answered. */
+int lce_exp_rn(mpfr_ptr r, mpfr_srcptr x);
+/* t = tanh(q) and s = sech(q) rounded to nearest: mpfr_tanh's and mpfr_sech's values and flags
+ * (inexact aside), from one fixed-point exp where all three have 160 bits and 2^-8 <= |q| < 2^12,
+ * MPFR's functions otherwise. Returns 1 when the fixed point answered. */
+int lce_tanh_sech_rn(mpfr_ptr t, mpfr_ptr s, mpfr_srcptr q);
 
 /* ---- MPFR arrays in one allocation (custom interface: no per-element malloc) ----------------- */
 
@@ -151,7 +162,21 @@ typedef struct lce_row {
   int cap_underflow;  /* a softcap factor underflowed (|s/c| beyond ~3e18) */
   int underflow;      /* an exp (or a softcap factor) underflowed: lse and loss stay certified, dz does not */
   double err_lse, mag_lse, err_ce, err_loss, mag_loss;
+  mpfr_t zmax;        /* the largest logit, z[amax] (set by lce_row_forward) */
+  int64_t amax;
 } lce_row;
+
+/* What lce_row_dz reads of a row beyond its t_v and f_v, kept so that the driver can recompute any
+ * of the row's ds_v later (d_weight in vocab blocks) with the same bits: the largest logit, S, S_y,
+ * lse (mp: 4 numbers of the row's precision, the caller's storage) and the row's bounds and flags. */
+typedef struct lce_row_state {
+  mpfr_t *mp;
+  int64_t amax;
+  double ez, rf, rho;
+  int certified, underflow;
+} lce_row_state;
+void lce_row_save(const lce_row *r, lce_row_state *s);
+void lce_row_restore(lce_row *r, const lce_row_state *s);
 
 /* Options of case c (class_weight: the tensors' weights, NULL without) for rows of c->v logits from
  * h products of precision prod_prec (lce_mul_exact_prec(dtype precision) for dtype inputs). */
@@ -168,25 +193,33 @@ void lce_row_opts_clear(lce_row_opts *o);
 void lce_row_logits_exact(lce_row *r, mpfr_t *h_row, mpfr_t *w);
 /* The same when the caller knows exact sums s[v] as doubles (tier 1's proven-exact logits, for its
  * escalations): the non-zero ones are taken as they are; the zeros (whose sign is mpfr_sum's) and
- * the NaNs (not known) computed. Same values and bounds as lce_row_logits_exact, without its h exact
- * products per known logit. */
+ * the NaNs (not known) computed; s NULL: none known. Same values and bounds as lce_row_logits_exact,
+ * without its h exact products per known logit. */
 void lce_row_logits_given(lce_row *r, mpfr_t *h_row, mpfr_t *w, const double *s);
+/* The logits v in [v0, v1) only, as lce_row_logits_given computes them (s[v - v0], s may be NULL:
+ * none known); the row's bounds (ez, rf) are left as scratch: for recomputing logits of a row whose
+ * bounds lce_row_restore brings back. */
+void lce_row_logits_range(lce_row *r, mpfr_t *h_row, mpfr_t *w, const double *s, int64_t v0, int64_t v1);
 /* The same from MPFR inputs of any precision (products exact at the prod precision). */
 void lce_row_logits_mp(lce_row *r, mpfr_t *h_row, mpfr_t *w);
 
 /* lse (always) and the cross-entropy part lse - z_y (when 0 <= y < v) from r->z, with bounds. */
 void lce_row_forward(lce_row *r, int64_t y);
+/* t_v = exp(z_v - max) for v in [v0, v1) as lce_row_forward computes them (r->amax, r->zmax). */
+void lce_row_exp_range(lce_row *r, int64_t v0, int64_t v1);
 
 /* The token loss of a valid label y after lce_row_forward: (1 - e) w_y CE + (e / V) sum_v w_v
  * (lse - z_v) + lambda lse^2, into r->loss with r->err_loss. With term[] (the logits' error scales,
  * lce_oracle.c; term_max their maximum) it also sets r->mag_loss. */
 void lce_row_loss(lce_row *r, int64_t y, const double *term, double term_max);
 
-/* ds_v (dz_v times the softcap factor) of a valid label y with g != 0 into dz[0..v): err[v] bounds
+/* ds_v (dz_v times the softcap factor) of a valid label y with g != 0 into dz[v] for v in [v0, v1) (each
+ * v independent of the others: the same bits for any range): err[v] bounds
  * |ds_v - exact| (+Inf when the row is not certified), mag[v] = |g| f_v times the sum of |terms|
  * of dz_v (p_v ((1 - e) w_y + (e / V) sum w + 2 lambda |lse|) + (1 - e) w_y [v == y] + (e / V) w_v).
  * g_rel is the relative error of g (0 when g is exact). Returns 0 when the row is not certified. */
-int lce_row_dz(lce_row *r, int64_t y, mpfr_srcptr g, double g_rel, mpfr_t *dz, double *err, double *mag);
+int lce_row_dz(lce_row *r, int64_t y, mpfr_srcptr g, double g_rel, int64_t v0, int64_t v1, mpfr_t *dz, double *err,
+               double *mag);
 
 /* ---- reduction (lce_oracle_loss.c) ------------------------------------------------------------- */
 
@@ -246,6 +279,17 @@ lce_code lce_oracle_run_prec(const lce_case *c, const lce_tensors *in, mpfr_prec
                              lce_oracle_mp *mp, lce_status *st);
 void lce_oracle_mp_free(lce_oracle_mp *mp);
 
+/* ---- memory ------------------------------------------------------------------------------------
+ * Tier 0 holds the inputs (as doubles and as MPFR numbers of the dtype's precision, each both ways),
+ * the result, a few numbers per token, each thread's row scratch (O(V + N)), and for d_weight the dz
+ * of the tokens with a non-zero g in vocab blocks: all V columns when they fit in
+ * LCE_ORACLE_BLOCK_BYTES, else fewer, the later blocks recomputed from each row's kept state. So it
+ * grows with (N + V) H and the rows in flight, never with N V beyond that budget. */
+#define LCE_ORACLE_BLOCK_BYTES ((double)(64 << 20))
+
+/* Peak bytes of a full run of case c (every row, d_weight) on `threads` threads, at LCE_ORACLE_PREC. */
+double lce_oracle_bytes(const lce_case *c, int threads);
+
 /* ---- escalation: tier 0 for a few elements (the fast tier, lce_fast.h) ----------------------- */
 
 /* Which elements lce_oracle_run_subset computes. row[n]: the token's forward (lse, loss_token);
@@ -257,10 +301,14 @@ typedef struct lce_oracle_subset {
   const unsigned char *d_hidden;
   const unsigned char *d_weight;
   int loss;
-  /* Optional: logits[n*v + j] is the exact logit s_nj (before softcap), or NaN where not known, of
-   * every row with logits_exact[n] (lce_row_logits_given); NULL: every row computes its own. */
-  const double *logits;
-  const unsigned char *logits_exact;
+  /* Optional: exact_logits(ctx, n, v0, v1, s) puts the exact logits s_nj (before softcap) of row n,
+   * j in [v0, v1), into s[j - v0], NaN where not known (lce_row_logits_given), and returns how many
+   * it knows; the same answer every call, from any thread. NULL: every row computes its own. */
+  int64_t (*exact_logits)(void *ctx, int64_t n, int64_t v0, int64_t v1, double *s);
+  void *ctx;
+  /* d_weight's dz kept this many vocab columns at a time (0: automatic, see "memory" below): the
+   * same bits for any value; tests set it to reach the recomputed blocks at small shapes. */
+  int64_t block_cols;
 } lce_oracle_subset;
 
 /* lce_oracle_run for the elements sub names: res is allocated at full size as by lce_oracle_run, but

@@ -10,6 +10,8 @@
 
 #include "lce_fast.h"
 #include "lce_oracle.h"
+#include "lce_oracle_internal.h"
+#include "lce_parallel.h"
 #include "lce_time.h"
 
 /* ---- tier 0 ---------------------------------------------------------------------------------- */
@@ -19,9 +21,15 @@ static int mpfr_available(char *why, size_t size) {
   return 1;
 }
 
+/* A case beyond the memory left is refused before anything is allocated, with tier 0's estimate. */
 static lce_code mpfr_prepare(const lce_case *c, const lce_tensors *in, lce_ref_mode mode, lce_reference *ref,
                              lce_status *st) {
   (void)mode; /* host values only: the comparison runs on the host */
+  const double bytes = lce_oracle_bytes(c, lce_thread_limit()), avail = lce_available_memory();
+  LCE_CHECK(st, bytes <= avail, LCE_ENOMEM,
+            "tier 0 needs ~%.1f MiB for this case (inputs as doubles and MPFR numbers, the result, each thread's "
+            "rows, d_weight's dz in vocab blocks) and %.1f MiB are available: judge it with the default oracle (fast) "
+            "or on a machine with more memory", bytes / 0x1p20, avail / 0x1p20);
   LCE_TRY(lce_oracle_run(c, in, &ref->host, st));
   lce_reference_adopt_host(ref);
   return LCE_OK;

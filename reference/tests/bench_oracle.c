@@ -10,9 +10,13 @@
  *   plain double  a double dot product of bf16 values, 256 terms (the speed of light)
  *   ratios        tier 1 / plain double and tier 1 / tier 0, side by side, from the rates above
  *   per matrix    tier 1 over every case of each named matrix (default: default and wide): the
- *                 fraction of elements it escalated to tier 0, and its seconds
- *   --threads     tier 1 at each thread count listed: seconds, speedup, and the same bits or not
- *                 (exit 1 when not)
+ *                 fraction of elements it escalated to tier 0, the cases that escalated (and those
+ *                 where tier 0 ran every token), its seconds and the part spent escalating
+ *   judged        fused-host judged over the first matrix as `lcecheck check` does, with tier 1 and
+ *                 with tier 0: wall seconds and their ratio
+ *   fuzz          executions per second of the small class with each tier
+ *   --threads     tier 1 and tier 0 at each thread count listed: seconds, speedup, and the same bits
+ *                 or not (exit 1 when not)
  * Usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | --matrices none]. Progress
  * goes to stderr; the table (or one JSON object with --json) to stdout. Timings are printed, never
  * asserted: not a ctest. */
@@ -38,8 +42,11 @@ static double bf16_sample(uint64_t stream, uint64_t i) {
   return lce_round_to(LCE_BF16, lce_rand_normal(1, stream, i));
 }
 
-/* Seconds for one oracle run of c (generation excluded); exits on error. */
-static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total) {
+static uint64_t result_hash(const lce_oracle_result *r);
+
+/* Seconds for one oracle run of c (generation excluded), its counts and its result's hash (hash may
+ * be NULL); exits on error. */
+static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total, uint64_t *hash) {
   lce_tensors t;
   lce_oracle_result r;
   lce_status st = {0};
@@ -55,6 +62,7 @@ static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total) 
   double dt = lce_now_seconds() - t0;
   *decisive = r.decisive;
   *total = r.total;
+  if (hash) *hash = result_hash(&r);
   lce_oracle_free(&r);
   lce_tensors_free(&t);
   return dt;
@@ -104,18 +112,26 @@ static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats, 
 /* Tier 1 over every case of a matrix: elements escalated, elements, seconds, cases. */
 typedef struct matrix_stats {
   int64_t escalated, total, cases, refused;
-  double seconds;
+  int64_t escalating_cases, all_rows_cases; /* cases with an escalation; those where tier 0 ran every token */
+  double seconds, escalation_seconds;
 } matrix_stats;
 
-static matrix_stats time_matrix(const char *name) {
-  matrix_stats ms = {0};
+/* The cases of a named matrix; exits on error. */
+static lce_case *matrix_cases(const char *name, size_t *count) {
   lce_case *cases;
-  size_t count;
   lce_status st = {0};
-  if (lce_matrix_cases(name, &cases, &count, &st) != LCE_OK) {
+  if (lce_matrix_cases(name, &cases, count, &st) != LCE_OK) {
     fprintf(stderr, "bench_oracle: %s\n", st.msg);
     exit(2);
   }
+  return cases;
+}
+
+static matrix_stats time_matrix(const char *name) {
+  matrix_stats ms = {0};
+  size_t count;
+  lce_case *cases = matrix_cases(name, &count);
+  lce_status st = {0};
   for (size_t i = 0; i < count; i++) {
     lce_tensors t;
     lce_oracle_result r;
@@ -128,6 +144,8 @@ static matrix_stats time_matrix(const char *name) {
     if (lce_fast_run(&cases[i], &t, &r, &fs, &st) == LCE_OK) {
       ms.seconds += lce_now_seconds() - t0;
       ms.escalated += fs.escalated, ms.total += r.total, ms.cases++;
+      ms.escalating_cases += fs.escalated > 0, ms.all_rows_cases += fs.all_rows;
+      ms.escalation_seconds += fs.escalation_seconds;
       lce_oracle_free(&r);
     } else {
       ms.refused++;
@@ -143,6 +161,20 @@ static matrix_stats time_matrix(const char *name) {
  * pseudo-random bytes each, run through the engine as the fuzz session runs them. */
 static void ignore_case(void *ctx, const lce_engine_case *ec) { (void)ctx, (void)ec; }
 
+/* Wall seconds of the engine judging fused-host over cases with a tier; exits on error. */
+static double engine_seconds(const lce_case *cases, size_t count, const char *tier_name) {
+  lce_status st = {0};
+  const lce_subject *s = lce_subject_find("fused-host");
+  const lce_engine_config cfg = {.cases = cases, .ncases = count, .subjects = &s, .nsubjects = 1,
+                                 .tier = lce_reference_tier_find(tier_name)};
+  const double t0 = lce_now_seconds();
+  if (lce_engine_run(&cfg, ignore_case, NULL, &st) != LCE_OK) {
+    fprintf(stderr, "bench_oracle: engine: %s\n", st.msg);
+    exit(2);
+  }
+  return lce_now_seconds() - t0;
+}
+
 static double fuzz_rate(const char *tier_name, int count) {
   lce_case *cases = calloc((size_t)count, sizeof *cases);
   lce_status st = {0};
@@ -154,17 +186,20 @@ static double fuzz_rate(const char *tier_name, int count) {
       exit(2);
     }
   }
-  const lce_subject *s = lce_subject_find("fused-host");
-  const lce_engine_config cfg = {.cases = cases, .ncases = (size_t)count, .subjects = &s, .nsubjects = 1,
-                                 .tier = lce_reference_tier_find(tier_name)};
-  const double t0 = lce_now_seconds();
-  if (lce_engine_run(&cfg, ignore_case, NULL, &st) != LCE_OK) {
-    fprintf(stderr, "bench_oracle: engine: %s\n", st.msg);
-    exit(2);
-  }
-  const double rate = count / (lce_now_seconds() - t0);
+  const double rate = count / engine_seconds(cases, (size_t)count, tier_name);
   free(cases);
   return rate;
+}
+
+/* Wall seconds of judging fused-host over every case of a matrix with a tier, as `lcecheck check
+ * --subject fused-host --matrix NAME --oracle TIER` does (tensors, the subject, the tier, the
+ * metrics; no golden file: the bounds cost nothing next to the rest). */
+static double judge_matrix(const char *name, const char *tier_name) {
+  size_t count;
+  lce_case *cases = matrix_cases(name, &count);
+  const double seconds = engine_seconds(cases, count, tier_name);
+  free(cases);
+  return seconds;
 }
 
 /* Multiply-adds per second of a plain double dot product over 256 bf16 values. */
@@ -231,27 +266,35 @@ static double rate_exact_sum(long macs) {
   return (double)(rounds * K) / dt;
 }
 
-/* Tier 1 (with escalation) at each thread count of list: seconds, rate, speedup over the first
- * count, and whether the result has the same bits; returns 0 when the bits differ. */
-static int thread_scaling(const lce_case *c, const char *list, double macs) {
-  uint64_t first = 0;
-  double base = 0.0;
-  int same = 1;
-  for (const char *p = list; *p;) {
-    const int k = atoi(p);
+/* Tier 1 (with escalation) and tier 0 at each thread count of a list: seconds and whether the result
+ * has the same bits as at the first count. */
+enum { MAX_THREAD_COUNTS = 16 };
+typedef struct thread_point {
+  int threads;
+  double fast_seconds, mpfr_seconds;
+  int fast_same, mpfr_same;
+} thread_point;
+
+static int thread_scaling(const lce_case *c, const char *list, thread_point *pts) {
+  uint64_t first_fast = 0, first_mpfr = 0;
+  int n = 0;
+  for (const char *p = list; *p && n < MAX_THREAD_COUNTS; n++) {
+    thread_point *t = &pts[n];
+    t->threads = atoi(p) > 0 ? atoi(p) : 1;
 #ifdef _OPENMP
-    omp_set_num_threads(k > 0 ? k : 1);
+    omp_set_num_threads(t->threads);
 #endif
-    uint64_t h;
-    const double s = time_fast(c, 1, NULL, &h);
-    if (p == list) first = h, base = s;
-    same &= h == first;
-    printf("  tier 1 on %2d thread(s): %.4f s, %.3e MAC/s, speedup %.2f, %s\n", k, s, macs / s, base / s,
-           h == first ? "same bits" : "OTHER BITS");
+    uint64_t hf, hm;
+    int64_t d, tot;
+    fprintf(stderr, "bench_oracle: tier 1 and tier 0 on %d thread(s) ...\n", t->threads);
+    t->fast_seconds = time_fast(c, 1, NULL, &hf);
+    t->mpfr_seconds = time_oracle(c, &d, &tot, &hm);
+    if (n == 0) first_fast = hf, first_mpfr = hm;
+    t->fast_same = hf == first_fast, t->mpfr_same = hm == first_mpfr;
     p += strcspn(p, ",");
     p += *p == ',';
   }
-  return same;
+  return n;
 }
 
 int main(int argc, char **argv) {
@@ -280,13 +323,13 @@ int main(int argc, char **argv) {
   small.n = 16, small.h = 64, small.v = 512, small.vp = 512, small.prior_grad = 1;
   int64_t sd, stot, d, tot;
   fprintf(stderr, "bench_oracle: small case n16 h64 v512 ...\n");
-  double small_s = time_oracle(&small, &sd, &stot);
+  double small_s = time_oracle(&small, &sd, &stot, NULL);
   for (int rep = 0; rep < 2; rep++) { /* best of three: the machine may be shared */
-    double s = time_oracle(&small, &sd, &stot);
+    double s = time_oracle(&small, &sd, &stot, NULL);
     if (s < small_s) small_s = s;
   }
   fprintf(stderr, "bench_oracle: oracle on %s (%.3g multiply-adds) ...\n", id, macs);
-  double oracle_s = time_oracle(&c, &d, &tot);
+  double oracle_s = time_oracle(&c, &d, &tot, NULL);
   fprintf(stderr, "bench_oracle: mpfr_fma chain ...\n");
   double fma_rate = rate_fma_chain(4000000);
   fprintf(stderr, "bench_oracle: exact products + mpfr_sum ...\n");
@@ -302,6 +345,11 @@ int main(int argc, char **argv) {
   double plain_rate = rate_plain_dot(200000000);
   fprintf(stderr, "bench_oracle: fuzz executions of the small class, tier 1 and tier 0 ...\n");
   const double fuzz_fast = fuzz_rate("fast", 200), fuzz_mpfr = fuzz_rate("mpfr", 40);
+  thread_point pts[MAX_THREAD_COUNTS];
+  const int npts = threads ? thread_scaling(&c, threads, pts) : 0;
+#ifdef _OPENMP
+  omp_set_num_threads(lce_thread_limit());
+#endif
   enum { MAX_MATRICES = 8 };
   char names[MAX_MATRICES][32];
   matrix_stats per[MAX_MATRICES];
@@ -314,6 +362,15 @@ int main(int argc, char **argv) {
     nm++;
     p += len + (p[len] == ',');
   }
+  /* The first matrix judged as `lcecheck check` judges it, with each tier: the speedup a user sees. */
+  double judge_fast = 0.0, judge_mpfr = 0.0;
+  if (nm > 0) {
+    fprintf(stderr, "bench_oracle: fused-host judged over the %s matrix with tier 1, then tier 0 ...\n", names[0]);
+    judge_fast = judge_matrix(names[0], "fast");
+    judge_mpfr = judge_matrix(names[0], "mpfr");
+  }
+  int same_bits = 1;
+  for (int i = 0; i < npts; i++) same_bits &= pts[i].fast_same && pts[i].mpfr_same;
 
   if (json) {
     printf("{\"case\": \"%s\", \"precision_bits\": %d, \"oracle_seconds\": %.6f, \"oracle_macs_per_s\": %.6g, "
@@ -328,11 +385,20 @@ int main(int argc, char **argv) {
            (long long)fs.escalated, alone_rate, plain_rate, fast_rate / plain_rate, fast_rate / oracle_rate, fuzz_fast,
            fuzz_mpfr);
     for (int m = 0; m < nm; m++)
-      printf("%s{\"name\": \"%s\", \"cases\": %lld, \"escalated\": %lld, \"elements\": %lld, \"fast_seconds\": %.3f}",
+      printf("%s{\"name\": \"%s\", \"cases\": %lld, \"escalated\": %lld, \"elements\": %lld, \"fast_seconds\": %.3f, "
+             "\"escalating_cases\": %lld, \"all_rows_cases\": %lld, \"escalation_seconds\": %.3f}",
              m ? ", " : "", names[m], (long long)per[m].cases, (long long)per[m].escalated, (long long)per[m].total,
-             per[m].seconds);
+             per[m].seconds, (long long)per[m].escalating_cases, (long long)per[m].all_rows_cases,
+             per[m].escalation_seconds);
+    printf("], \"judged_matrix\": \"%s\", \"judged_seconds_fast\": %.3f, \"judged_seconds_mpfr\": %.3f, "
+           "\"judged_mpfr_over_fast\": %.3f, \"threads\": [", nm ? names[0] : "", judge_fast, judge_mpfr,
+           judge_fast > 0 ? judge_mpfr / judge_fast : 0.0);
+    for (int i = 0; i < npts; i++)
+      printf("%s{\"threads\": %d, \"fast_seconds\": %.6f, \"fast_same_bits\": %s, \"mpfr_seconds\": %.6f, "
+             "\"mpfr_same_bits\": %s}", i ? ", " : "", pts[i].threads, pts[i].fast_seconds,
+             pts[i].fast_same ? "true" : "false", pts[i].mpfr_seconds, pts[i].mpfr_same ? "true" : "false");
     printf("]}\n");
-    return 0;
+    return same_bits ? 0 : 1;
   }
   printf("tier-0 oracle throughput (%d-bit MPFR %s)\n", LCE_ORACLE_PREC, mpfr_get_version());
   printf("  %-34s %14s %10s\n", "method", "MAC/s", "vs oracle");
@@ -348,13 +414,22 @@ int main(int argc, char **argv) {
   printf("  tier 1 / plain double dot = %.3f (%.1fx slower), tier 1 / tier 0 = %.1f\n", fast_rate / plain_rate,
          plain_rate / fast_rate, fast_rate / oracle_rate);
   for (int m = 0; m < nm; m++)
-    printf("  matrix %-8s tier 1: %lld cases in %.2f s, %lld of %lld elements escalated to tier 0 (%.4f%%)\n", names[m],
-           (long long)per[m].cases, per[m].seconds, (long long)per[m].escalated, (long long)per[m].total,
-           100.0 * (double)per[m].escalated / (double)(per[m].total ? per[m].total : 1));
+    printf("  matrix %-8s tier 1: %lld cases in %.2f s, %lld of %lld elements escalated to tier 0 (%.4f%%) in %lld "
+           "cases (%lld running tier 0 on every token), %.2f s of it escalating\n", names[m], (long long)per[m].cases,
+           per[m].seconds, (long long)per[m].escalated, (long long)per[m].total,
+           100.0 * (double)per[m].escalated / (double)(per[m].total ? per[m].total : 1),
+           (long long)per[m].escalating_cases, (long long)per[m].all_rows_cases, per[m].escalation_seconds);
   printf("  fuzz executions of the small class (fused-host, no libFuzzer): tier 1 %.1f/s, tier 0 %.1f/s (%.1fx)\n",
          fuzz_fast, fuzz_mpfr, fuzz_fast / fuzz_mpfr);
+  if (nm > 0)
+    printf("  matrix %-8s judged (fused-host, as lcecheck check): tier 1 %.2f s, tier 0 %.2f s: %.2fx faster with "
+           "tier 1\n", names[0], judge_fast, judge_mpfr, judge_mpfr / judge_fast);
   printf("  case %s: %.3f s, decisive %lld/%lld\n", id, oracle_s, (long long)d, (long long)tot);
-  if (threads && !thread_scaling(&c, threads, macs)) return 1;
+  for (int i = 0; i < npts; i++)
+    printf("  on %2d thread(s): tier 1 %.4f s (speedup %.2f, %s), tier 0 %.3f s (speedup %.2f, %s)\n", pts[i].threads,
+           pts[i].fast_seconds, pts[0].fast_seconds / pts[i].fast_seconds, pts[i].fast_same ? "same bits" : "OTHER BITS",
+           pts[i].mpfr_seconds, pts[0].mpfr_seconds / pts[i].mpfr_seconds, pts[i].mpfr_same ? "same bits" : "OTHER BITS");
+  if (!same_bits) return 1;
   printf("  small case n16 h64 v512: %.1f ms (best of 3), decisive %lld/%lld\n", small_s * 1e3, (long long)sd,
          (long long)stot);
   return 0;

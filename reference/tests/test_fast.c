@@ -10,6 +10,8 @@
  *     decides most elements;
  *   - the same bits with 1 and 4 threads, and with 5 token rows in flight instead of all;
  *   - with memory for tier 1 but not for tier 0 ($LCE_MEMORY_LIMIT), undecided elements stay so;
+ *   - tier 0 handed tier 1's exact logits computes the same bits, also in vocab blocks;
+ *   - the memory estimate of a large N V case does not grow with N V;
  * and a negative control: the tier-1 values pushed by 3x their bound must fail the bound check.
  * Prints the elements compared, the worst |fast - mpfr| / (err_fast + err_mpfr) and escalations.
  * Seed: $LCE_TEST_SEED (default 1); failures print the case id. */
@@ -154,7 +156,34 @@ static void check_case(const lce_case *c) {
   lce_tensors_free(&t);
 }
 
-/* Tier 0 given exact logits (lce_oracle_subset.logits, tier 1's escalations) computes the same
+/* Every real element of two tier-0 subset runs with everything asked, bit for bit. */
+static void expect_same_real(const lce_case *c, const lce_oracle_result *a, const lce_oracle_result *b, const char *how) {
+  for (int o = 0; o < LCE_OUT_COUNT && o != LCE_OUT_D_EMBEDDING; o++)
+    for (int64_t i = 0; i < a->out[o].count && (o != LCE_OUT_D_WEIGHT || i < c->v * c->h); i++)
+      EXPECT(same_bits(a->out[o].value[i], b->out[o].value[i]) && same_bits(a->out[o].err[i], b->out[o].err[i]) &&
+             same_bits(a->out[o].mag[i], b->out[o].mag[i]) && same_bits(a->out[o].emag[i], b->out[o].emag[i]) &&
+             same_bits(a->out[o].rounded[i], b->out[o].rounded[i]) && a->out[o].decisive[i] == b->out[o].decisive[i],
+             "%s[%lld] differs %s", lce_output_name(o), (long long)i, how);
+}
+
+/* The test's exact logits handed to tier 0 (lce_oracle_subset.exact_logits): rows with exact[n]. */
+typedef struct given_logits {
+  const double *s;
+  const unsigned char *exact;
+  int64_t v;
+} given_logits;
+
+static int64_t hand_logits(void *ctx, int64_t n, int64_t v0, int64_t v1, double *s) {
+  const given_logits *g = ctx;
+  int64_t known = 0;
+  for (int64_t v = v0; v < v1; v++) {
+    s[v - v0] = g->exact[n] ? g->s[n * g->v + v] : NAN;
+    known += !isnan(s[v - v0]);
+  }
+  return known;
+}
+
+/* Tier 0 given exact logits (lce_oracle_subset.exact_logits, tier 1's escalations) computes the same
  * bits as tier 0 computing them: every element of every output asked, rows whose logits are exact
  * in double (checked in MPFR) given but for one logit (NaN: not known), and one row left to compute
  * its own. */
@@ -197,19 +226,19 @@ static void check_given_logits(const lce_case *c) {
       s[n * V + V / 2] = NAN;
       break;
     }
-  lce_oracle_subset plain = {row, dh, dw, 1, NULL, NULL}, with = {row, dh, dw, 1, s, exact};
-  lce_oracle_result a, b;
+  given_logits handed = {s, exact, V};
+  lce_oracle_subset plain = {row, dh, dw, 1, NULL, NULL, 0}, with = {row, dh, dw, 1, hand_logits, &handed, 0};
+  lce_oracle_subset blocks = with;
+  blocks.block_cols = 7; /* and from the second vocab block on, recomputed with the handed-over logits */
+  lce_oracle_result a, b, b7;
   lce_status st = {0};
   EXPECT(lce_oracle_run_subset(c, &t, &plain, &a, &st) == LCE_OK, "tier 0 subset: %s", st.msg);
   EXPECT(lce_oracle_run_subset(c, &t, &with, &b, &st) == LCE_OK, "tier 0 given logits: %s", st.msg);
+  EXPECT(lce_oracle_run_subset(c, &t, &blocks, &b7, &st) == LCE_OK, "tier 0 given logits, blocks: %s", st.msg);
   EXPECT(given > 0, "no row with exact double logits: the check is vacuous");
-  for (int o = 0; o < LCE_OUT_COUNT && o != LCE_OUT_D_EMBEDDING; o++)
-    for (int64_t i = 0; i < a.out[o].count && (o != LCE_OUT_D_WEIGHT || i < V * H); i++)
-      EXPECT(same_bits(a.out[o].value[i], b.out[o].value[i]) && same_bits(a.out[o].err[i], b.out[o].err[i]) &&
-             same_bits(a.out[o].mag[i], b.out[o].mag[i]) && same_bits(a.out[o].emag[i], b.out[o].emag[i]) &&
-             same_bits(a.out[o].rounded[i], b.out[o].rounded[i]) && a.out[o].decisive[i] == b.out[o].decisive[i],
-             "%s[%lld] differs with given logits", lce_output_name(o), (long long)i);
-  lce_oracle_free(&a), lce_oracle_free(&b);
+  expect_same_real(c, &a, &b, "with given logits");
+  expect_same_real(c, &a, &b7, "with given logits in vocab blocks of 7");
+  lce_oracle_free(&a), lce_oracle_free(&b), lce_oracle_free(&b7);
   free(s), free(exact), free(row), free(dh), free(dw);
   lce_tensors_free(&t);
 }
@@ -219,6 +248,26 @@ static lce_case make(lce_dtype dt, int64_t n, int64_t h, int64_t v, lce_dist d, 
   c.dtype = dt, c.n = n, c.h = h, c.v = v, c.vp = v, c.dist = d, c.reduction = r, c.tied = tied;
   c.seed = lce_test_seed();
   return c;
+}
+
+/* The memory estimate of a case with a large N V (8192 tokens, 131072 vocab rows, H 64: 1.07e9
+ * logits) grows with (N + V) H, not N V: tier 1 and tier 0 together (an escalation asking for
+ * everything) below one double per logit, while tier 0's earlier whole-dz layout (~88 bytes per
+ * logit) needed 94 GB for it. The same case with 4x the vocab grows the estimate about 4x at most
+ * (the inputs and the result), not 16x. Nothing is allocated. */
+static void check_estimate_not_nv(void) {
+  lce_case c = make(LCE_BF16, 8192, 64, 131072, LCE_DIST_MIXED, LCE_RED_MEAN, 1);
+  lce_fast_cost cost, wide;
+  lce_fast_estimate(&c, NULL, &cost);
+  const double nv = (double)c.n * (double)c.v;
+  EXPECT(cost.bytes + cost.escalation_bytes < 8.0 * nv, "estimate %.3g + %.3g bytes for %.3g logits: it grows with N V",
+         cost.bytes, cost.escalation_bytes, nv);
+  EXPECT(cost.escalation_bytes > (double)(c.n + c.v) * c.h * 16.0, "tier 0's estimate %.3g is below its inputs' size",
+         cost.escalation_bytes);
+  c.v *= 4, c.vp *= 4;
+  lce_fast_estimate(&c, NULL, &wide);
+  EXPECT(wide.escalation_bytes < 4.5 * cost.escalation_bytes, "4x the vocab: tier 0's estimate %.3g -> %.3g",
+         cost.escalation_bytes, wide.escalation_bytes);
 }
 
 int main(void) {
@@ -246,6 +295,7 @@ int main(void) {
   lce_case big = make(LCE_BF16, 32, 64, 512, LCE_DIST_HARD, LCE_RED_MEAN, 1);
   check_case(&big);
   cases++;
+  check_estimate_not_nv();
   printf("test_fast: %d cases, %lld elements compared, worst |fast - mpfr| / (err_fast + err_mpfr) = %.3g, "
          "%lld escalated; without escalation %lld of %lld elements undecided (%.3f%%)\n",
          cases, (long long)compared, worst_ratio, (long long)escalated, (long long)undecided_alone,

@@ -9,6 +9,9 @@
  *   invariances     tp and vocab_chunk: every output bit-identical; padding rows (NaN-poisoned):
  *                   real outputs identical, padded d_weight = prior; vocab permutation
  *   edge cases      all tokens ignored (mean): loss 0, gradients 0 / prior, exactly
+ *   exp             lce_exp_rn and lce_tanh_sech_rn (fixed point) and MPFR's exp, tanh, sech: the same
+ *                   bits on 60000 and 20000 arguments
+ *   threads, blocks the same bits on 1 and 2 threads and with d_weight's dz in vocab blocks of 7 and 97
  *   self-proof      at 160 and 320 bits: |v160 - v320| <= err160 + err320 for every element,
  *                   rounded == lce_mpfr_round_to(v), decisive > 0, non-zero norms
  *   validation      invalid case, label, grad_output or class weight: LCE_EINVAL, nothing computed
@@ -19,8 +22,12 @@
 #include <string.h>
 
 #include "lce_mpfr_dtype.h"
+#include "lce_parallel.h"
 #include "lce_prng.h"
 #include "oracle_check.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static double g_of(const lce_case *c, const lce_tensors *t, int64_t n, int64_t n_valid) {
   if (t->labels[n] == c->ignore_index) return 0.0;
@@ -300,6 +307,171 @@ static void test_all_ignored(void) {
   lce_tensors_free(&t);
 }
 
+/* ---- exp ---------------------------------------------------------------------------------------- */
+
+/* x = 160 random bits (stream seed, index i) times 2^e, e uniform in [e0, e0 + count). */
+static void random_bits(mpfr_t x, uint64_t seed, uint64_t i, int e0, int count) {
+  mpfr_set_ui(x, 0, MPFR_RNDN);
+  for (int k = 0; k < 5; k++) {
+    mpfr_mul_2ui(x, x, 32, MPFR_RNDN);
+    mpfr_add_ui(x, x, (unsigned long)lce_rand_below(seed, i, (uint64_t)k, (uint64_t)1 << 32), MPFR_RNDN);
+  }
+  mpfr_div_2ui(x, x, 160, MPFR_RNDN);
+  mpfr_mul_2si(x, x, (long)lce_rand_below(seed + 1, i, 0, (uint64_t)count) + e0, MPFR_RNDN);
+}
+
+/* lce_exp_rn against mpfr_exp bit for bit at 160 bits: random 160-bit significands and dyadic values
+ * of few bits (logit differences of dtype inputs) at every exponent of the fixed-point range and
+ * beyond it, values next to multiples of ln 2 (the reduction's edges); then lce_tanh_sech_rn against
+ * mpfr_tanh and mpfr_sech. Most must take the fixed point (else the test says nothing about it). */
+static void test_exp(void) {
+  mpfr_t x, a, b, l2;
+  mpfr_inits2(160, x, a, b, l2, (mpfr_ptr)0);
+  mpfr_const_log2(l2, MPFR_RNDN);
+  int64_t fast = 0, total = 0;
+  for (uint64_t i = 0; i < 60000; i++) {
+    const int kind = (int)(i % 3);
+    if (kind == 0) { /* 160 random bits at exponent -36 .. 14 */
+      random_bits(x, 0xE0, i, -36, 51);
+    } else if (kind == 1) { /* a double: few bits */
+      mpfr_set_d(x, ldexp((double)lce_rand_below(0xE2, i, 0, (uint64_t)1 << 40), -(int)lce_rand_below(0xE3, i, 0, 70)),
+                 MPFR_RNDN);
+    } else { /* next to q ln 2 */
+      mpfr_mul_ui(x, l2, (unsigned long)lce_rand_below(0xE4, i, 0, 6000) + 1, MPFR_RNDN);
+      mpfr_nextabove(x);
+      for (uint64_t k = lce_rand_below(0xE5, i, 0, 3); k > 0; k--) mpfr_nextbelow(x);
+    }
+    if (mpfr_zero_p(x)) continue;
+    mpfr_neg(x, x, MPFR_RNDN);
+    fast += lce_exp_rn(a, x);
+    mpfr_exp(b, x, MPFR_RNDN);
+    total++;
+    EXPECT(mpfr_equal_p(a, b), "exp(%s) differs from mpfr_exp", mpfr_get_str(NULL, NULL, 10, 0, x, MPFR_RNDN));
+  }
+  EXPECT(fast > total / 2, "only %lld of %lld exps took the fixed point", (long long)fast, (long long)total);
+  printf("  exp: %lld of %lld arguments in fixed point, every one mpfr_exp's bits\n", (long long)fast, (long long)total);
+  /* tanh and sech (lce_tanh_sech_rn): softcap arguments s / c of either sign, 160 random bits or few. */
+  mpfr_t t1, s1, t2, s2;
+  mpfr_inits2(160, t1, s1, t2, s2, (mpfr_ptr)0);
+  fast = total = 0;
+  for (uint64_t i = 0; i < 20000; i++) {
+    if (i % 2) {
+      random_bits(x, 0xE6, i, -10, 24);
+    } else {
+      mpfr_set_d(x, ldexp((double)lce_rand_below(0xE8, i, 0, (uint64_t)1 << 30), -18 - (int)lce_rand_below(0xE9, i, 0, 28)),
+                 MPFR_RNDN);
+    }
+    if (mpfr_zero_p(x)) continue;
+    if (i % 4 < 2) mpfr_neg(x, x, MPFR_RNDN);
+    fast += lce_tanh_sech_rn(t1, s1, x);
+    mpfr_tanh(t2, x, MPFR_RNDN);
+    mpfr_sech(s2, x, MPFR_RNDN);
+    total++;
+    EXPECT(mpfr_equal_p(t1, t2) && mpfr_equal_p(s1, s2), "tanh/sech(%s) differ from MPFR's",
+           mpfr_get_str(NULL, NULL, 10, 0, x, MPFR_RNDN));
+  }
+  EXPECT(fast > total / 2, "only %lld of %lld tanh/sech took the fixed point", (long long)fast, (long long)total);
+  printf("  tanh, sech: %lld of %lld arguments in fixed point, every one MPFR's bits\n", (long long)fast, (long long)total);
+  mpfr_clears(t1, s1, t2, s2, (mpfr_ptr)0);
+  mpfr_clears(x, a, b, l2, (mpfr_ptr)0);
+}
+
+/* ---- threads and vocab blocks ----------------------------------------------------------------- */
+
+/* Every field of every real element (padded d_weight rows and the embedding's gradient excluded: a
+ * subset run leaves them unwritten) bit for bit; decisive counts equal when full. */
+static void expect_same_bits(const lce_case *c, const lce_oracle_result *a, const lce_oracle_result *b, int full,
+                             const char *what) {
+  for (int o = 0; o < LCE_OUT_COUNT; o++) {
+    const lce_ref_output *x = &a->out[o], *y = &b->out[o];
+    int64_t count = o == LCE_OUT_D_WEIGHT && !full ? c->v * c->h : x->count;
+    if (o == LCE_OUT_D_EMBEDDING && !full) count = 0;
+    EXPECT(x->count == y->count, "%s %s: counts differ", what, lce_output_name((lce_output_id)o));
+    for (int64_t i = 0; i < count && x->count == y->count; i++) {
+      const int ok = same(x->value[i], y->value[i]) && same(x->err[i], y->err[i]) && same(x->mag[i], y->mag[i]) &&
+                     same(x->emag[i], y->emag[i]) && same(x->rounded[i], y->rounded[i]) &&
+                     x->decisive[i] == y->decisive[i];
+      EXPECT(ok, "%s %s[%lld]: %a err %a vs %a err %a", what, lce_output_name((lce_output_id)o), (long long)i,
+             x->value[i], x->err[i], y->value[i], y->err[i]);
+      if (!ok) break;
+    }
+  }
+  if (full)
+    EXPECT(a->decisive == b->decisive && a->total == b->total && same(a->worst_rel_err, b->worst_rel_err),
+           "%s: decisive %lld/%lld vs %lld/%lld", what, (long long)a->decisive, (long long)a->total,
+           (long long)b->decisive, (long long)b->total);
+}
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+/* The same bits on 1 and 2 threads, and with d_weight's dz in vocab blocks of 7 and 97 columns (the
+ * later blocks recomputed from each row's kept state) as with all columns at once, also for a subset
+ * of d_weight elements and the loss (an escalation's shape): every option,
+ * ignored tokens, inexact (fp32) logits, logits below -87, poisoned rows. */
+static void test_threads_and_blocks(void) {
+  lce_case cases[4];
+  /* Each above lce_oracle_rows.c's floor for threads (2^20 products: N V (H + 30) here). */
+  cases[0] = make_case(LCE_BF16, 24, 40, 640, LCE_DIST_MIXED, LCE_RED_MEAN, 0);
+  cases[0].softcap = 15, cases[0].z_loss_e5 = 10, cases[0].class_weights = 1;
+  cases[0].smoothing = LCE_SMOOTH_PYTORCH, cases[0].smoothing_permille = 200, cases[0].ignore_pct = 20;
+  cases[1] = make_case(LCE_FP32, 18, 40, 900, LCE_DIST_PEAKED, LCE_RED_SUM, 1);
+  cases[1].prior_grad = 1;
+  cases[2] = make_case(LCE_FP16, 20, 34, 820, LCE_DIST_NEGATIVE, LCE_RED_NONE, 0);
+  cases[3] = make_case(LCE_BF16, 16, 36, 1000, LCE_DIST_POISON, LCE_RED_MEAN, 1);
+  int threads_before = lce_thread_limit();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const lce_case *c = &cases[i];
+    lce_test_set_case(c);
+    lce_tensors t;
+    gen(c, &t);
+    lce_oracle_result one, two;
+    set_threads(1);
+    run(c, &t, &one);
+    set_threads(2);
+    run(c, &t, &two);
+    expect_same_bits(c, &one, &two, 1, "2 threads");
+    const int64_t N = c->n, H = c->h, V = c->v;
+    unsigned char *row = malloc((size_t)N), *dh = malloc((size_t)(N * H)), *dw = malloc((size_t)(V * H));
+    memset(row, 1, (size_t)N), memset(dh, 1, (size_t)(N * H)), memset(dw, 1, (size_t)(V * H));
+    for (int64_t cols = 7; cols <= 97; cols += 90) {
+      lce_oracle_subset sub = {row, dh, dw, 1, NULL, NULL, cols};
+      lce_oracle_result b;
+      lce_status st = {0};
+      EXPECT(lce_oracle_run_subset(c, &t, &sub, &b, &st) == LCE_OK, "blocks of %lld: %s", (long long)cols, st.msg);
+      expect_same_bits(c, &one, &b, 0, cols == 7 ? "vocab blocks of 7" : "vocab blocks of 97");
+      lce_oracle_free(&b);
+    }
+    /* An escalation's shape: a few d_weight elements and the loss, no token's d_hidden (tier 0 then
+     * computes only those d_weight rows' dz columns). */
+    for (int64_t i = 0; i < V * H; i++) dw[i] = i % 5 == 0;
+    for (int64_t cols = 0; cols <= 7; cols += 7) {
+      lce_oracle_subset sparse = {NULL, NULL, dw, 1, NULL, NULL, cols};
+      lce_oracle_result b;
+      lce_status st = {0};
+      EXPECT(lce_oracle_run_subset(c, &t, &sparse, &b, &st) == LCE_OK, "sparse subset: %s", st.msg);
+      const lce_ref_output *x = &one.out[LCE_OUT_D_WEIGHT], *y = &b.out[LCE_OUT_D_WEIGHT];
+      for (int64_t i = 0; i < V * H; i += 5)
+        EXPECT(same(x->value[i], y->value[i]) && same(x->err[i], y->err[i]) && same(x->mag[i], y->mag[i]) &&
+                   same(x->emag[i], y->emag[i]) && x->decisive[i] == y->decisive[i],
+               "sparse subset (blocks of %lld) d_weight[%lld]: %a err %a vs %a err %a", (long long)cols, (long long)i,
+               x->value[i], x->err[i], y->value[i], y->err[i]);
+      EXPECT(same(one.out[LCE_OUT_LOSS].value[0], b.out[LCE_OUT_LOSS].value[0]) &&
+             same(one.out[LCE_OUT_LOSS].err[0], b.out[LCE_OUT_LOSS].err[0]), "sparse subset: loss differs");
+      lce_oracle_free(&b);
+    }
+    free(row), free(dh), free(dw);
+    lce_oracle_free(&one), lce_oracle_free(&two);
+    lce_tensors_free(&t);
+  }
+  set_threads(threads_before);
+}
+
 static void expect_rejected(const lce_case *c, const lce_tensors *t, const char *what) {
   lce_oracle_result r;
   lce_status st = {0};
@@ -363,7 +535,9 @@ static void test_self_proof(void) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  (void)argc;
+  lce_parallel_prefer_passive(argv); /* threads_and_blocks: no spinning threads (lce_parallel.h) */
   struct { const char *name; void (*fn)(void); } tests[] = {
       {"equal_logits", test_equal_logits}, {"integer_inputs", test_integer_inputs},
       {"finite_differences", test_finite_differences}, {"tp_and_chunk", test_tp_and_chunk},
@@ -371,7 +545,8 @@ int main(void) {
       {"validation", test_validation}, {"mul_exact", test_mul_exact}, {"self_proof", test_self_proof},
       {"option_values", test_option_values}, {"option_gradients", test_option_gradients},
       {"option_closed_forms", test_option_closed_forms}, {"option_invariance", test_option_invariance},
-      {"tf32", test_tf32}, {"poison", test_poison}, {"option_self_proof", test_option_self_proof}};
+      {"tf32", test_tf32}, {"poison", test_poison}, {"option_self_proof", test_option_self_proof},
+      {"exp", test_exp}, {"threads_and_blocks", test_threads_and_blocks}};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     const int before = lce_test_failures;
     tests[i].fn();
