@@ -47,6 +47,15 @@ def case(cid, dtype, d_hidden_relerr=2e-3, d_hidden_bias=-1e-4, status="pass", d
                         "relerr": 0, "bias": 0, "ulpfrac": 0, "maxscaled": 0}}}
 
 
+
+def golden_entries(body):
+    """The entries of a golden file whose text is the magic line followed by body."""
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "x.golden")
+        with open(p, "w") as f:
+            f.write("lcecheck-golden 1\n" + body)
+        return lcecheck_golden.load_golden(p)["entries"]
+
 def at(entry, cid="bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s1", cond=1.0, neff=1.0, k=300):
     """The bound of a proposed entry on one output of case cid (the judge's scales)."""
     return lcecheck_golden.bound_at(entry, lcecheck_golden_fit.scales_of(cid, cond, neff, k))
@@ -450,11 +459,7 @@ class PolicyTest(unittest.TestCase):
 
     def test_cond_entry_round_trips_and_scales_with_cond(self):
         line = f"{CLASS} bf16 d_hidden relerr cond {(2.0**-10).hex()} {(1.5 * 2.0**-8).hex()}"
-        with tempfile.TemporaryDirectory() as d:
-            p = os.path.join(d, "x.golden")
-            with open(p, "w") as f:
-                f.write("lcecheck-golden 1\n# c\n" + line + "\n" + f"{CLASS} bf16 lse bias cond 1e-7 0.5e-7\n")
-            g = lcecheck_golden.load_golden(p)["entries"]
+        g = golden_entries("# c\n" + line + "\n" + f"{CLASS} bf16 lse bias cond 1e-7 0.5e-7\n")
         key = (CLASS, "bf16", "d_hidden", "relerr")
         self.assertEqual(g[key], ("cond", 2.0**-10, 1.5 * 2.0**-8, 0.0, ()))
         self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
@@ -465,11 +470,7 @@ class PolicyTest(unittest.TestCase):
 
     def test_condk_entry_round_trips_and_adds_the_k_term(self):
         line = f"fused-cuda bf16 d_weight relerr condk {(0.0).hex()} {(2.0**-12).hex()} {(1.25 * 2.0**-30).hex()}"
-        with tempfile.TemporaryDirectory() as d:
-            p = os.path.join(d, "x.golden")
-            with open(p, "w") as f:
-                f.write("lcecheck-golden 1\n" + line + "\n")
-            g = lcecheck_golden.load_golden(p)["entries"]
+        g = golden_entries(line + "\n")
         key = ("fused-cuda", "bf16", "d_weight", "relerr")
         self.assertEqual(g[key], ("condk", 0.0, 2.0**-12, 1.25 * 2.0**-30, ()))
         self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
@@ -477,15 +478,9 @@ class PolicyTest(unittest.TestCase):
 
     def test_model_entry_round_trips_and_sums_its_terms(self):
         line = f"{CLASS} fp16 lse relerr model cond={(2.0**-22).hex()} cond*sqrtv={(2.0**-26).hex()} coh={(0.5).hex()}"
-        with tempfile.TemporaryDirectory() as d:
-            p = os.path.join(d, "x.golden")
-            with open(p, "w") as f:
-                f.write("lcecheck-golden 1\n" + line + "\n")
-            g = lcecheck_golden.load_golden(p)["entries"]
-            with open(p, "w") as f:
-                f.write("lcecheck-golden 1\n" + line.replace("cond=", "cond/sqrtn=") + " cond=1\n")
-            with self.assertRaisesRegex(lcecheck_golden.ToolError, "model term"):
-                lcecheck_golden.load_golden(p)  # out of order
+        g = golden_entries(line + "\n")
+        with self.assertRaisesRegex(lcecheck_golden.ToolError, "model term"):
+            golden_entries(line.replace("cond=", "cond/sqrtn=") + " cond=1\n")  # out of order
         key = (CLASS, "fp16", "lse", "relerr")
         self.assertEqual(lcecheck_golden.format_entry(key, g[key]), line)
         # tp2 v300: 150 rows per shard; mean: the coherent term is u16.
