@@ -22,8 +22,9 @@ typedef struct fc_problem {
   /* d loss / d loss_token, split as lce_fused_grad_split says (no common rounding error of g in
    * the bf16 d_logits): */
   const float *dl;    /* [n] the part folded into d_logits */
-  const float *dh;    /* [n] d_hidden's row scale, applied in fp32 after the all-reduce (1: mean, sum) */
-  const float *hw;    /* [n] the hidden rows' scale for the weight gradient, or NULL: all 1 */
+  const float *rho;   /* [n] the per-token remainder: d_hidden's row scale, applied in fp32 after the
+                         all-reduce, and the hidden rows' scale for the weight gradient (1: mean, sum) */
+  int scale_rows;     /* some rho is not 1: the weight gradient reads the hidden rows scaled by rho */
   float alpha;        /* the backward GEMMs' alpha (g under mean and sum, else 1) */
   float *lse;         /* [n] out */
   float *loss_token;  /* [n] out */
@@ -40,7 +41,7 @@ typedef struct fc_workspace {
   float *tile;               /* [tok_max*rows_max] fp32 logits of one tile */
   void *ds;                  /* [tok_max*rows_max] dtype d_logits of one tile */
   void *dh_acc;              /* [n*h] d_hidden accumulation buffer, in dh_dtype */
-  void *hidden_dw;           /* [tok_max*h] dtype: a token chunk's hidden rows scaled by hw (reduction none) */
+  void *hidden_dw;           /* [tok_max*h] dtype: a token chunk's hidden rows scaled by rho (reduction none) */
   lce_dtype dh_dtype;        /* fp32 (the policy) */
   fc_stats stats;            /* [tp*n] each */
   float *z_target, *smooth_a; /* [n] each */

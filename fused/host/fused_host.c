@@ -115,7 +115,7 @@ typedef struct fused_host {
   float *z_target;           /* [n] the label's logit, from the shard that owns it */
   float *lse, *smooth_a, *smooth_b; /* [n] lse, A and B of the smoothing term (see the top) */
   float *g;                  /* [n] d loss / d loss_token (0 for ignored tokens) */
-  float *dl, *dh, *hw;       /* [n] g split (lce_fused_grad_split): into d_logits, d_hidden's row, hidden's row */
+  float *dl, *rho;           /* [n] g split (lce_fused_grad_split): into d_logits; d_hidden's and hidden's row */
   float alpha;               /* the backward GEMMs' alpha */
   float *dh_part;            /* [tok_max*h] one chunk's contribution to d_hidden */
   float *dh_shard;           /* [tok_max*h] one shard's fp32 d_hidden buffer for the token chunk */
@@ -311,7 +311,7 @@ static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
 }
 
 /* gradW[row0+j] += alpha · ds[:, j]^T · hidden over the tokens of [t0, t1): per row an
- * fp32-accumulate GEMM over the tokens in order (hidden rows scaled by hw under reduction none),
+ * fp32-accumulate GEMM over the tokens in order (hidden rows scaled by rho under reduction none),
  * ignored tokens taking part as zero d_logits and zero hidden rows (as fused-cuda zeroes them: they
  * occupy positions of K, and 0·0 adds nothing to an fmaf chain that starts from +0), then ADDED by
  * the epilogue into the fp32 gradient buffer (which holds the prior gradient, or the embedding
@@ -445,24 +445,24 @@ static void loss_gradient(fused_host *f) {
    * grad_output[0]. */
   for (int64_t i = 0; i < c->n; i++) f->g[i] = token_valid(f, i) ? f->in->grad_output[0] : 0.0f;
 #endif
-  lce_fused_grad_split(c, f->in, f->g, f->dl, f->dh, f->hw, &f->alpha);
+  lce_fused_grad_split(c, f->in, f->g, f->dl, f->rho, &f->alpha);
 #if defined(LCE_MUTANT_MEAN_FACTOR_IN_DLOGITS)
   /* What every bf16 fused kernel in conformance/EXTERNAL.md does: the whole g (grad_output /
    * n_valid under mean) is folded into d_logits before they are rounded to the input dtype, so the
    * label term -g(1 - p_y) of every token carries the same relative rounding error of g. */
-  for (int64_t i = 0; i < c->n; i++) f->dl[i] = f->g[i], f->dh[i] = f->hw[i] = 1.0f;
+  for (int64_t i = 0; i < c->n; i++) f->dl[i] = f->g[i], f->rho[i] = 1.0f;
   f->alpha = 1.0f;
 #endif
 }
 
 /* hidden as the weight-gradient GEMMs read it: ignored tokens' rows 0, every other row scaled by
- * its hw and rounded to the dtype (then tf32) as fused-cuda's scaled copy is; hw = 1 leaves it. */
+ * its rho and rounded to the dtype (then tf32) as fused-cuda's scaled copy is; rho = 1 leaves it. */
 static void scale_hidden_rows(fused_host *f) {
   const lce_case *c = f->c;
   for (int64_t e = 0; e < c->n * c->h; e++) {
     const int64_t i = e / c->h;
     float x = token_valid(f, i) ? f->hidden[e] : 0.0f;
-    if (f->hw[i] != 1.0f) x = gemm_operand(f, (float)lce_round_to(c->dtype, (double)(f->hw[i] * x)));
+    if (f->rho[i] != 1.0f) x = gemm_operand(f, (float)lce_round_to(c->dtype, (double)(f->rho[i] * x)));
     f->hidden_dw[e] = x;
   }
 }
@@ -506,7 +506,7 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   const lce_case *c = f->c;
   const size_t n = (size_t)c->n, h = (size_t)c->h, rows = (size_t)f->plan.rows_max, tok = (size_t)f->plan.tok_max;
   const size_t tpn = (size_t)c->tp * n;
-  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 8 * n;
+  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 7 * n;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   total += (size_t)(c->vp * c->h);
 #endif
@@ -530,8 +530,7 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   f->smooth_b = p, p += n;
   f->g = p, p += n;
   f->dl = p, p += n;
-  f->dh = p, p += n;
-  f->hw = p, p += n;
+  f->rho = p, p += n;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   f->gw_dtype = p;
 #endif
@@ -588,7 +587,7 @@ static lce_code fused_host_run(const lce_gemm_arch *arch, const lce_case *c, con
   loss_gradient(&f);
   backward(&f);
   for (int64_t e = 0; e < c->n * c->h; e++) /* the remainder of g, in fp32, then the dtype */
-    lce_store(c->dtype, out->d_hidden, (size_t)e, (double)(f.dh[e / c->h] * f.dh_total[e]));
+    lce_store(c->dtype, out->d_hidden, (size_t)e, (double)(f.rho[e / c->h] * f.dh_total[e]));
   free(f.block_);
   return LCE_OK;
 }
