@@ -408,11 +408,19 @@ lce_code lce_fused_cuda_run_folded(const lce_case *c, const lce_tensors *in, lce
   return fused_cuda_run_g(c, in, out, 1, st);
 }
 
-/* The production driver, for the bench (fused_cuda_bench.cu). */
+/* The production driver, for the bench (fused_cuda_bench.cu) and the epilogue test. */
 lce_code fused_cuda_workspace_create(fc_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
   return workspace_create(ws, c, stream, st);
 }
 void fused_cuda_workspace_destroy(fc_workspace *ws) { workspace_destroy(ws); }
 lce_code fused_cuda_forward(fc_workspace *ws, const fc_problem *p, lce_status *st) { return forward(ws, p, st); }
 lce_code fused_cuda_backward(fc_workspace *ws, const fc_problem *p, lce_status *st) { return backward(ws, p, st); }
+lce_code fused_cuda_gemm_dhidden(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                                 int64_t rows, lce_status *st) {
+  return gemm_dhidden(ws, p, t0, tok, row0, rows, st);
+}
+lce_code fused_cuda_gemm_dweight(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                                 int64_t rows, lce_status *st) {
+  return gemm_dweight(ws, p, t0, tok, row0, rows, st);
+}
 #endif

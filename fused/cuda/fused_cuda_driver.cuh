@@ -59,5 +59,12 @@ lce_code fused_cuda_forward(fc_workspace *ws, const fc_problem *p, lce_status *s
 /* Backward (after the forward): logits recomputed per tile, d_logits, d_hidden into the fp32 buffer
  * (beta = 1), d_weight into grad_w (beta = 1); d_hidden converted to the dtype at the end. */
 lce_code fused_cuda_backward(fc_workspace *ws, const fc_problem *p, lce_status *st);
+/* The backward's two GEMMs on their own, for one tile (tokens [t0, t0+tok), rows [row0, row0+rows)) whose
+ * d_logits are in ws->ds: ws->dh_acc += alpha·ds·W_chunk and grad_w[chunk] += alpha·ds^T·hidden, with
+ * beta = 1, exactly as a run calls them (test_fused_cuda_epilogue.cu checks their epilogue's rounding). */
+lce_code fused_cuda_gemm_dhidden(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                                 int64_t rows, lce_status *st);
+lce_code fused_cuda_gemm_dweight(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                                 int64_t rows, lce_status *st);
 
 #endif

@@ -14,9 +14,9 @@
  *     bf16/fp16 and tf32 GEMMs (Hopper tensor-core steps of 16 / 8 products), and ieee for plain
  *     fp32 (CUDA cores), as fused-cuda's cuBLAS GEMMs do. Each GEMM starts from 0 and its result is
  *     added to a buffer by cuBLAS's beta = 1 epilogue, alpha·acc + C in one fmaf (the single fp32
- *     add acc + C when alpha = 1); K is blocked from 0 in order
- *     exactly as fused-cuda's GEMMs see it (logits: K = H; d_hidden: the chunk's rows; d_weight: the
- *     token chunk, ignored tokens included as zero rows).
+ *     add acc + C when alpha = 1; lce_gemm_epilogue, which test_fused_cuda_epilogue checks on the
+ *     GPU); K is blocked from 0 in order exactly as fused-cuda's GEMMs see it (logits: K = H;
+ *     d_hidden: the chunk's rows; d_weight: the token chunk, ignored tokens included as zero rows).
  *   Both passes walk token chunks (token_chunk tokens, 0: all), then shards r (their rows below V;
  *   padded rows are skipped entirely), then vocab chunks; per chunk:
  *     s        = hidden · W_chunk^T, an fp32-accumulate GEMM over k = 0..H-1
@@ -274,16 +274,12 @@ static void chunk_dlogits(fused_host *f, int r, int64_t t0, int64_t t1, int64_t 
   }
 }
 
-/* cuBLAS's epilogue alpha·acc + beta·C with beta = 1, in fp32 as CUTLASS's LinearCombination
- * evaluates it: one fused multiply-add. With alpha = 1 it is the single addition acc + C. */
-static float gemm_epilogue(float alpha, float acc, float c) { return fmaf(alpha, acc, c); }
-
 /* One addition into the d_hidden accumulation buffer (a chunk's GEMM, alpha·partial, into its
  * shard's buffer, or a shard into the all-reduced total with alpha = 1). The buffer is fp32:
  * rounding it to bf16 after every chunk is what made d_hidden's error grow with the chunk count
  * upstream. */
 static float dhidden_accumulate(lce_dtype dtype, float buffer, float alpha, float addend) {
-  float sum = gemm_epilogue(alpha, addend, buffer);
+  float sum = lce_gemm_epilogue(alpha, addend, buffer);
 #if defined(LCE_MUTANT_BF16_DHIDDEN_ACCUM)
   /* Megatron-LM PR #2739, seed bug 2: d_hidden += d_logits_chunk @ W_chunk held in the input
    * dtype, so every chunk's addition (and every reduction step) rounded the buffer to bf16. */
@@ -330,13 +326,13 @@ static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, i
       /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
        * dtype, grad_weight += grad_logits_chunk^T @ input_chunk per token chunk (rounded every
        * time), only added to the fp32 gradient at the end (backward()). */
-      dst[k] = (float)lce_round_to(f->c->dtype, (double)gemm_epilogue(f->alpha, g, dst[k]));
+      dst[k] = (float)lce_round_to(f->c->dtype, (double)lce_gemm_epilogue(f->alpha, g, dst[k]));
 #elif defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN)
       /* The tied embedding's gradient buffer is written with = (a copy into main_grad) instead of
        * +=: the embedding lookup's gradient (and earlier token chunks) is lost. */
-      dst[k] = f->c->tied ? f->alpha * g : gemm_epilogue(f->alpha, g, dst[k]);
+      dst[k] = f->c->tied ? f->alpha * g : lce_gemm_epilogue(f->alpha, g, dst[k]);
 #else
-      dst[k] = gemm_epilogue(f->alpha, g, dst[k]);
+      dst[k] = lce_gemm_epilogue(f->alpha, g, dst[k]);
 #endif
     }
   }

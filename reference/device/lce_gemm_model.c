@@ -238,3 +238,17 @@ float lce_gemm_dot(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const
   }
   return c;
 }
+
+/* ---- the epilogue ---------------------------------------------------------------------------- */
+
+float lce_gemm_epilogue_as(lce_epilogue_rounding r, float alpha, float acc, float c) {
+  if (r == LCE_EPILOGUE_FMA) return fmaf(alpha, acc, c);
+  const float scaled = alpha * acc; /* rounded here: the build never contracts (-ffp-contract=off) */
+  return scaled + c;
+}
+
+const char *lce_epilogue_rounding_name(lce_epilogue_rounding r) {
+  return r == LCE_EPILOGUE_FMA ? "fma(alpha, acc, C)" : "round(round(alpha*acc) + C)";
+}
+
+float lce_gemm_epilogue(float alpha, float acc, float c) { return lce_gemm_epilogue_as(LCE_GEMM_EPILOGUE, alpha, acc, c); }
