@@ -91,6 +91,7 @@ static lce_code tile_create(tile *t, const tile_shape *s, uint64_t seed, lce_sta
   LCE_TRY(upload_integers(t->w, t->w_i, wh, seed, STREAM_W, st));
   LCE_TRY(upload_integers(t->hidden, t->hidden_i, nh, seed, STREAM_HIDDEN, st));
   LCE_TRY(upload_integers(t->ws.ds, t->ds_i, ds, seed, STREAM_DS, st));
+  EP_CUDA_CHECK(st, cudaDeviceSynchronize()); /* the uploads done before the GEMMs on the non-blocking stream */
   t->p.c = &t->c, t->p.hidden = t->hidden, t->p.w = t->w, t->p.grad_w = t->grad_w;
   t->p.scale_rows = 0, t->p.alpha = 1.0f;
   return LCE_OK;
