@@ -57,6 +57,7 @@ void epilogue_tally_print(const char *what, float alpha, const epilogue_tally *t
          (long long)t->two, (long long)t->neither,
          v >= 0 ? lce_epilogue_rounding_name((lce_epilogue_rounding)v)
          : t->neither > 0 ? "neither candidate"
+         : t->differ == 0 ? "both candidates (they coincide on every element)"
          : t->differ < min_differ ? "undecided (too few deciding elements)"
                                   : "a mix of both");
 }
