@@ -37,8 +37,8 @@
 
 /* ---- certification ---------------------------------------------------------------------------- */
 
-static void put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
-                double mag, double emag) {
+void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
+              double mag, double emag) {
   lce_ref_output *r = &res->out[o];
   const lce_dtype fmt = lce_output_format(c, o);
   if (!isfinite(value) || !(err >= 0.0)) err = INFINITY;
@@ -248,13 +248,13 @@ static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double
   for (int64_t k = 0; k < H; k++) {
     const double mag = t1[k] + fl * w->w1[k], emag = cond * t1[k] + fl * w->w1[k] + gf;
     if (w->col_zero[k]) { /* exactly 0, err 2^-1074 (lce_zero_d_hidden_columns) */
-      put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, LCE_EXACT_ZERO_ERR, mag, emag);
+      fast_put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, LCE_EXACT_ZERO_ERR, mag, emag);
       continue;
     }
     const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V);
     const double prop = isnan(E[k]) ? INFINITY : lce_sum_bound(E[k], V);
     const double err = lce_add_up(prop, fast_dot_bound(value, lce_add_up(lce_mul_up(1.01, t1u), prop), V));
-    put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, mag, emag);
+    fast_put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, mag, emag);
   }
 }
 
@@ -276,11 +276,11 @@ static void run_row(fast_work *w, int64_t n) {
   double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H, *E = t1 + H;
   fast_row_logits(&r, &w->fin, &w->opts, n);
   fast_row_forward(&r, &w->opts, valid ? y : -1);
-  put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
+  fast_put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
       lce_add_up(r.mag_lse, r.term_max));
   if (valid) {
     fast_row_loss(&r, &w->opts, y);
-    put(c, w->res, LCE_OUT_LOSS_TOKEN, n, r.loss, r.err_loss, r.mag_loss, r.mag_loss);
+    fast_put(c, w->res, LCE_OUT_LOSS_TOKEN, n, r.loss, r.err_loss, r.mag_loss, r.mag_loss);
     w->loss[n] = r.loss, w->loss_err[n] = r.err_loss;
   } else {
     put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, 0.0);
@@ -322,7 +322,7 @@ static void run_loss(fast_work *w, int poisoned) {
     e = fast_add_err(value, e, 0.0);
     mag /= w->sw;
   }
-  put(c, w->res, LCE_OUT_LOSS, 0, value, e, mag, mag);
+  fast_put(c, w->res, LCE_OUT_LOSS, 0, value, e, mag, mag);
 }
 
 /* d_weight is streamed: the result's own arrays of row j hold its running sums while the token
@@ -377,7 +377,7 @@ static void weight_finish(fast_work *w, int64_t j, int poisoned) {
     const double prop = isnan(E) ? INFINITY : lce_sum_bound(E, na);
     const double m = lce_add_up(lce_add_up(fabs(p), lce_mul_up(1.01, au)), prop);
     const double err = na == 0 ? 0.0 : lce_add_up(prop, fast_dot_bound(value, m, na + 1));
-    put(c, w->res, LCE_OUT_D_WEIGHT, i, value, err, fabs(p) + A + C, fabs(p) + B + C + gf);
+    fast_put(c, w->res, LCE_OUT_D_WEIGHT, i, value, err, fabs(p) + A + C, fabs(p) + B + C + gf);
   }
 }
 
@@ -556,6 +556,12 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   for (int64_t i = V * H; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, prior[i]);
   if (!c->tied)
     for (int64_t i = 0; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_EMBEDDING, i, w->in->grad_embedding_prior[i]);
+  if (!poisoned) {
+    const double t_refine = lce_now_seconds();
+    const fast_refine_in refine = {c, w->in, &w->fin, w->active, w->sw};
+    const int64_t refined = fast_refine(&refine, w->res);
+    if (stats) stats->refined = refined, stats->refine_seconds = lce_now_seconds() - t_refine;
+  }
   const double t_escalate = lce_now_seconds();
   if (opt->escalate) LCE_TRY(escalate(w, stats, st));
   if (stats) stats->escalation_seconds = lce_now_seconds() - t_escalate;

@@ -114,11 +114,38 @@ void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t
  * double (the test of lce_fast_row.c's Logits) as its value, the others NaN (for tier 0: not known);
  * returns how many are known. */
 int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s);
+/* Logit v of row n as the unevaluated sum hi + lo (the return value and *lo) within *err of the exact
+ * logit: the plain sum with lo = err = 0 where proven exact, else Sum2's two accumulators before
+ * their final addition, within gamma_(H-1)^2 sum |h_k w_k| (Ogita, Rump, Oishi 2005, the proof of
+ * Prop. 4.5: the TwoSum errors sum to at most gamma_(H-1) sum |h_k w_k| in magnitude, and their
+ * plain sum lo is within gamma_(H-1) of that). */
+double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double *lo, double *err);
 void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y);
 void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);
 /* ds (dz times f) of a valid label with g != 0 (relative error g_rel) into ds[0..v), bounds into
  * err (+Inf when the row is not certified), tier 0's term magnitudes into mag. */
 void fast_row_dz(fast_row *r, const fast_opts *o, int64_t y, double g, double g_rel, double *ds, double *err,
                  double *mag);
+
+/* Stores one element and certifies it as tier 0 does (lce_fast.c). */
+void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
+              double mag, double emag);
+
+/* Tier 1's second step (lce_fast_refine.c): the undecided d_hidden and d_weight elements of res
+ * recomputed in double-double and certified again (mag and emag kept); returns how many it
+ * decided. A case it does not cover (softcap, smoothing, z-loss, class weights, non-finite inputs,
+ * its rows beyond its memory budget) is left as it was. active[n]: the token's g is non-zero. */
+typedef struct fast_refine_in {
+  const lce_case *c;
+  const lce_tensors *in;
+  const fast_in *fin;
+  const unsigned char *active;
+  double sw; /* sum of the valid tokens' weights (exact: no class weights) */
+} fast_refine_in;
+int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res);
+
+/* exp(x) in double-double for x = hi + lo, -600 <= hi <= 2^-30, within FAST_DD_EXP relatively. */
+#define FAST_DD_EXP 0x1p-98
+double fast_exp_dd(double hi, double lo, double *out_lo);
 
 #endif
