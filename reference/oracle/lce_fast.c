@@ -245,6 +245,7 @@ static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double
     if (count == FAST_TERMS || v == V - 1) fast_grad_step2(s, x, count, H, hi, lo, t1, E), count = 0;
   }
   const double cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
+  const fast_dot_k dot = fast_dot_factors(V);
   for (int64_t k = 0; k < H; k++) {
     const double mag = t1[k] + fl * w->w1[k], emag = cond * t1[k] + fl * w->w1[k] + gf;
     if (w->col_zero[k]) { /* exactly 0, err 2^-1074 (lce_zero_d_hidden_columns) */
@@ -253,7 +254,7 @@ static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double
     }
     const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V);
     const double prop = isnan(E[k]) ? INFINITY : lce_sum_bound(E[k], V);
-    const double err = lce_add_up(prop, fast_dot_bound(value, lce_add_up(lce_mul_up(1.01, t1u), prop), V));
+    const double err = lce_add_up(prop, fast_dot_bound_k(value, lce_add_up(lce_mul_up(1.01, t1u), prop), dot));
     fast_put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, mag, emag);
   }
 }
@@ -365,6 +366,7 @@ static void weight_finish(fast_work *w, int64_t j, int poisoned) {
   const float *prior = lce_output_weight_prior(c, w->in);
   const lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
   const double gf = gemm_floor(c, LCE_OUT_D_WEIGHT, na);
+  const fast_dot_k dot = fast_dot_factors(na + 1); /* once per row: a division */
   for (int64_t k = 0; k < H; k++) {
     const int64_t i = j * H + k;
     const double p = prior[i], hi = r->value[i], lo = r->err[i], A = r->mag[i], B = r->emag[i], E = r->rounded[i];
@@ -376,7 +378,7 @@ static void weight_finish(fast_work *w, int64_t j, int poisoned) {
     const double value = hi + lo, au = lce_sum_bound(A, na);
     const double prop = isnan(E) ? INFINITY : lce_sum_bound(E, na);
     const double m = lce_add_up(lce_add_up(fabs(p), lce_mul_up(1.01, au)), prop);
-    const double err = na == 0 ? 0.0 : lce_add_up(prop, fast_dot_bound(value, m, na + 1));
+    const double err = na == 0 ? 0.0 : lce_add_up(prop, fast_dot_bound_k(value, m, dot));
     fast_put(c, w->res, LCE_OUT_D_WEIGHT, i, value, err, fabs(p) + A + C, fabs(p) + B + C + gf);
   }
 }

@@ -39,10 +39,19 @@ static inline double fast_sum2_bound(double res, double m, int64_t n) {
  * 2n additions: |lo - LO| <= gamma_2n (sum |TwoSum errors| + sum |dl x|) <= gamma_2n (n u (1 + gamma_n)
  * + 2^-25) m <= gamma_2n 2^-24 m (n u <= 2^-29), and res = RN(hi + lo) adds u |res|; products
  * below the normal range add 2^-1074 each. m >= sum |terms|. */
+typedef struct fast_dot_k { /* the factors of fast_dot_bound that depend on n alone */
+  double g24, tiny;
+} fast_dot_k;
+static inline fast_dot_k fast_dot_factors(int64_t n) {
+  const double g = lce_next_up((double)(2 * n) * FAST_U / (1.0 - (double)(2 * n) * FAST_U));
+  return (fast_dot_k){lce_mul_up(g, 0x1p-24), lce_tiny_multiple(2 * n + 1)};
+}
+static inline double fast_dot_bound_k(double res, double m, fast_dot_k k) {
+  double e = lce_add_up(lce_mul_up(FAST_U, fabs(res)), lce_mul_up(k.g24, m));
+  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), k.tiny);
+}
 static inline double fast_dot_bound(double res, double m, int64_t n) {
-  double g = lce_next_up((double)(2 * n) * FAST_U / (1.0 - (double)(2 * n) * FAST_U));
-  double e = lce_add_up(lce_mul_up(FAST_U, fabs(res)), lce_mul_up(lce_mul_up(g, 0x1p-24), m));
-  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), lce_tiny_multiple(2 * n + 1));
+  return fast_dot_bound_k(res, m, fast_dot_factors(n));
 }
 
 /* The vectorized inner loops (lce_fast_kernels.c), the same bits as their scalar reading. */
