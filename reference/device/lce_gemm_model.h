@@ -62,4 +62,9 @@ float lce_mma_step(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const
 float lce_gemm_dot(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
                    const float *b, ptrdiff_t stride_b, int64_t k);
 
+/* out[j] = lce_gemm_dot(arch, fmt, c, a, stride_a, b + j * step_b, stride_b, k) for j < count, the
+ * same bits, several at once where the model allows (the ieee model's fmaf chains interleaved). */
+void lce_gemm_dots(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
+                   const float *b, ptrdiff_t stride_b, ptrdiff_t step_b, int64_t k, int64_t count, float *out);
+
 #endif
