@@ -359,27 +359,39 @@ static void weight_accumulate(fast_work *w, int64_t j) {
 }
 
 /* Row j of d_weight from its running sums (a real vocab row). The propagated error is
- * sum_n e_nj |h_nk| (E); C = sum_n floor_n |h_nk| is the same for every row (w->cfl). */
+ * sum_n e_nj |h_nk| (E); C = sum_n floor_n |h_nk| is the same for every row (w->cfl). The bound
+ *     err = EU + (u |value| + g24 (|prior| + 1.01 AU + EU)) (1 + 2^-50) + tiny,
+ * AU = (A + tiny_na) grow_na and EU likewise (lce_sum_bound, fast_dot_bound as real expressions), is
+ * evaluated in round-to-nearest in a loop the compiler vectorizes, and then inflated: its 13
+ * operations on non-negative operands each lose at most a relative u, so the exact expression is
+ * below the computed one times (1 - u)^-13 < 1 + 2^-48, which the final multiplication by 1 + 2^-47
+ * covers with its own rounding; 2^-1060 covers the subnormal range. */
 static void weight_finish(fast_work *w, int64_t j, int poisoned) {
   const lce_case *c = w->c;
   const int64_t H = c->h, na = w->na;
-  const float *prior = lce_output_weight_prior(c, w->in);
-  const lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
+  const float *prior = lce_output_weight_prior(c, w->in) + j * H;
+  lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
+  double *restrict value = r->value + j * H, *restrict lo = r->err + j * H, *restrict bound = r->rounded + j * H;
+  const double *restrict A = r->mag + j * H, *restrict B = r->emag + j * H;
   const double gf = gemm_floor(c, LCE_OUT_D_WEIGHT, na);
   const fast_dot_k dot = fast_dot_factors(na + 1); /* once per row: a division */
+  const double tiny_na = lce_tiny_multiple(na), grow_na = 1.0 + (double)(na + 2) * 0x1p-52;
+  for (int64_t k = 0; k < H; k++) { /* value = hi + lo; bound (over E): err */
+    const double v = value[k] + lo[k], E = bound[k], p = fabs((double)prior[k]);
+    const double au = (A[k] + tiny_na) * grow_na, eu = E != E ? INFINITY : (E + tiny_na) * grow_na;
+    const double e = FAST_U * fabs(v) + dot.g24 * (p + 1.01 * au + eu);
+    value[k] = v;
+    bound[k] = (eu + (e * (1.0 + 0x1p-50) + dot.tiny)) * (1.0 + 0x1p-47) + 0x1p-1060;
+  }
   for (int64_t k = 0; k < H; k++) {
     const int64_t i = j * H + k;
-    const double p = prior[i], hi = r->value[i], lo = r->err[i], A = r->mag[i], B = r->emag[i], E = r->rounded[i];
-    const double C = w->cfl[k];
+    const double p = prior[k], C = w->cfl[k];
     if (poisoned || !isfinite(p)) {
       put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, poisoned ? NAN : p);
       continue;
     }
-    const double value = hi + lo, au = lce_sum_bound(A, na);
-    const double prop = isnan(E) ? INFINITY : lce_sum_bound(E, na);
-    const double m = lce_add_up(lce_add_up(fabs(p), lce_mul_up(1.01, au)), prop);
-    const double err = na == 0 ? 0.0 : lce_add_up(prop, fast_dot_bound_k(value, m, dot));
-    fast_put(c, w->res, LCE_OUT_D_WEIGHT, i, value, err, fabs(p) + A + C, fabs(p) + B + C + gf);
+    fast_put(c, w->res, LCE_OUT_D_WEIGHT, i, value[k], na == 0 ? 0.0 : bound[k], fabs(p) + A[k] + C,
+             fabs(p) + B[k] + C + gf);
   }
 }
 
