@@ -11,6 +11,16 @@
 #define FAST_LIBM (5.0 * FAST_U) /* relative accuracy taken for libm's exp, log, log1p, tanh, cosh */
 #define FAST_TINY 0x1p-1074     /* absolute error of one rounding into the subnormal range */
 
+/* Functions cloned per instruction set (GCC's target_clones: the loader picks the clone the CPU
+ * runs); every clone computes the same IEEE operations, so the same bits. GCC only: clang 14 leaves
+ * the clones' dispatcher undefined at link time. LCE_FAST_NO_CLONES builds the baseline alone. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(LCE_FAST_NO_CLONES) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define FAST_TARGET_CLONES(...) __attribute__((target_clones(__VA_ARGS__)))
+#else
+#define FAST_TARGET_CLONES(...)
+#endif
+
 /* TwoSum (Knuth): s + e = a + b exactly, also with gradual underflow. */
 static inline double fast_two_sum(double a, double b, double *e) {
   double s = a + b, bb = s - a;

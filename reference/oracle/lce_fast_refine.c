@@ -52,6 +52,10 @@
 #include "lce_fast_internal.h"
 #include "lce_parallel.h"
 
+/* fma is exact-then-rounded wherever it runs: the clone with the FMA instruction inlines it, the
+ * baseline calls libm's; the same bits. */
+#define REFINE_CLONES FAST_TARGET_CLONES("fma", "default")
+
 #define DD 0x1p-100
 #define DD_TINY 0x1p-800 /* below: dropped, counted as error */
 #define EXP_TAU 0x1p-865 /* > e^-600: an exp not computed */
@@ -132,7 +136,7 @@ static void init_constants(void) {
   mpfr_clears(v, t, (mpfr_ptr)0);
 }
 
-double fast_exp_dd(double hi, double lo, double *out_lo) {
+REFINE_CLONES double fast_exp_dd(double hi, double lo, double *out_lo) {
   pthread_once(&once, init_constants);
   const double k = nearbyint(hi * 0x1.71547652b82fep+6); /* 64 / ln 2 */
   dd r = dd_sum(hi, -k * L1);
@@ -163,7 +167,7 @@ static dd token_g(const fast_refine_in *r, int64_t n) {
 }
 
 /* Row n's ds (see One row above) into out; 0 when the row cannot be refined. t: [v] scratch. */
-static int row_ds(const fast_refine_in *r, int64_t n, dd *t, refine_row *out) {
+REFINE_CLONES static int row_ds(const fast_refine_in *r, int64_t n, dd *t, refine_row *out) {
   const int64_t V = r->c->v, y = r->in->labels[n];
   dd *ds = out->ds;
   double m = -INFINITY, ez = 0.0;
@@ -216,7 +220,7 @@ static int row_ds(const fast_refine_in *r, int64_t n, dd *t, refine_row *out) {
 
 /* prior + sum_i ds[i * ds_stride] c[i * c_stride] with its bound (One element above); rows[i *
  * row_stride] holds term i's rel and ab. */
-static double refine_dot(double prior, const dd *ds, int64_t ds_stride, const double *c, int64_t c_stride,
+REFINE_CLONES static double refine_dot(double prior, const dd *ds, int64_t ds_stride, const double *c, int64_t c_stride,
                          const refine_row *rows, int64_t row_stride, int64_t count, double *err) {
   dd x = {prior, 0.0};
   double A = 0.0, P = 0.0, dropped = 0.0;
