@@ -572,7 +572,7 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
     for (int64_t i = 0; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_EMBEDDING, i, w->in->grad_embedding_prior[i]);
   if (!poisoned) {
     const double t_refine = lce_now_seconds();
-    const fast_refine_in refine = {c, w->in, &w->fin, w->active, w->sw};
+    const fast_refine_in refine = {c, w->in, &w->fin, w->active, opt->refine_all};
     const int64_t refined = fast_refine(&refine, w->res);
     if (stats) stats->refined = refined, stats->refine_seconds = lce_now_seconds() - t_refine;
   }
@@ -603,6 +603,6 @@ lce_code lce_fast_run_opts(const lce_case *c, const lce_tensors *in, const lce_f
 
 lce_code lce_fast_run(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_fast_stats *stats,
                       lce_status *st) {
-  const lce_fast_options opt = {1, 0};
+  const lce_fast_options opt = {1, 0, 0};
   return lce_fast_run_opts(c, in, &opt, res, stats, st);
 }

@@ -36,6 +36,8 @@ typedef struct lce_fast_options {
                        * non-decisive, with their tier-1 value and bound) */
   int64_t block_rows; /* token rows in flight (their dz kept for d_weight); 0: about 64 MiB of them.
                        * The results are the same bits for any value. */
+  int refine_all;     /* for tests: every d_hidden and d_weight element not exact goes through the
+                       * double-double step (lce_fast_refine.c), decided by double or not */
 } lce_fast_options;
 
 /* What a case costs tier 1, estimated from its shape before anything is allocated. */

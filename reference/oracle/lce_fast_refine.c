@@ -3,9 +3,9 @@
  * double-double (about 100 bits) and certified again; only what this step cannot decide goes on to
  * tier 0 (Ziv's strategy: escalate by precision steps). Those elements are nearly all gradient
  * sums with heavy cancellation, whose error in double (~13 u of their terms' magnitude, u = 2^-53)
- * is too large for lce_round_certain; here it is ~2^-86 of it. Covered: cases without softcap,
- * smoothing, z-loss and class weights, with finite inputs (dz = g (p - [v = y]), g exact or one
- * division); anything else is left to tier 0 as before.
+ * is too large for lce_round_certain; here it is ~2^-86 of it. Covered: cases without softcap and
+ * z-loss, with finite inputs (dz = g (cy (p - [v = y]) + k p - ev w_v), no transcendental beyond
+ * exp); anything else is left to tier 0 as before.
  *
  * Double-double. A pair (h, l) stands for h + l. The operations are those of Joldes, Muller and
  * Popescu ("Tight and rigorous error bounds for basic building blocks of double-word arithmetic",
@@ -34,15 +34,23 @@
  * (while that is <= 2^-60, else the row is not refined). S = sum t_v by Alg. 6 (positive terms:
  * each addition within DD of a partial sum <= S): |S - ST| <= rs ST, rs = 1.02 (rho + 1.01 V DD + 2 V
  * tau) as ST >= T_a >= 1/2 (d_a = lo_a). S_y = sum_(v != y) likewise, relative rs, absolute V tau.
- * p_v = t_v / S (v != y) and q = S_y / S: relative 1.02 (rs + rho + DD), absolute 2.1 (V + 1) tau.
- * g = grad_output (sum, none) or grad_output / SW (mean; SW exact: a count): relative DD. ds_v =
- * g p_v or -g q: relative rel = 1.05 (2 rs + rho + 3 DD), absolute ab = |g| 2.2 (V + 1) tau, plus
- * 2^-799 for a dz dropped as tiny (|g| |p| < 2^-800).
+ * p_v = t_v / S (v != y) and q = S_y / S: relative rp = 1.02 (2 rs + rho + DD), absolute 2.1 (V + 1)
+ * tau. The options (refine_opts, once per case; tier 0's lce_row_opts): e (lce_case_smoothing, a
+ * double), 1 - e exact, ev = e / V within DD, SWV = sum_v w_v (class weights, fp32) within 1.01 V DD,
+ * k = ev SWV within rk = 1.01 (2 DD + 1.01 V DD); g = grad_output (sum, none) or grad_output / SW
+ * (mean; SW = sum of the valid tokens' w_y within 1.01 N DD): relative rg. Per v the terms t1 = cy p_v
+ * (cy = (1 - e) w_y, within DD) or -cy q, t2 = k p_v, t3 = -ev w_v, each within 1.01 (rp + rk + 2 DD)
+ * relatively, summed by two Alg. 6 additions (2.02 DD of sum |t_i|), times g (DWTimesDW3): with
+ * M_v = 1.01 |g| sum |t_i|,
+ *     |ds_v - DS_v| <= rel M_v + ab,  rel = 1.03 (rp + rk + rg + 5 DD),
+ * ab = |g| 2.3 (V + 1) tau (|cy| + |k|), plus 3 2^-799 |g| when a term was dropped as tiny (below
+ * 2^-800), 2^-799 when M_v itself is (ds_v is then 0) and (|g| + 1) 2^-1000 for low parts rounded
+ * in the subnormal range. Without the options this is g (p_v - [v = y]).
  *
- * One element (refine_dot): x = prior + sum_i ds_i c_i over count terms (c_i dtype values, ds_i
- * with rel_i, ab_i): each product by DWTimesFP3, each sum by Alg. 6, within DD of their results, which
- * are at most |prior| + A (A = sum |ds_i c_i|, 1.01 for ds's own error); products below 2^-800
- * dropped. |x - X| <= sum (rel_i |ds_i| + ab_i) |c_i| + 1.02 DD (count + 1) (|prior| + A) + dropped +
+ * One element (refine_dot). x = prior + sum_i ds_i c_i over count terms (c_i dtype values, ds_i
+ * within rel_i M_i + ab_i): each product by DWTimesFP3, each sum by Alg. 6, within DD of their
+ * results, which are at most |prior| + A (A = sum |ds_i c_i|, 1.01 for ds's own error); products below
+ * 2^-800 dropped. |x - X| <= sum (rel_i M_i + ab_i) |c_i| + 1.02 DD (count + 1) (|prior| + A) + dropped +
  * (count + 1) 2^-1000 (roundings in the subnormal range of the low parts), every double sum of
  * non-negative terms made an upper bound by lce_sum_bound; the element's value is RN(h + l), so its
  * bound adds u |value|. */
@@ -156,18 +164,56 @@ REFINE_CLONES double fast_exp_dd(double hi, double lo, double *out_lo) {
 
 typedef struct refine_row {
   dd *ds;         /* [v] */
-  double rel, ab; /* |ds_v - DS_v| <= rel |ds_v| + ab */
+  double *m;      /* [v] M_v */
+  double rel, ab; /* |ds_v - DS_v| <= rel M_v + ab */
 } refine_row;
 
+/* The case's loss options and reduction in double-double (One row above). */
+typedef struct refine_opts {
+  const float *w; /* class weights, NULL: every weight 1 */
+  dd ome, ev, k;
+  double rk;
+  int mean;
+  dd sw; /* mean's divisor */
+  double rg;
+} refine_opts;
+
+static double weight(const refine_opts *o, int64_t v) { return o->w ? o->w[v] : 1.0; }
+
+static void opts_init(const fast_refine_in *r, refine_opts *o) {
+  const lce_case *c = r->c;
+  const int64_t V = c->v;
+  const double e = lce_case_smoothing(c);
+  o->w = c->class_weights ? r->in->class_weight : NULL;
+  o->ome = dd_sum(1.0, -e);
+  o->ev = dd_div((dd){e, 0.0}, (dd){(double)V, 0.0});
+  dd swv = {0.0, 0.0}, sw = {0.0, 0.0};
+  for (int64_t v = 0; v < V; v++) swv = dd_add_d(swv, weight(o, v));
+  o->k = dd_mul(o->ev, swv);
+  o->rk = e > 0.0 ? lce_mul_up(1.01, lce_add_up(2.0 * DD, lce_mul_up(1.01 * DD, (double)V))) : 0.0;
+  for (int64_t n = 0; n < c->n; n++)
+    if (r->in->labels[n] != c->ignore_index) sw = dd_add_d(sw, weight(o, r->in->labels[n]));
+  o->mean = c->reduction == LCE_RED_MEAN;
+  o->sw = sw;
+  o->rg = o->mean ? lce_mul_up(1.01, lce_add_up(lce_mul_up(1.01 * DD, (double)c->n), DD)) : 0.0;
+}
+
 /* The token's g in double-double (lce_fast.c's token_g for the cases covered). */
-static dd token_g(const fast_refine_in *r, int64_t n) {
+static dd token_g(const fast_refine_in *r, const refine_opts *o, int64_t n) {
   const lce_case *c = r->c;
   const dd go = {r->in->grad_output[c->reduction == LCE_RED_NONE ? n : 0], 0.0};
-  return c->reduction == LCE_RED_MEAN ? dd_div(go, (dd){r->sw, 0.0}) : go;
+  return o->mean ? dd_div(go, o->sw) : go;
+}
+
+/* A product kept only from 2^-800 up (One row above); *dropped is set when it is not. */
+static inline dd kept(dd x, int *dropped) {
+  if (fabs(x.h) >= DD_TINY || x.h == 0.0) return x;
+  *dropped = 1;
+  return (dd){0.0, 0.0};
 }
 
 /* Row n's ds (see One row above) into out; 0 when the row cannot be refined. t: [v] scratch. */
-REFINE_CLONES static int row_ds(const fast_refine_in *r, int64_t n, dd *t, refine_row *out) {
+REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, int64_t n, dd *t, refine_row *out) {
   const int64_t V = r->c->v, y = r->in->labels[n];
   dd *ds = out->ds;
   double m = -INFINITY, ez = 0.0;
@@ -198,39 +244,53 @@ REFINE_CLONES static int row_ds(const fast_refine_in *r, int64_t n, dd *t, refin
   }
   const double tau = dropped ? EXP_TAU : 0.0, vd = lce_mul_up(1.01 * DD, (double)V);
   const double rs = lce_mul_up(1.02, lce_add_up(lce_add_up(rho, vd), lce_mul_up(2.0 * (double)V, tau)));
-  const dd g = token_g(r, n);
-  const double ga = fabs(g.h);
-  out->rel = lce_mul_up(1.05, lce_add_up(lce_add_up(2.0 * rs, rho), 3.0 * DD));
-  out->ab = lce_mul_up(lce_mul_up(ga, 2.2), lce_mul_up((double)(V + 1), tau));
-  int tiny = 0;
+  const double rp = lce_mul_up(1.02, lce_add_up(lce_add_up(2.0 * rs, rho), DD));
+  const dd g = token_g(r, o, n), cy = dd_mul_d(o->ome, weight(o, y));
+  const double ga = fabs(g.h), ck = lce_add_up(fabs(cy.h), fabs(o->k.h));
+  const int smoothing = o->ev.h != 0.0;
+  out->rel = lce_mul_up(1.03, lce_add_up(lce_add_up(rp, o->rk), lce_add_up(o->rg, 5.0 * DD)));
+  out->ab = lce_mul_up(lce_mul_up(lce_mul_up(ga, 2.3), ck), lce_mul_up((double)(V + 1), tau));
+  int tiny = 0, small = 0;
   for (int64_t v = 0; v < V; v++) {
-    const dd inner = v == y ? dd_div(sy, s) : dd_div(t[v], s);
-    if (ga * fabs(inner.h) < DD_TINY) {
+    const dd p = dd_div(t[v], s);
+    dd inner = kept(dd_mul(cy, v == y ? dd_div(sy, s) : p), &small); /* at y: -cy (1 - p_y) = -cy q */
+    if (v == y) inner = (dd){-inner.h, -inner.l};
+    double mag = fabs(inner.h);
+    if (smoothing) {
+      const dd t2 = kept(dd_mul(o->k, p), &small), t3 = kept(dd_mul_d(o->ev, weight(o, v)), &small);
+      inner = dd_add(dd_add(inner, t2), (dd){-t3.h, -t3.l});
+      mag += fabs(t2.h) + fabs(t3.h);
+    }
+    out->m[v] = ga * mag * 1.01;
+    if (out->m[v] < DD_TINY) {
       ds[v] = (dd){0.0, 0.0}, tiny = 1;
       continue;
     }
-    const dd d = dd_mul(g, inner);
-    ds[v] = v == y ? (dd){-d.h, -d.l} : d;
+    ds[v] = dd_mul(g, inner);
   }
+  if (small) out->ab = lce_add_up(out->ab, lce_mul_up(3.0 * 0x1p-799, ga));
   if (tiny) out->ab = lce_add_up(out->ab, 0x1p-799);
+  out->ab = lce_add_up(out->ab, lce_mul_up(lce_add_up(ga, 1.0), 0x1p-1000)); /* subnormal low parts */
   return 1;
 }
 
 /* ---- one element --------------------------------------------------------------------------------- */
 
-/* prior + sum_i ds[i * ds_stride] c[i * c_stride] with its bound (One element above); rows[i *
- * row_stride] holds term i's rel and ab. */
-REFINE_CLONES static double refine_dot(double prior, const dd *ds, int64_t ds_stride, const double *c, int64_t c_stride,
-                         const refine_row *rows, int64_t row_stride, int64_t count, double *err) {
+/* prior + sum_i ds[i * ds_stride] c[i * c_stride] with its bound (One element above): term i's M_i
+ * is m[i * ds_stride], its rel and ab rows[i * row_stride]'s. */
+REFINE_CLONES static double refine_dot(double prior, const dd *ds, const double *m, int64_t ds_stride, const double *c,
+                                       int64_t c_stride, const refine_row *rows, int64_t row_stride, int64_t count,
+                                       double *err) {
   dd x = {prior, 0.0};
   double A = 0.0, P = 0.0, dropped = 0.0;
   for (int64_t i = 0; i < count; i++) {
     const dd d = ds[i * ds_stride];
     const double ci = c[i * c_stride], mag = fabs(d.h) * fabs(ci);
-    if (mag == 0.0) continue;
+    if (ci == 0.0) continue; /* exactly nothing, whatever ds is */
     const refine_row *rw = &rows[i * row_stride];
-    P += (rw->rel * fabs(d.h) + rw->ab) * fabs(ci);
+    P += (rw->rel * m[i * ds_stride] + rw->ab) * fabs(ci);
     A += mag;
+    if (mag == 0.0) continue; /* ds dropped as tiny: its bound ab is in P */
     if (mag < DD_TINY) {
       dropped += 0x1p-799;
       continue;
@@ -248,7 +308,7 @@ REFINE_CLONES static double refine_dot(double prior, const dd *ds, int64_t ds_st
 
 static int covered(const fast_refine_in *r) {
   const lce_case *c = r->c;
-  if (c->softcap > 0.0 || lce_case_smoothing(c) > 0.0 || lce_case_z_loss(c) > 0.0 || c->class_weights) return 0;
+  if (c->softcap > 0.0 || lce_case_z_loss(c) > 0.0) return 0;
   const int64_t N = c->n, H = c->h, V = c->v;
   for (int64_t i = 0; i < N * H; i++)
     if (!isfinite(r->fin->hidden[i])) return 0;
@@ -264,7 +324,11 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
   int any_dw = 0, any = 0;
   for (int64_t i = 0; i < V * H && !any_dw; i++) any_dw = !dw->decisive[i];
   for (int64_t i = 0; i < N * H && !any; i++) any = !dh->decisive[i];
-  if (!(any || any_dw) || !covered(r)) return 0;
+  if (!(any || any_dw || r->all) || !covered(r)) return 0;
+  if (r->all) { /* every element not exact goes through the step (lce_fast_options.refine_all) */
+    for (int64_t i = 0; i < V * H; i++) dw->decisive[i] &= dw->err[i] == 0.0, any_dw |= !dw->decisive[i];
+    for (int64_t i = 0; i < N * H; i++) dh->decisive[i] &= dh->err[i] <= LCE_EXACT_ZERO_ERR, any |= !dh->decisive[i];
+  }
   /* The rows needed: every active one for a d_weight element, else those with an undecided d_hidden. */
   unsigned char *need = calloc((size_t)N, 1);
   int64_t rows = 0;
@@ -273,17 +337,22 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
     rows += need[n];
   }
   refine_row *rr = calloc((size_t)N, sizeof *rr);
-  dd *ds = (double)rows * (double)V * sizeof(dd) <= 64.0 * 0x1p20 ? malloc((size_t)(rows * V + 1) * sizeof *ds) : NULL;
+  const int fits = (double)rows * (double)V * (sizeof(dd) + sizeof(double)) <= 64.0 * 0x1p20;
+  dd *ds = fits ? malloc((size_t)(rows * V + 1) * sizeof *ds) : NULL;
+  double *mm = fits ? malloc((size_t)(rows * V + 1) * sizeof *mm) : NULL;
   unsigned char *ok = calloc((size_t)N, 1);
   int64_t decided = 0;
-  if (need == NULL || rr == NULL || ds == NULL || ok == NULL) goto done;
-  for (int64_t n = 0, slot = 0; n < N; n++) rr[n].ds = need[n] ? ds + (slot++) * V : NULL;
+  if (need == NULL || rr == NULL || ds == NULL || mm == NULL || ok == NULL) goto done;
+  for (int64_t n = 0, slot = 0; n < N; n++)
+    if (need[n]) rr[n].ds = ds + slot * V, rr[n].m = mm + slot * V, slot++;
+  refine_opts opts;
+  opts_init(r, &opts);
   int failed = 0;
   LCE_PARALLEL_FOR_IF(rows > 1 && rows * V >= 4096)
   for (int64_t n = 0; n < N; n++) {
     if (!need[n]) continue;
     dd *t = malloc((size_t)V * sizeof *t);
-    ok[n] = t != NULL && row_ds(r, n, t, &rr[n]);
+    ok[n] = t != NULL && row_ds(r, &opts, n, t, &rr[n]);
     free(t);
   }
   for (int64_t n = 0; n < N; n++) failed |= need[n] && !ok[n];
@@ -291,7 +360,7 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
     for (int64_t k = 0; k < H && ok[n]; k++) {
       const int64_t i = n * H + k;
       if (dh->decisive[i]) continue;
-      double err, value = refine_dot(0.0, rr[n].ds, 1, r->fin->w + k, H, &rr[n], 0, V, &err);
+      double err, value = refine_dot(0.0, rr[n].ds, rr[n].m, 1, r->fin->w + k, H, &rr[n], 0, V, &err);
       fast_put(c, res, LCE_OUT_D_HIDDEN, i, value, err, dh->mag[i], dh->emag[i]);
       decided += dh->decisive[i];
     }
@@ -299,27 +368,27 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
     const float *prior = lce_output_weight_prior(c, r->in);
     int64_t *act = malloc((size_t)(rows + 1) * sizeof *act);
     dd *col = malloc((size_t)(rows + 1) * sizeof *col);
-    double *hk = malloc((size_t)(rows + 1) * sizeof *hk);
+    double *mcol = malloc((size_t)(rows + 1) * sizeof *mcol), *hk = malloc((size_t)(rows + 1) * sizeof *hk);
     refine_row *cr = malloc((size_t)(rows + 1) * sizeof *cr);
     int64_t na = 0;
     for (int64_t n = 0; n < N; n++)
       if (need[n]) cr[na] = rr[n], act[na++] = n;
-    for (int64_t j = 0; act && col && hk && cr && j < V; j++)
+    for (int64_t j = 0; act && col && mcol && hk && cr && j < V; j++)
       for (int64_t k = 0, gathered = 0; k < H; k++) {
         const int64_t i = j * H + k;
         if (dw->decisive[i]) continue;
         for (int64_t a = 0; a < na; a++) {
-          if (!gathered) col[a] = rr[act[a]].ds[j];
+          if (!gathered) col[a] = rr[act[a]].ds[j], mcol[a] = rr[act[a]].m[j];
           hk[a] = r->fin->hidden[act[a] * H + k];
         }
         gathered = 1;
-        double err, value = refine_dot(prior[i], col, 1, hk, 1, cr, 1, na, &err);
+        double err, value = refine_dot(prior[i], col, mcol, 1, hk, 1, cr, 1, na, &err);
         fast_put(c, res, LCE_OUT_D_WEIGHT, i, value, err, dw->mag[i], dw->emag[i]);
         decided += dw->decisive[i];
       }
-    free(act), free(col), free(hk), free(cr);
+    free(act), free(col), free(mcol), free(hk), free(cr);
   }
 done:
-  free(need), free(rr), free(ds), free(ok);
+  free(need), free(rr), free(ds), free(mm), free(ok);
   return decided;
 }

@@ -95,7 +95,7 @@ static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats, 
   for (int rep = 0; rep < 3; rep++) {
     lce_oracle_result r;
     double t0 = lce_now_seconds();
-    const lce_fast_options opt = {escalate, 0};
+    const lce_fast_options opt = {escalate, 0, 0};
     if (lce_fast_run_opts(c, &t, &opt, &r, stats, &st) != LCE_OK) {
       fprintf(stderr, "bench_oracle: %s\n", st.msg);
       exit(1);
