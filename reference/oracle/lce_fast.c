@@ -93,10 +93,11 @@ static void work_free(fast_work *w) {
 
 /* The exponent of the lowest set bit of a finite non-zero double. */
 static int lsb_exp(double x) {
-  int e;
-  double f = frexp(fabs(x), &e);
-  uint64_t m = (uint64_t)ldexp(f, 53);
-  return e - 53 + __builtin_ctzll(m);
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  const int be = (int)((b >> 52) & 0x7ff);
+  const uint64_t m = (b & (((uint64_t)1 << 52) - 1)) | (be ? (uint64_t)1 << 52 : 0); /* the integer significand */
+  return (be ? be : 1) - 1075 + __builtin_ctzll(m);
 }
 
 static int row_lsb(const double *x, int64_t n) {

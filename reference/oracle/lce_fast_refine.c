@@ -156,8 +156,9 @@ REFINE_CLONES double fast_exp_dd(double hi, double lo, double *out_lo) {
   const int64_t ki = (int64_t)k, j = ((ki % EXP_TABLE) + EXP_TABLE) % EXP_TABLE;
   const int e = (int)((ki - j) / EXP_TABLE);
   y = dd_mul(T[j], y);
-  *out_lo = ldexp(y.l, e);
-  return ldexp(y.h, e);
+  const double scale = lce_pow2(e); /* -867 <= e <= 0: a normal power of two; the products round as ldexp does */
+  *out_lo = y.l * scale;
+  return y.h * scale;
 }
 
 /* ---- one row ------------------------------------------------------------------------------------- */
