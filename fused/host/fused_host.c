@@ -195,8 +195,9 @@ static void chunk_logits(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
   for (int64_t i = t0; i < t1; i++) {
     const float *a = f->hidden + i * h;
     float *zi = f->z + (i - t0) * rows;
+    lce_gemm_dots(f->arch, f->fmt, 0.0f, a, 1, f->w_chunk, 1, h, h, rows, zi);
     for (int64_t j = 0; j < rows; j++) {
-      float acc = lce_gemm_dot(f->arch, f->fmt, 0.0f, a, 1, f->w_chunk + j * h, 1, h);
+      float acc = zi[j];
       if (!isfinite(acc)) acc = NAN;
       zi[j] = f->plan.cap > 0.0f ? f->plan.cap * tanhf(acc / f->plan.cap) : acc;
     }
@@ -299,8 +300,9 @@ static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
   for (int64_t i = t0; i < t1; i++) {
     float *part = f->dh_part + (i - t0) * h;
     const float *ds = f->z + (i - t0) * rows;
-    for (int64_t k = 0; k < h; k++)
-      part[k] = token_valid(f, i) ? lce_gemm_dot(f->arch, f->fmt, 0.0f, ds, 1, f->w_chunk + k, h, rows) : 0.0f;
+    if (token_valid(f, i)) lce_gemm_dots(f->arch, f->fmt, 0.0f, ds, 1, f->w_chunk, h, 1, rows, h, part);
+    else
+      for (int64_t k = 0; k < h; k++) part[k] = 0.0f;
   }
   for (int64_t e = 0; e < (t1 - t0) * h; e++)
     f->dh_shard[e] = dhidden_accumulate(f->c->dtype, f->dh_shard[e], f->alpha, f->dh_part[e]);
@@ -320,8 +322,10 @@ static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, i
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
     dst = f->gw_dtype + (row0 + j) * h; /* the mutant's buffer in the weight's dtype (below) */
 #endif
+    float g8[8]; /* the GEMM results of columns k - k % 8 .. + 7, computed together (lce_gemm_dots) */
     for (int64_t k = 0; k < h; k++) {
-      const float g = lce_gemm_dot(f->arch, f->fmt, 0.0f, f->z + j, rows, f->hidden_dw + t0 * h + k, h, t1 - t0);
+      if (k % 8 == 0) lce_gemm_dots(f->arch, f->fmt, 0.0f, f->z + j, rows, f->hidden_dw + t0 * h + k, h, 1, t1 - t0, h - k < 8 ? h - k : 8, g8);
+      const float g = g8[k % 8];
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
       /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
        * dtype, grad_weight += grad_logits_chunk^T @ input_chunk per token chunk (rounded every

@@ -77,4 +77,9 @@ const char *lce_epilogue_rounding_name(lce_epilogue_rounding r);
 #define LCE_GEMM_EPILOGUE LCE_EPILOGUE_FMA
 float lce_gemm_epilogue(float alpha, float acc, float c);
 
+/* out[j] = lce_gemm_dot(arch, fmt, c, a, stride_a, b + j * step_b, stride_b, k) for j < count, the
+ * same bits, several at once where the model allows (the ieee model's fmaf chains interleaved). */
+void lce_gemm_dots(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
+                   const float *b, ptrdiff_t stride_b, ptrdiff_t step_b, int64_t k, int64_t count, float *out);
+
 #endif
