@@ -103,19 +103,23 @@ def configure_and_build(build, flags, targets, jobs, env):
 
 
 def copy_binaries(build, names, dest, what):
-    """The binaries into dest with a BUILD_INFO whose first line says how they were built; refuses one
-    whose ldd names a library that is missing here or that is not the C runtime's."""
+    """The binaries into dest, stripped, with a BUILD_INFO whose first line says how they were built;
+    refuses one whose ldd names a library that is missing here or that is not the C runtime's. Stripped
+    (a third smaller): the machines they go to have no llvm-symbolizer, so their sanitizer reports are
+    module+offset either way, which llvm-symbolizer resolves here against the build's own binary."""
     dest.mkdir(parents=True)
     ldd_text = []
     for name in names:
         shutil.copy2(build / name, dest / name)
+        echo_run(["strip", "--strip-all", dest / name], check=True)
         libs, text = ldd_paths(dest / name)
         foreign = [s for s in libs if not s.startswith(("libc.", "libm.", "libpthread.", "libdl.", "librt.",
                                                         "libgcc_s.", "libstdc++.", "ld-linux"))]
         if "not found" in text or foreign:
             sys.exit(f"fuzz_campaign: {dest / name} needs {', '.join(foreign) or 'a library not found'}:\n{text}")
         ldd_text.append(f"{name}:\n{text}")
-    (dest / "BUILD_INFO").write_text(f"{build_description(build)}{what}\n\nldd here:\n" + "".join(ldd_text))
+    (dest / "BUILD_INFO").write_text(f"{build_description(build)}{what}\nunstripped, for llvm-symbolizer: {build}\n"
+                                     f"\nldd here:\n" + "".join(ldd_text))
 
 
 def bundle_atheris(site, dest):
@@ -170,7 +174,7 @@ def cmd_bundle(args):
     (out / "scripts").mkdir()
     for name in BUNDLE_SCRIPTS + ("requirements.txt",):
         shutil.copy2(REPO / "scripts" / name, out / "scripts" / name)
-    shutil.copytree(REPO / "golden", out / "golden")
+    shutil.copytree(REPO / "golden", out / "golden", ignore=shutil.ignore_patterns("plots", "*.md", "CMakeLists.txt"))
     shutil.copytree(REPO / "fuzz", out / "fuzz", ignore=lambda d, names: [
         n for n in names if Path(d, n).is_file() and Path(n).suffix not in (".options", ".dict", ".py", "")
         and not Path(d).is_relative_to(REPO / "fuzz" / "corpus")] + [n for n in names if n == "tests"])

@@ -351,8 +351,8 @@ def record_section(args, rows, when):
 
 def write_results(out, args, rows, section):
     """--out: report.md (the section --record appends), report.json, and fuzz-results.tar.gz, which
-    holds both, the regression inputs, the harness's .finding files and each target's merged corpus:
-    three files to bring back from another machine."""
+    holds both, the regression inputs, the harness's .finding files and each target's merged corpus
+    (corpora/<target>/): three files to bring back from another machine."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(section, encoding="utf-8")
     (out / "report.json").write_text(json.dumps({"seconds": args.seconds, "jobs": args.jobs, "rows": rows}, indent=2))
@@ -367,7 +367,7 @@ def write_results(out, args, rows, section):
             for f in sorted(d.glob("*.finding")) + sorted(d.glob("*.input")) if d else []:
                 tar.add(f, f"findings/{r['target']}/{f.name}")
             if r["merge"] and not args.update_seeds:
-                tar.add(r["merge"]["dir"], f"corpora/{TARGETS[r['target']].corpus.name}")
+                tar.add(r["merge"]["dir"], f"corpora/{r['target']}")
     size = (out / "fuzz-results.tar.gz").stat().st_size
     print(f"fuzz_campaign: results in {out}: report.md, report.json, fuzz-results.tar.gz ({size / 2**20:.1f} MiB)",
           file=sys.stderr)

@@ -147,7 +147,7 @@ def child_launcher():
     ROOT that re-executes this interpreter on this file (the file itself need not be executable, and a
     `python3` found on PATH might lack atheris)."""
     if getattr(sys, "frozen", False):
-        return sys.argv[0]
+        return sys.executable  # the frozen binary, by its absolute path
     path = os.path.join(ROOT, "fuzz_parse_policy")
     with open(path, "w") as f:
         f.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(__file__))} \"$@\"\n")

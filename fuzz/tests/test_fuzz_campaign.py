@@ -263,7 +263,7 @@ class Targets(FakeBuild):
         with tarfile.open(out / "fuzz-results.tar.gz") as tar:
             names = tar.getnames()
         self.assertTrue(any(n.startswith("regressions/fuzz_parse_npy/regression-crash-") for n in names), names)
-        self.assertIn("corpora/parse_json/" + hashlib.sha1(b"new fuzz_parse_json").hexdigest(), names)
+        self.assertIn("corpora/fuzz_parse_json/" + hashlib.sha1(b"new fuzz_parse_json").hexdigest(), names)
         self.assertIn("report.md", names)
 
 
