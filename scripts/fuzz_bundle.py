@@ -96,16 +96,16 @@ BUNDLE_SCRIPTS = ("fuzz_campaign.py", "fuzz_common.py", "fuzz_targets.py", "fuzz
                   "lcecheck_golden_files.py", "lcecheck_golden_fit.py")
 
 
-def configure_and_build(build, flags, targets, jobs, env):
+def configure_and_build(build, flags, targets, jobs):
     echo_run(["cmake", "-S", REPO, "-B", build, "-DCMAKE_C_COMPILER=clang-14", "-DLCE_BUILD_FUZZERS=ON",
-              "-DLCE_BUILD_TESTS=OFF", *STATIC_LIBS, *flags], env, check=True)
+              "-DLCE_BUILD_TESTS=OFF", *STATIC_LIBS, *flags], check=True)
     echo_run(["cmake", "--build", build, "-j", str(jobs), "--target", *targets], check=True)
 
 
 def copy_binaries(build, names, dest, what):
     """The binaries into dest, stripped, with a BUILD_INFO whose first line says how they were built;
     refuses one whose ldd names a library that is missing here or that is not the C runtime's. Stripped
-    (a third smaller): the machines they go to have no llvm-symbolizer, so their sanitizer reports are
+    (a quarter smaller): the machines they go to have no llvm-symbolizer, so their sanitizer reports are
     module+offset either way, which llvm-symbolizer resolves here against the build's own binary."""
     dest.mkdir(parents=True)
     ldd_text = []
@@ -152,6 +152,15 @@ def atheris_for(version, work, dest):
     bundle_atheris(site, dest)
 
 
+def not_campaign_files(directory, names):
+    """copytree's ignore for fuzz/: a campaign needs the corpora, .options, .dict and the Python
+    harnesses, not the C sources, CMake files, READMEs or the tests."""
+    if Path(directory).is_relative_to(REPO / "fuzz" / "corpus"):
+        return []
+    return [n for n in names if n == "tests" or (Path(directory, n).is_file()
+                                                 and Path(n).suffix not in (".options", ".dict", ".py"))]
+
+
 def cmd_bundle(args):
     """Builds the CPU targets twice (ASan + UBSan, and the slow ones without sanitizers) and packs them
     with the campaign script, the options, dictionaries, seed corpora, goldens and atheris into
@@ -162,10 +171,10 @@ def cmd_bundle(args):
                      if (p.with_suffix(".options")).is_file())
     asan_targets = ["fuzz_subject", "fuzz_tiers", *parsers]
     configure_and_build(root / "build-bundle-asan", ["-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
-                        [*asan_targets, "fuzz_plugin_scripted"], args.jobs, {})
+                        [*asan_targets, "fuzz_plugin_scripted"], args.jobs)
     configure_and_build(root / "build-bundle-release", ["-DCMAKE_BUILD_TYPE=Release",
                         "-DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link", "-DLCE_FUZZING_ENGINE=-fsanitize=fuzzer"],
-                        RELEASE_TARGETS, args.jobs, {})
+                        RELEASE_TARGETS, args.jobs)
     shutil.rmtree(out, ignore_errors=True)
     copy_binaries(root / "build-bundle-asan", asan_targets, out / "bin-asan", "")
     shutil.copy2(root / "build-bundle-asan" / "libfuzz_plugin_scripted.so", out / "bin-asan")  # fuzz_parse_plugin's
@@ -175,9 +184,7 @@ def cmd_bundle(args):
     for name in BUNDLE_SCRIPTS + ("requirements.txt",):
         shutil.copy2(REPO / "scripts" / name, out / "scripts" / name)
     shutil.copytree(REPO / "golden", out / "golden", ignore=shutil.ignore_patterns("plots", "*.md", "CMakeLists.txt"))
-    shutil.copytree(REPO / "fuzz", out / "fuzz", ignore=lambda d, names: [
-        n for n in names if Path(d, n).is_file() and Path(n).suffix not in (".options", ".dict", ".py", "")
-        and not Path(d).is_relative_to(REPO / "fuzz" / "corpus")] + [n for n in names if n == "tests"])
+    shutil.copytree(REPO / "fuzz", out / "fuzz", ignore=not_campaign_files)
     versions = [f"{sys.version_info.major}.{sys.version_info.minor}", *(args.python_version or ["3.12"])]
     for v in dict.fromkeys(versions):
         atheris_for(v, root / "build-bundle-python", out / "python" / ("cp" + v.replace(".", "")))

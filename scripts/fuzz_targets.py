@@ -374,12 +374,12 @@ def write_results(out, args, rows, section):
 
 
 def target_seconds(args, left_s, targets_left):
-    """The seconds a target gets: --seconds, or less where --deadline leaves less for the targets still
-    to run (each keeps a tenth of its share, at least 10 s, for merge and triage)."""
+    """The seconds a target gets: --seconds, or less where --deadline leaves less: four fifths of an
+    equal share of the time left (the rest for start-up, merge and triage; one that overruns its
+    share shortens those after it)."""
     if left_s == float("inf"):
         return args.seconds
-    share = left_s / targets_left
-    return min(args.seconds, int(share - max(10.0, share / 10)))
+    return min(args.seconds, int(0.8 * left_s / targets_left))
 
 
 def cmd_run_targets(args):
