@@ -36,7 +36,7 @@ VERSION = 1
 # name -> (adapter module, adapter class, the adapter's settings as its own command line would give them)
 PEERS = {
     "torch-eager": ("torch_eager", "TorchEager", {}),
-    "torch-compile": ("torch_compile", "TorchCompile", {"mode": "default"}),
+    "torch-compile": ("torch_compile", "TorchCompile", {"mode": "default", "dynamic": "false"}),
     "liger": ("liger", "Liger", {"setting": "default"}),
     "cce": ("cce", "CutCrossEntropy", {"setting": "default"}),
     "megatron-fused-lce": ("megatron_fused_lce", "MegatronFusedLCE", {}),

@@ -14,6 +14,7 @@ that subject's adapter on the copy. Then judge each: lcecheck judge --dir OUT/<s
 options:
   --out DIR          where the per-subject copies go (default: EXPORT_DIR.results)
   --subjects LIST    comma-separated, from: reference, reference-bug, torch-eager, torch-compile,
+                     torch-compile-dynamic (torch.compile's own dynamic=None),
                      liger, liger-fp32-accum, cce, cce-exact, megatron-vocab-parallel,
                      megatron-fused-lce, te-parallel-ce (default: all whose library is importable)
   --megatron PATH    Megatron-LM tree for megatron-vocab-parallel (default .subjects/megatron)
@@ -117,6 +118,7 @@ if [ -n "$export_dir" ]; then
       reference-bug) cmd=(python3 "$here/reference_runner.py" --bug bf16-dhidden-accum) ;;
       torch-eager) cmd=(python3 "$here/torch_eager.py") ;;
       torch-compile) cmd=(python3 "$here/torch_compile.py") ;;
+      torch-compile-dynamic) cmd=(python3 "$here/torch_compile.py" --dynamic auto) ;;
       liger) cmd=(python3 "$here/liger.py" --setting default) ;;
       liger-fp32-accum) cmd=(python3 "$here/liger.py" --setting fp32-accum) ;;
       cce) cmd=(python3 "$here/cce.py" --setting default) ;;
