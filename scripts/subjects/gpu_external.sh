@@ -115,7 +115,8 @@ fi
 
 # matrix_subject <matrix> <oracle> <subject> <jobs>: one subject's adapters over the exported matrix as
 # <jobs> processes, starting no case after the time that leaves the judge its share (the step's own
-# limit adds the last case's grace), then the judge; run side by side with the others (bg_steps).
+# limit adds the last case's grace), a summary line with the cases they reached, then the judge; run
+# side by side with the others (bg_steps).
 # shellcheck disable=SC2317 # called through bg_steps
 matrix_subject() {
   local m=$1 oracle=$2 s=$3 jobs=$4 judge_s grace=45 limit
@@ -124,6 +125,14 @@ matrix_subject() {
   step "adapters $s ($m, $jobs processes, time limit $((limit - grace)) s)" any "$limit" \
     bash "$ROOT/scripts/subjects/run_all.sh" --no-install --subjects "$s" --jobs "$jobs" \
     --time-limit $((limit - grace)) "$WORK/matrix-$m"
+  local c out total=0 reached=0
+  for c in "$WORK/matrix-$m.results/$s"/*/case.json; do
+    out=${c%/case.json}/out total=$((total + 1))
+    if [ -f "$out/meta.json" ] || { [ -f "$out/skip.txt" ] && ! grep -q '^not reached' "$out/skip.txt"; }; then
+      reached=$((reached + 1))
+    fi
+  done
+  step_note "cases reached: $s ($m)" any "$reached of $total (run or skipped for cause)"
   judge_all "$m" "$WORK/matrix-$m" "$ROOT/golden/sm_90/fused-cuda.golden" "$s" --oracle "$oracle"
 }
 
