@@ -1,7 +1,10 @@
 """lce_torch_common.py — what every GPU adapter shares: the declared option set and its visible skip
 rule, a case loaded into torch tensors, the GEMM mode of fp32 cases, the timed and memory-measured
 forward+backward, the outputs (gradient buffers = fp32 prior + the kernel's weight gradient, as a
-framework's main_grad accumulation does), meta.json, and the per-case loop over an export.
+framework's main_grad accumulation does), meta.json, and the per-case loop over an export (or one
+shard of it, so that several processes share it; with --time-limit, the cases not reached are skips
+that say so). The seconds in meta.json are measured wherever the process ran: with shards or other
+subjects on the same GPU they include the contention.
 
 An adapter script defines an Adapter (name, settings, Supported, version(), run()) and calls
 main(adapter). torch is imported only when a case runs, so `--help` works anywhere."""
