@@ -284,10 +284,6 @@ static void weight_row(oracle_ctx *cx, int64_t j, int64_t j0) {
   const oracle_work *w = cx->w;
   const int64_t H = c->h, col = (j - j0) * w->na;
   const float *prior = lce_output_weight_prior(c, w->in);
-  /* Without an active token nothing was kept: the dz arrays are NULL, and even NULL + 0 is undefined. */
-  mpfr_t *dz = w->na ? w->dz.x + col : NULL;
-  const double *dz_err = w->na ? w->dz_err + col : NULL, *dz_mag = w->na ? w->dz_mag + col : NULL;
-  const double *dz_emag = w->na ? w->dz_emag + col : NULL;
   for (int64_t k = 0; k < H; k++) {
     const int64_t i = j * H + k;
     if (w->sub && !(w->sub->d_weight && w->sub->d_weight[i])) continue;
@@ -296,7 +292,8 @@ static void weight_row(oracle_ctx *cx, int64_t j, int64_t j0) {
       continue;
     }
     mpfr_clear_underflow();
-    double mag, emag, e = lce_d_weight_element(cx->out, cx->prec, prior[i], dz, dz_err, dz_mag, dz_emag, &emag,
+    double mag, emag, e = lce_d_weight_element(cx->out, cx->prec, prior[i], w->dz.x + col, w->dz_err + col,
+                                               w->dz_mag + col, w->dz_emag + col, &emag,
                                                w->hidden_mp_t.x + k * c->n, w->hidden_t + k * c->n, w->active,
                                                w->na, &cx->prod, &mag);
     if (mpfr_underflow_p()) e = INFINITY;
