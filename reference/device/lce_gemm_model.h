@@ -72,9 +72,10 @@ float lce_gemm_epilogue_as(lce_epilogue_rounding r, float alpha, float acc, floa
 const char *lce_epilogue_rounding_name(lce_epilogue_rounding r);
 
 /* The rounding the host twin (fused-host, fused-host-sm90) gives cuBLAS's epilogue, and the epilogue
- * it evaluates with it; with alpha = 1 both candidates are the one addition acc + c. The H200
- * decides it: fused/tests/test_fused_cuda_epilogue.cu fails when cuBLAS rounds otherwise. */
-#define LCE_GEMM_EPILOGUE LCE_EPILOGUE_FMA
+ * it evaluates with it; with alpha = 1 both candidates are the one addition acc + c. cuBLAS on sm_90
+ * rounds alpha·acc to fp32 before adding C (every tile of every GEMM shape measured), not one fma;
+ * fused/tests/test_fused_cuda_epilogue.cu fails on the GPU when cuBLAS rounds otherwise. */
+#define LCE_GEMM_EPILOGUE LCE_EPILOGUE_TWO_ROUNDINGS
 float lce_gemm_epilogue(float alpha, float acc, float c);
 
 /* out[j] = lce_gemm_dot(arch, fmt, c, a, stride_a, b + j * step_b, stride_b, k) for j < count, the
