@@ -8,19 +8,26 @@
 #include "cli_common.h"
 #include "lce_converge_golden.h"
 #include "lce_production.h"
+#include "lce_time.h"
 
 typedef struct run_report {
   int tied;
   lce_converge_result res;
   int judged, pass;
   double value[LCE_CONV_METRICS], bound[LCE_CONV_METRICS]; /* bound NaN: no entry */
+  double started, printed; /* progress: the run's start and the last line's time */
 } run_report;
 
+/* A progress line every tenth step, at the end, and whenever 5 s passed without one (a step at a
+ * production-sized head takes seconds). */
 static void progress(void *ctx, int step, int steps, double loss) {
-  const int *tied = ctx;
-  if (step % 10 == 0 || step == steps)
-    fprintf(stderr, "[converge %s] step %d/%d  reference loss on the step's batch %.4f\n", *tied ? "tied" : "untied",
-            step, steps, loss);
+  run_report *r = ctx;
+  double now = lce_now_seconds();
+  if (step % 10 == 0 || step == steps || now - r->printed >= 5.0) {
+    fprintf(stderr, "[converge %s] step %d/%d  reference loss on the step's batch %.4f  (%.1f s)\n",
+            r->tied ? "tied" : "untied", step, steps, loss, now - r->started);
+    r->printed = now;
+  }
 }
 
 static int read_config(lce_converge_config *cfg, unsigned *emb) {
@@ -134,7 +141,8 @@ int cli_converge(void) {
     run_report *r = &runs[nruns];
     r->tied = cfg.tied = t;
     cfg.progress = a.quiet ? NULL : progress;
-    cfg.ctx = &r->tied;
+    cfg.ctx = r;
+    r->started = r->printed = lce_now_seconds();
     lce_status st;
     lce_status_clear(&st);
     lce_code code = lce_converge_run(&cfg, &r->res, &st);
