@@ -157,7 +157,7 @@ if has_stage sanitizers; then
     # this suite neither wrote nor can change. memcheck and initcheck see every kernel, cuBLAS's
     # included: a GEMM reading one of our buffers uninitialised (beta = 1) is ours to catch.
     tools=(memcheck racecheck initcheck)
-    filters=("" "--filter kns=fc_" "")
+    filters=("" "--kernel-name kns=fc_" "")
     for i in 0 1 2; do
       share=$(($(left) / (3 - i)))
       # shellcheck disable=SC2086

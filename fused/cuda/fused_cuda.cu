@@ -109,6 +109,10 @@ static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream
   FC_ALLOC(ws, (void **)&ws->z_target, 2 * n * sizeof(float), "the per-token values");
   ws->smooth_a = ws->z_target + n;
   FC_ALLOC(ws, &ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace");
+  /* Zeroed once: cuBLAS's split-K reduction (cublasLt::splitKreduce_kernel) reads words of the
+   * workspace its GEMM did not write, which compute-sanitizer initcheck reports as uninitialised reads;
+   * zeroed, initcheck's reports are about this subject's own buffers. */
+  LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->blas_ws, 0, FC_CUBLAS_WORKSPACE_BYTES, stream));
   LCE_CUBLAS_CHECK(st, cublasCreate(&ws->blas));
   LCE_CUBLAS_CHECK(st, cublasSetStream(ws->blas, stream));
   LCE_CUBLAS_CHECK(st, cublasSetWorkspace(ws->blas, ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES));
