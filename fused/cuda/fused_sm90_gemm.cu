@@ -68,7 +68,6 @@ template <typename Element, typename DsT> struct FsGemm {
   struct Params {
     typename Mainloop::Params mainloop;
     fs_gemm g;
-    int mode;          /* fs_epilogue */
     int tiles_per_cta; /* vocab tiles per CTA range */
   };
 };
@@ -88,8 +87,50 @@ __device__ __forceinline__ fc_state fs_shfl_xor(fc_state t, int mask) {
   return r;
 }
 
+/* FS_STATS: folds one tile's accumulators (a, rows x columns per thread, crd their tile coordinates)
+ * into the thread's running states: per row the max of the softcapped logits, the running sum
+ * rescaled once to it, then sum exp(z - max) (and the smoothing sums); the label's logit stored by
+ * the thread that holds it. Columns at or beyond ncols (the tile's part past the range) are skipped. */
+template <class G, class Acc, class Crd, int R>
+__device__ __forceinline__ void fs_fold_tile(const fs_gemm &g, Acc &a, const Crd &crd, fc_state (&run)[R],
+                                             const int64_t (&row)[R], const int (&y_col)[R], int col0, int ncols) {
+  constexpr int C = decltype(size<1>(crd))::value;
+  const int smoothing = g.o.ev != 0.0f;
+  CUTE_UNROLL
+  for (int r = 0; r < R; r++) {
+    float tmax = -INFINITY;
+    CUTE_UNROLL
+    for (int c = 0; c < C; c++) {
+      const int col = col0 + get<1>(crd(r, c));
+      if (col < ncols) {
+        const float z = fc_softcap(a(r, c), g.o.cap);
+        a(r, c) = z;
+        tmax = fmaxf(tmax, z);
+      }
+    }
+    fc_state &t = run[r];
+    const float M = fmaxf(t.m, tmax);
+    t.s = fc_rescale(t.s, t.m, M);
+    if (smoothing) t.d += fc_shift(t.sw, t.m, M);
+    t.m = M;
+    CUTE_UNROLL
+    for (int c = 0; c < C; c++) {
+      const int col = col0 + get<1>(crd(r, c));
+      if (col >= ncols) continue;
+      const float z = a(r, c);
+      if (z != -INFINITY) t.s += expf(z - M);
+      if (smoothing) {
+        const float w = fc_class_w(g.tk, g.vocab0 + col);
+        t.d += w * (M - z);
+        t.sw += w;
+      }
+      if (col == y_col[r]) g.z_target[g.token0 + row[r]] = z;
+    }
+  }
+}
+
 /* The consumer warp groups: the mainloop per vocab tile of the CTA's range, then the epilogue. */
-template <class G>
+template <class G, int Mode>
 __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename G::Mainloop &mainloop,
                                            typename G::Pipeline &pipeline, typename G::SharedStorage &ss, int mt,
                                            int nt0, int nt1, int k_tiles, int mma_thread) {
@@ -104,11 +145,10 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
   constexpr int R = decltype(size<0>(crd))::value;
   constexpr int C = decltype(size<1>(crd))::value;
   const int lane = mma_thread % 32;
-  const int smoothing = g.o.ev != 0.0f;
 
   int64_t row[R];
   bool row_ok[R];
-  int64_t y[R];
+  int y_col[R]; /* the label's column in this launch's range, or -1: a 32-bit compare per element */
   fc_state run[R];
   fc_row_grad rg[R];
   CUTE_UNROLL
@@ -116,9 +156,10 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
     row[r] = (int64_t)mt * FS_TILE_M + get<0>(crd(r, 0));
     row_ok[r] = row[r] < g.m;
     const int64_t i = g.token0 + (row_ok[r] ? row[r] : 0);
-    y[r] = row_ok[r] ? g.tk.labels[i] : g.tk.ignore_index;
+    const int64_t y = row_ok[r] ? g.tk.labels[i] : g.tk.ignore_index, yl = y - g.vocab0;
+    y_col[r] = row_ok[r] && y != g.tk.ignore_index && yl >= 0 && yl < g.n ? (int)yl : -1;
     run[r] = fc_state{-INFINITY, 0.0f, 0.0f, 0.0f};
-    if (p.mode == FS_DLOGITS) {
+    if constexpr (Mode == FS_DLOGITS) {
       if (row_ok[r]) rg[r] = fc_row_grad_make(g.tk, g.o, g.dl, g.lse, g.smooth_a, i);
       else rg[r] = fc_row_grad{0, 0, 0.0f, 0.0f, 0.0f, 0.0f};
     }
@@ -137,67 +178,38 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
     mainloop.mma_tail(pipeline, state, k_tiles);
     state.advance(k_tiles);
     Tensor a = make_tensor(acc.data(), fs_rowcol(acc.layout()));
-    const int64_t col0 = (int64_t)nt * FS_TILE_N;
-    if (p.mode == FS_DLOGITS) {
+    const int col0 = nt * FS_TILE_N, ncols = (int)g.n; /* int: n <= INT32_MAX (fs_launch_gemm) */
+    if constexpr (Mode == FS_DLOGITS) {
       DsT *ds = (DsT *)g.ds;
       CUTE_UNROLL
       for (int r = 0; r < R; r++) {
         if (!row_ok[r]) continue;
         CUTE_UNROLL
         for (int c = 0; c < C; c++) {
-          const int64_t col = col0 + get<1>(crd(r, c));
-          if (col < g.n)
+          const int col = col0 + get<1>(crd(r, c));
+          if (col < ncols)
             ds[row[r] * g.ld_ds + col] = fc_round_dlogit<DsT>(fc_dlogit(rg[r], a(r, c), g.vocab0 + col, g.tk, g.o), g.o.tf32);
         }
       }
-      continue;
-    }
-    CUTE_UNROLL
-    for (int r = 0; r < R; r++) {
-      float tmax = -INFINITY;
-      CUTE_UNROLL
-      for (int c = 0; c < C; c++) {
-        const int64_t col = col0 + get<1>(crd(r, c));
-        if (col < g.n) {
-          const float z = fc_softcap(a(r, c), g.o.cap);
-          a(r, c) = z;
-          tmax = fmaxf(tmax, z);
-        }
-      }
-      fc_state &t = run[r];
-      const float M = fmaxf(t.m, tmax);
-      t.s = fc_rescale(t.s, t.m, M);
-      if (smoothing) t.d += fc_shift(t.sw, t.m, M);
-      t.m = M;
-      CUTE_UNROLL
-      for (int c = 0; c < C; c++) {
-        const int64_t col = col0 + get<1>(crd(r, c));
-        if (col >= g.n) continue;
-        const float z = a(r, c);
-        if (z != -INFINITY) t.s += expf(z - M);
-        if (smoothing) {
-          const float w = fc_class_w(g.tk, g.vocab0 + col);
-          t.d += w * (M - z);
-          t.sw += w;
-        }
-        if (row_ok[r] && g.vocab0 + col == y[r] && y[r] != g.tk.ignore_index) g.z_target[g.token0 + row[r]] = z;
-      }
+    } else {
+      fs_fold_tile<G>(g, a, crd, run, row, y_col, col0, ncols);
     }
   }
-  if (p.mode != FS_STATS) return;
-  CUTE_UNROLL
-  for (int r = 0; r < R; r++) {
-    fc_state t = run[r];
-    t = fc_combine(t, fs_shfl_xor(t, 1));
-    t = fc_combine(t, fs_shfl_xor(t, 2));
-    if ((lane & 3) == 0 && row_ok[r]) {
-      float *out = g.partial + ((int64_t)blockIdx.y * g.m + row[r]) * 4;
-      out[0] = t.m, out[1] = t.s, out[2] = t.sw, out[3] = t.d;
+  if constexpr (Mode == FS_STATS) {
+    CUTE_UNROLL
+    for (int r = 0; r < R; r++) {
+      fc_state t = run[r];
+      t = fc_combine(t, fs_shfl_xor(t, 1));
+      t = fc_combine(t, fs_shfl_xor(t, 2));
+      if ((lane & 3) == 0 && row_ok[r]) {
+        float *out = g.partial + ((int64_t)blockIdx.y * g.m + row[r]) * 4;
+        out[0] = t.m, out[1] = t.s, out[2] = t.sw, out[3] = t.d;
+      }
     }
   }
 }
 
-template <class G> __global__ void __launch_bounds__(FS_THREADS, 1) fs_gemm_kernel(const __grid_constant__ typename G::Params p) {
+template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs_gemm_kernel(const __grid_constant__ typename G::Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Pipeline = typename G::Pipeline;
   extern __shared__ __align__(1024) char fs_smem[];
@@ -239,7 +251,7 @@ template <class G> __global__ void __launch_bounds__(FS_THREADS, 1) fs_gemm_kern
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<232>();
-    fs_consume<G>(p, mainloop, pipeline, ss, mt, nt0, nt1, k_tiles, (int)threadIdx.x - 128);
+    fs_consume<G, Mode>(p, mainloop, pipeline, ss, mt, nt0, nt1, k_tiles, (int)threadIdx.x - 128);
   }
 #endif
 }
@@ -281,13 +293,18 @@ template <class G> lce_code fs_launch_typed(const fs_gemm *g, fs_epilogue e, cud
   typename G::Params p;
   p.mainloop = Mainloop::to_underlying_arguments(problem, args, nullptr);
   p.g = *g;
-  p.mode = (int)e;
   const int64_t n_tiles = (g->n + FS_TILE_N - 1) / FS_TILE_N, m_tiles = (g->m + FS_TILE_M - 1) / FS_TILE_M;
   const int64_t splits = e == FS_STATS ? fs_stats_splits(g->n) : n_tiles;
   p.tiles_per_cta = (int)((n_tiles + splits - 1) / splits);
   const size_t smem = sizeof(typename G::SharedStorage);
-  LCE_CUDA_CHECK(st, cudaFuncSetAttribute(fs_gemm_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  fs_gemm_kernel<G><<<dim3((unsigned)m_tiles, (unsigned)splits), FS_THREADS, smem, stream>>>(p);
+  const dim3 grid((unsigned)m_tiles, (unsigned)splits);
+  if (e == FS_STATS) {
+    LCE_CUDA_CHECK(st, cudaFuncSetAttribute(fs_gemm_kernel<G, FS_STATS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    fs_gemm_kernel<G, FS_STATS><<<grid, FS_THREADS, smem, stream>>>(p);
+  } else {
+    LCE_CUDA_CHECK(st, cudaFuncSetAttribute(fs_gemm_kernel<G, FS_DLOGITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    fs_gemm_kernel<G, FS_DLOGITS><<<grid, FS_THREADS, smem, stream>>>(p);
+  }
   LCE_CUDA_LAUNCH_CHECK(st, "fs_gemm_kernel");
   return LCE_OK;
 }
