@@ -24,7 +24,13 @@
 #               over the default, wide and medium (fp64-gpu) matrices, written to the results;
 #               LCE_REGEN_INSTALL=1 also puts them into this machine's tree: the stages after
 #               regen (bench fuzz sanitizers) and a second gpu_run.sh in the same call judge with them
-#   bench       lcecheck bench
+#   bench       lcecheck bench (fused-sm90's row too in CUTLASS builds)
+#   sm90        fused-sm90 (CUTLASS builds): tests/test_fused_sm90 (its case list against the unfused
+#               double computation, beside fused-host and fused-cuda, the 1/n_valid bias), then
+#               fused-cuda's own tests (the shared run() and d_logit arithmetic) and both subjects on
+#               the default and wide matrices (fused-cuda's goldens)
+#   sanitizers-sm90  compute-sanitizer memcheck over tests/test_fused_sm90 (the TMA/wgmma kernels and
+#               their direct d_logits stores), in the time left
 #   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda; carry .gpufuzz)
 #   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda: every
 #               kernel path, the mean factor as the GEMMs' alpha (its 1/n_valid bias block, n_valid
@@ -34,7 +40,8 @@
 #
 #   OUT=/tmp/out LCE_GPU_STAGES="build production" bash scripts/gpu_run.sh   (the device tool sets OUT)
 # Environment: LCE_GPU_BUILD (default build-gpu), LCE_GPU_JOBS (default nproc), LCE_GPU_DEADLINE_S
-#   (default 540 s from the start: every step runs under it), LCE_PREDICT_FACTOR (default 3),
+#   (default 540 s from the start: every step runs under it), LCE_GPU_TARGETS (build only these
+#   targets, e.g. "lcecheck test_fused_sm90 test_fused_cuda test_fused_cuda_epilogue"), LCE_PREDICT_FACTOR (default 3),
 #   LCE_REGEN_LOOSEN (a reason: passed to the regeneration as --allow-loosen), LCE_REGEN_SUBJECTS,
 #   LCE_REGEN_INSTALL (stage regen, above), LCE_REGEN_MATRICES (the matrices regen fits on, default
 #   "default wide medium@fp64-gpu"), LCE_REGEN_FEWER (a reason: --allow-fewer-matrices), LCE_PROD_SHAPES
@@ -44,7 +51,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 41 540 "$@"
+gpu_start log 49 540 "$@"
 JOBS=${LCE_GPU_JOBS:-$(nproc)}
 STAGES=${LCE_GPU_STAGES:-build gputests probe check medium compare bench sanitizers}
 PREDICT_FACTOR=${LCE_PREDICT_FACTOR:-3}
@@ -57,7 +64,14 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 command -v nvcc >/dev/null && nvcc --version | tail -2
 [ -n "${LCE_GOLDEN_COMMIT:-}" ] && echo "commit: $LCE_GOLDEN_COMMIT"
 
-has_stage build && gpu_build build 300 -- -j "$JOBS"
+# shellcheck disable=SC2086  # LCE_GPU_TARGETS is a list of target names
+has_stage build && gpu_build build 300 -- -j "$JOBS" ${LCE_GPU_TARGETS:+--target $LCE_GPU_TARGETS}
+if has_stage sm90; then
+  step "fused-sm90: tests/test_fused_sm90" pass 240 "$BUILD/tests/test_fused_sm90"
+  step "ctest fused-cuda tests, conformance fused-cuda/fused-sm90" pass 240 ctest --test-dir "$BUILD" \
+    -R '^(test_fused_cuda|test_fused_cuda_epilogue|conformance_fused_(cuda|sm90)_(default|wide))$' -j "$JOBS" \
+    --output-on-failure --no-tests=error
+fi
 # The matrix checks are stages of their own: conformance_* is `check`'s, the medium one `medium`'s.
 has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow -j "$JOBS" \
   -E '^(lcecheck_medium_fp64_gpu|conformance_.*)$' --output-on-failure --no-tests=error
@@ -161,6 +175,11 @@ if has_stage sanitizers; then
   else
     step_note compute-sanitizer pass "NOT FOUND"
   fi
+fi
+
+if has_stage sanitizers-sm90; then
+  step "compute-sanitizer memcheck (test_fused_sm90)" pass "$(left)" compute-sanitizer --tool memcheck \
+    --error-exitcode 99 "$BUILD/tests/test_fused_sm90"
 fi
 
 tar -C "$RES" -cf "$OUT/results.tar" . && echo "results: $OUT/results.tar ($(ls "$RES" | tr '\n' ' '))"

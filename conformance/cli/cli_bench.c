@@ -241,10 +241,9 @@ static int run_own(const bench_args *a, bench_report *rep, lce_status *st) {
       snprintf(fs.status, sizeof fs.status, "ran");
       fs.fwd_ms = res.engine_fwd_ms, fs.bwd_ms = res.engine_bwd_ms, fs.total_ms = res.engine_fwd_ms + res.engine_bwd_ms;
       fs.extra_bytes = res.engine_workspace_bytes;
-      snprintf(fs.note, sizeof fs.note, "token chunk %d; free memory fell %.3f GB; mean loss %.4f; vs fused-cuda: "
-               "lse maxdiff %.2e, d_hidden reldiff %.2e, d_weight reldiff %.2e", LCE_FUSED_SM90_TOKEN_CHUNK,
-               res.engine_measured_extra_bytes / 1e9, res.engine_loss_mean, res.engine_lse_maxdiff,
-               res.engine_dhidden_reldiff, res.engine_gradw_reldiff);
+      snprintf(fs.note, sizeof fs.note, "%.70s; free memory fell %.3f GB; loss %.4f; vs fused-cuda: lse %.1e, "
+               "d_hidden %.1e, d_weight %.1e", res.engine_note, res.engine_measured_extra_bytes / 1e9,
+               res.engine_loss_mean, res.engine_lse_maxdiff, res.engine_dhidden_reldiff, res.engine_gradw_reldiff);
     } else {
       rc = CLI_FAIL;
     }

@@ -55,7 +55,7 @@ typedef struct lce_cuda_bench_result {
   int engine_ran;                   /* 1: the fields below hold its figures; 0: engine_error says why */
   char engine_error[256];
   double engine_fwd_ms, engine_bwd_ms, engine_workspace_bytes, engine_measured_extra_bytes, engine_loss_mean;
-  int64_t engine_tok_chunk;         /* its backward token chunk (0: not reported) */
+  char engine_note[128];            /* the engine's own description of its workspace */
   /* against fused-cuda's outputs on the last repetition's inputs: max |lse difference|, normwise
    * relative difference of d_hidden and of the weight gradient (its first 2^24 elements) */
   double engine_lse_maxdiff, engine_dhidden_reldiff, engine_gradw_reldiff;

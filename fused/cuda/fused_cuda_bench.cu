@@ -145,7 +145,7 @@ static lce_code bench_engine_run(const lce_cuda_bench_config *cfg, const lce_cas
   LCE_CUDA_CHECK(st, cudaDeviceSynchronize());
   LCE_CUDA_CHECK(st, cudaMemGetInfo(&free0, &total));
   size_t free_min = free0;
-  LCE_TRY(e->create(ew, c, s, &bytes, st));
+  LCE_TRY(e->create(ew, c, s, &bytes, res->engine_note, sizeof res->engine_note, st));
   double fwd[MAX_REPS], bwd[MAX_REPS];
   for (int rep = 0; rep < cfg->warmup + cfg->reps; rep++) {
     LCE_TRY(bench_fill(c, b, cfg->seed + (uint64_t)rep, s, st));

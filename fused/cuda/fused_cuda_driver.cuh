@@ -65,7 +65,9 @@ lce_code fused_cuda_run_passes(const lce_case *c, const lce_tensors *in, lce_out
  * the two passes on a device problem, a final check of device-side flags, the workspace freed. */
 struct lce_cuda_bench_engine {
   const char *name;
-  lce_code (*create)(void **ws, const lce_case *c, cudaStream_t stream, size_t *bytes, lce_status *st);
+  /* bytes: the workspace's device bytes; note: what they are (tile sizes), for the bench's row */
+  lce_code (*create)(void **ws, const lce_case *c, cudaStream_t stream, size_t *bytes, char *note, size_t note_size,
+                     lce_status *st);
   lce_code (*forward)(void *ws, const fc_problem *p, lce_status *st);
   lce_code (*backward)(void *ws, const fc_problem *p, lce_status *st);
   lce_code (*check)(void *ws, lce_status *st);

@@ -21,15 +21,38 @@
  *
  * Extra device memory beyond inputs and outputs (what the bench reports): the d_logits tile
  * tok_chunk·vocab_chunk·es, the fp32 d_hidden chunk tok_chunk·h·4, partials 32·n·16, statistics
- * tp·n·16 + n·8, cuBLAS's workspace 32 MiB; at (8192, 4096, 128256) with vocab chunks of 8192 and
- * token chunks of 2048: 33.6 + 33.6 + 4.2 + 0.2 + 33.6 MB = 0.105 GB (fused-cuda: 0.57 GB).
+ * tp·n·16 + n·8, cuBLAS's workspace 32 MiB; at (8192, 4096, 128256) with vocab chunks of 8192: token
+ * chunks of 2048 give 33.6 + 33.6 + 4.2 + 0.2 + 33.6 MB = 0.105 GB, of 1024 0.071 GB (fused-cuda:
+ * 0.57 GB, its fp32 logits tile and an n·h fp32 d_hidden buffer).
  *
- * The target arithmetic (issue 15: <= 1.15x the three-GEMM floor): a backward that recomputes the
- * logits runs four GEMMs of 2·N·H·V flops, 1.33x the floor at equal efficiency, so this design cannot
- * reach 1.15x by tuning alone; fused/README.md has the reasoning and the designs that can.
+ * The target's arithmetic (issue 15: <= 1.15x the three-GEMM floor F, 3 GEMMs of 2·N·H·V flops, and
+ * <= 0.1 GB extra). d_logits = g·(softmax - onehot) need lse, and lse needs the token's whole vocab
+ * row, so a kernel either keeps a row's logits until its lse is known or computes them twice:
+ *  - recompute (this subject, fused-cuda, Megatron-LM PR 3345: forward 15.0 ms ~ one GEMM, backward
+ *    41.5 ms ~ three; Cut Cross-Entropy): four GEMMs, 4/3 F = 1.33x at the floor's GEMM efficiency,
+ *    in any memory. 1.15x needs the four at 1.16x cuBLAS's rate: ~850 of the H200's 989 dense bf16
+ *    TFLOP/s, where cuBLAS runs these shapes at 700-770;
+ *  - keep (Liger-Kernel: token chunks of T tokens over the whole vocab, the gradients computed inside
+ *    the forward from the chunk's stored logits): three GEMMs, but T·V logits held (fp32 for a
+ *    reference kernel: bf16 logits put a relative error of |z|·2^-9 into p) and one weight-gradient
+ *    GEMM of inner size T per chunk, whose fp32 C (V·H·4 bytes, read and written) hides under its
+ *    2·T·V·H flops only when T >= 4·R/B = 4·7e14/4.25e12 ~ 660 tokens: >= 0.34 GB of fp32 logits at
+ *    V = 128256. Within 0.1 GB, T ~ 195: 42 chunks whose re-accumulation moves 176 GB, ~41 ms on its own,
+ *    ~1.8x F in all. Liger's measured 1.11x at (16384, 8192, 152064) (V/H: 19 chunks, 0.31 GB of bf16
+ *    logits) and 1.55x at (8192, 4096, 128256) (32 chunks) fit this.
+ * Both targets at once are therefore out of reach at (8192, 4096, 128256) for either family at
+ * cuBLAS-class GEMM efficiency. What approaches them: (a) keep with T ~ 700-1000 fp32 (0.36-0.5 GB):
+ * ~1.1x at 4-5x the memory target (a chunk's d_hidden is complete, no n·h accumulator); (b) recompute at
+ * FlashAttention-3-class efficiency within 0.1 GB: pingpong consumer warp groups (one group's softmax
+ * epilogue under the other's wgmma), a persistent tile scheduler, 2x1 clusters multicasting W tiles,
+ * and a backward kernel that keeps each recomputed tile on chip (d_logits as the register A operand of
+ * the d_hidden wgmma; d_weight with its W tile stationary over token tiles, written once) — 1.2-1.3x
+ * at best. The issue's 1.15x of three GEMMs and 0.1 GB cannot both hold without a GEMM faster than
+ * cuBLAS's by 16%.
  *
  * Build: fused/cuda/cuda.cmake (LCE_WITH_SM90). Run: build/lcecheck check --subject fused-sm90;
  * build/lcecheck bench (fused-sm90's row beside fused-cuda's). Versions: 1 (this). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,9 +92,14 @@ typedef struct fs_workspace {
 #define FS_ALLOC(ws, ptr, size, what) \
   LCE_TRY(lce_cuda_alloc((void **)(ptr), (size), (what), &(ws)->bytes, "fused-sm90", st))
 
+/* The case's token chunk, else LCE_FUSED_SM90_TOKEN_CHUNK tokens ($LCE_FUSED_SM90_TOKEN_CHUNK, a
+ * positive number, overrides that default: the bench's memory/speed trade-off without a rebuild). */
 static int64_t fs_token_chunk(const lce_case *c) {
   if (c->token_chunk > 0 && c->token_chunk < c->n) return c->token_chunk;
-  return c->n < LCE_FUSED_SM90_TOKEN_CHUNK ? c->n : LCE_FUSED_SM90_TOKEN_CHUNK;
+  int64_t chunk = LCE_FUSED_SM90_TOKEN_CHUNK;
+  const char *env = getenv("LCE_FUSED_SM90_TOKEN_CHUNK");
+  if (env != NULL && atoll(env) > 0) chunk = atoll(env);
+  return c->n < chunk ? c->n : chunk;
 }
 
 static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
@@ -273,12 +301,15 @@ extern "C" const lce_subject lce_fused_sm90_subject = {
 
 /* ---- the bench's engine (fused_cuda_bench.cu) ------------------------------------------------- */
 
-static lce_code fs_bench_create(void **ws, const lce_case *c, cudaStream_t s, size_t *bytes, lce_status *st) {
+static lce_code fs_bench_create(void **ws, const lce_case *c, cudaStream_t s, size_t *bytes, char *note,
+                                size_t note_size, lce_status *st) {
   fs_workspace *w = (fs_workspace *)calloc(1, sizeof *w);
   LCE_ALLOC_CHECK(st, w);
   *ws = w;
   LCE_TRY(fs_workspace_create(w, c, s, st));
   *bytes = w->bytes;
+  snprintf(note, note_size, "token chunk %lld, vocab chunk %lld, cuBLAS workspace %zu MiB", (long long)w->tok_chunk,
+           (long long)w->plan.rows_max, FS_CUBLAS_WORKSPACE_BYTES >> 20);
   return LCE_OK;
 }
 static lce_code fs_bench_forward(void *ws, const fc_problem *p, lce_status *st) { return fs_forward((fs_workspace *)ws, p, st); }
