@@ -29,54 +29,16 @@
  * Versions: 1 (this): cooperative 128x256x64 tiles, cluster 1x1, non-persistent grid. */
 #include <stdio.h>
 
-#include <cute/tensor.hpp>
 #include <cutlass/arch/reg_reconfig.h>
-#include <cutlass/cutlass.h>
-#include <cutlass/gemm/collective/collective_builder_decl.hpp>
-#include <cutlass/gemm/collective/collective_mma.hpp>
-#include <cutlass/gemm/collective/builders/sm90_gmma_builder.inl>
-#include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "fused_cuda_device.cuh"
 #include "fused_sm90_gemm.cuh"
+#include "fused_sm90_gemm_config.cuh"
 
 #define FS_MAX_SPLITS 32
-#define FS_THREADS 384 /* one producer and two consumer warp groups */
 
-namespace lce_fs { /* named: an anonymous namespace beside CuTe's confuses nvcc's host stubs */
-
-using namespace cute;
-
-using FsTileShape = Shape<Int<FS_TILE_M>, Int<FS_TILE_N>, _64>;
-using FsClusterShape = Shape<_1, _1, _1>;
-
-/* The mainloop and the shared storage for one input type (Element: CUTLASS's; DsT: the CUDA type of
- * d_logits). */
-template <typename Element, typename DsT> struct FsGemm {
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, 8, Element,
-      cutlass::layout::ColumnMajor, 8, float, FsTileShape, FsClusterShape, cutlass::gemm::collective::StageCountAuto,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-  using TiledMma = typename Mainloop::TiledMma;
-  using Pipeline = typename Mainloop::MainloopPipeline;
-  using DsT_ = DsT;
-  struct SharedStorage {
-    typename Mainloop::TensorStorage tensors;
-    alignas(16) typename Mainloop::PipelineStorage pipeline;
-  };
-  struct Params {
-    typename Mainloop::Params mainloop;
-    fs_gemm g;
-    int tiles_per_cta; /* vocab tiles per CTA range */
-  };
-};
-
-/* A wgmma accumulator layout ((2, 2, V), MMA_M, MMA_N) viewed as (rows, columns): ((2, MMA_M),
- * (2, V, MMA_N)) — mode 0,1 of an atom steps 8 rows, modes 0,0 and 0,2 step columns. */
-template <class Layout> __device__ __forceinline__ auto fs_rowcol(Layout l) {
-  return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<0, 2>(l), get<2>(l)));
-}
+namespace lce_fs {
 
 __device__ __forceinline__ fc_state fs_shfl_xor(fc_state t, int mask) {
   fc_state r;
