@@ -27,8 +27,11 @@
 #   bench       lcecheck bench (fused-sm90's row too in CUTLASS builds)
 #   sm90        fused-sm90 (CUTLASS builds): tests/test_fused_sm90 (its case list against the unfused
 #               double computation, beside fused-host and fused-cuda, the 1/n_valid bias), then
-#               fused-cuda's own tests (the shared run() and d_logit arithmetic) and both subjects on
-#               the default and wide matrices (fused-cuda's goldens)
+#               fused-cuda's own tests (the shared run() and d_logit arithmetic), fused-cuda on the
+#               default matrix and fused-sm90 on the default and wide ones (fused-cuda's goldens)
+#   bench-sm90  lcecheck bench at 8192x4096x128256 once per fused-sm90 backward token chunk in
+#               LCE_SM90_BENCH_CHUNKS (default "1024 4096"; the bench stage runs the default 2048): its
+#               memory against its time
 #   sanitizers-sm90  compute-sanitizer memcheck over tests/test_fused_sm90 (the TMA/wgmma kernels and
 #               their direct d_logits stores), in the time left
 #   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda; carry .gpufuzz)
@@ -51,7 +54,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 49 540 "$@"
+gpu_start log 52 540 "$@"
 JOBS=${LCE_GPU_JOBS:-$(nproc)}
 STAGES=${LCE_GPU_STAGES:-build gputests probe check medium compare bench sanitizers}
 PREDICT_FACTOR=${LCE_PREDICT_FACTOR:-3}
@@ -69,7 +72,8 @@ has_stage build && gpu_build build 300 -- -j "$JOBS" ${LCE_GPU_TARGETS:+--target
 if has_stage sm90; then
   step "fused-sm90: tests/test_fused_sm90" pass 240 "$BUILD/tests/test_fused_sm90"
   step "ctest fused-cuda tests, conformance fused-cuda/fused-sm90" pass 240 ctest --test-dir "$BUILD" \
-    -R '^(test_fused_cuda|test_fused_cuda_epilogue|conformance_fused_(cuda|sm90)_(default|wide))$' -j "$JOBS" \
+    -R '^(test_fused_cuda|test_fused_cuda_epilogue|conformance_fused_cuda_default|conformance_fused_sm90_(default|wide))$' \
+    -j "$JOBS" \
     --output-on-failure --no-tests=error
 fi
 # The matrix checks are stages of their own: conformance_* is `check`'s, the medium one `medium`'s.
@@ -160,6 +164,12 @@ if has_stage regen; then
   fi
 fi
 has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench --json >'$RES/bench.json' && '$LCECHECK' bench --render '$RES/bench.json'"
+if has_stage bench-sm90; then
+  for chunk in ${LCE_SM90_BENCH_CHUNKS:-1024 4096}; do
+    step "bench 8192x4096x128256, fused-sm90 token chunk $chunk" pass 90 env LCE_FUSED_SM90_TOKEN_CHUNK="$chunk" \
+      "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
+  done
+fi
 if has_stage fuzz; then
   step "gpu_fuzz.sh (replay + campaigns)" pass "$(left)" env LCE_GPU_DEADLINE_S=$(($(left) - 10)) \
     OUT="$RES" LCE_GPU_BUILD="$BUILD" bash "$ROOT/scripts/gpu_fuzz.sh"

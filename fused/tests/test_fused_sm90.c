@@ -189,15 +189,16 @@ static void v_tc(lce_case *c) { c->token_chunk = 7; }
 static void v_all_options(lce_case *c) { v_ls(c), v_zl(c), v_sc(c), v_cw(c), v_tc(c), c->dist = LCE_DIST_HARD; }
 static void v_poison(lce_case *c) { c->dist = LCE_DIST_POISON, c->ignore_pct = 0; }
 static void v_poison_ignored(lce_case *c) { c->dist = LCE_DIST_POISON, c->ignore_pct = 50; }
-/* The kernel's tiling: 3 token tiles (the last partial), 9 vocab tiles per shard in 5 ranges of 2 (the
- * split partials), h = 136 (17 k-tiles of 8: no padding) and a vocab chunk of 700 (3 tiles per
- * backward GEMM, the last partial). */
+/* The kernel's tiling: 3 token tiles (the last partial), 9 vocab tiles per shard (the last partial),
+ * one per CTA range, h = 136 (three k-tiles, the last partial: no padding), and a vocab chunk of 700
+ * (3 tiles per backward GEMM, the last partial). */
 static void v_tiles(lce_case *c) {
   c->n = 300, c->h = 136, c->v = 4500, c->vp = 4608, c->tp = 2, c->vocab_chunk = 700, c->ignore_pct = 10;
 }
 /* h = 61: the padded copies; token chunks of 130 (two token tiles per backward chunk, the last partial). */
 static void v_odd_h(lce_case *c) { c->n = 260, c->h = 61, c->v = 1000, c->vp = 1000, c->tp = 1, c->token_chunk = 130; }
-/* 33 vocab ranges' worth of tiles in one shard: FS_MAX_SPLITS ranges of 2 tiles, the last of one. */
+/* 66 vocab tiles in one shard: 22 CTA ranges of 3 tiles each (the loop over a range's tiles, the
+ * running state across them), the last tile partial; fp16. */
 static void v_many_ranges(lce_case *c) {
   c->n = 130, c->h = 64, c->v = 16700, c->vp = 16700, c->tp = 1, c->vocab_chunk = 4096, c->dtype = LCE_FP16;
 }
