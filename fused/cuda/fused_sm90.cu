@@ -118,13 +118,12 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
     FS_ALLOC(ws, &ws->hidden_pad, n * (size_t)ws->ld * es, "the padded hidden copy");
     FS_ALLOC(ws, &ws->w_pad, (size_t)c->vp * (size_t)ws->ld * es, "the padded weight copy");
   }
-  int64_t shard_max = 0;
+  int64_t splits = 1; /* the most ranges any shard's forward GEMM uses (not monotone in the shard's rows) */
   for (int r = 0; r < c->tp; r++) {
     int64_t lo, hi;
     lce_fused_shard_rows(c, r, &lo, &hi);
-    if (hi - lo > shard_max) shard_max = hi - lo;
+    if (hi > lo && fs_stats_splits(hi - lo) > splits) splits = fs_stats_splits(hi - lo);
   }
-  const int64_t splits = shard_max > 0 ? fs_stats_splits(shard_max) : 1;
   FS_ALLOC(ws, (void **)&ws->partial, (size_t)splits * n * 4 * sizeof(float), "the vocab-range partials");
   FS_ALLOC(ws, &ws->ds, tok * (size_t)ws->plan.rows_max * es, "the d_logits tile");
   FS_ALLOC(ws, (void **)&ws->dh_acc, tok * h * sizeof(float), "the d_hidden chunk buffer");

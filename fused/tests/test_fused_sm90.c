@@ -202,6 +202,11 @@ static void v_odd_h(lce_case *c) { c->n = 260, c->h = 61, c->v = 1000, c->vp = 1
 static void v_many_ranges(lce_case *c) {
   c->n = 130, c->h = 64, c->v = 16700, c->vp = 16700, c->tp = 1, c->vocab_chunk = 4096, c->dtype = LCE_FP16;
 }
+/* Shards of 33 and 32 vocab tiles: 17 CTA ranges for the first, 32 for the second (the partials
+ * buffer holds the larger count, not the larger shard's). */
+static void v_uneven_shards(lce_case *c) {
+  c->n = 40, c->h = 32, c->v = 16640, c->vp = 16896, c->tp = 2, c->vocab_chunk = 8448, c->ignore_pct = 0;
+}
 static void v_tiles_options(lce_case *c) { v_tiles(c), v_all_options(c), c->token_chunk = 129; }
 
 static const variant VARIANTS[] = {
@@ -226,6 +231,7 @@ static const variant VARIANTS[] = {
     {"tiles", v_tiles, 1},
     {"odd h", v_odd_h, 1},
     {"many ranges", v_many_ranges, 1},
+    {"uneven shards", v_uneven_shards, 1},
     {"tiles all options", v_tiles_options, 1},
 };
 
