@@ -18,7 +18,8 @@
  * wgmma 64x256x16 from shared memory), one producer warp group (one warp issues TMA) and two consumer
  * warp groups (each 64 rows of the 128 x 256 tile); the kernel around it is ours: a CTA owns one token
  * tile and a contiguous range of vocab tiles (FS_STATS: up to 32 ranges per token tile, so that the
- * partials stay at 32·N·16 bytes; FS_DLOGITS: one vocab tile), loops the mainloop over them, and runs
+ * partials stay at 32·N·16 bytes; FS_DLOGITS: one vocab tile), in fs_raster's grouped order (L2 reuse),
+ * loops the mainloop over them, and runs
  * the epilogue on the register accumulators. The epilogue relies on the wgmma accumulator layout
  * (a thread's values of one row are a fixed slot; the four lanes of a quad share rows): the first
  * tile checks both with CuTe's identity-tensor coordinates and raises layout_error otherwise, which
@@ -95,7 +96,7 @@ __device__ __forceinline__ void fs_fold_tile(const fs_gemm &g, Acc &a, const Crd
 template <class G, int Mode>
 __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename G::Mainloop &mainloop,
                                            typename G::Pipeline &pipeline, typename G::SharedStorage &ss, int mt,
-                                           int nt0, int nt1, int k_tiles, int mma_thread) {
+                                           int range, int nt0, int nt1, int k_tiles, int mma_thread) {
   using DsT = typename G::DsT_;
   const fs_gemm &g = p.g;
   typename G::TiledMma tiled_mma;
@@ -164,7 +165,7 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
       t = fc_combine(t, fs_shfl_xor(t, 1));
       t = fc_combine(t, fs_shfl_xor(t, 2));
       if ((lane & 3) == 0 && row_ok[r]) {
-        float *out = g.partial + ((int64_t)blockIdx.y * g.m + row[r]) * 4;
+        float *out = g.partial + ((int64_t)range * g.m + row[r]) * 4;
         out[0] = t.m, out[1] = t.s, out[2] = t.sw, out[3] = t.d;
       }
     }
@@ -196,9 +197,10 @@ template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs
   auto load_inputs = mainloop.load_init(problem, p.mainloop);
   const int k_tiles = (int)size<3>(get<0>(load_inputs));
   const int n_tiles = (int)((p.g.n + FS_TILE_N - 1) / FS_TILE_N);
-  const int nt0 = (int)blockIdx.y * p.tiles_per_cta;
+  const FsTileIndex tile = fs_raster(blockIdx.x, p.m_tiles, p.ranges);
+  const int nt0 = tile.range * p.tiles_per_cta;
   const int nt1 = min(nt0 + p.tiles_per_cta, n_tiles);
-  const int mt = (int)blockIdx.x;
+  const int mt = tile.m_tile;
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<40>();
     if (warp_idx == 0) {
@@ -213,7 +215,7 @@ template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<232>();
-    fs_consume<G, Mode>(p, mainloop, pipeline, ss, mt, nt0, nt1, k_tiles, (int)threadIdx.x - 128);
+    fs_consume<G, Mode>(p, mainloop, pipeline, ss, mt, tile.range, nt0, nt1, k_tiles, (int)threadIdx.x - 128);
   }
 #endif
 }
@@ -258,8 +260,9 @@ template <class G> lce_code fs_launch_typed(const fs_gemm *g, fs_epilogue e, cud
   const int64_t n_tiles = (g->n + FS_TILE_N - 1) / FS_TILE_N, m_tiles = (g->m + FS_TILE_M - 1) / FS_TILE_M;
   const int64_t splits = e == FS_STATS ? fs_stats_splits(g->n) : n_tiles;
   p.tiles_per_cta = (int)((n_tiles + splits - 1) / splits);
+  p.m_tiles = (int)m_tiles, p.ranges = (int)splits;
   const size_t smem = sizeof(typename G::SharedStorage);
-  const dim3 grid((unsigned)m_tiles, (unsigned)splits);
+  const dim3 grid((unsigned)(m_tiles * splits)); /* fs_raster's order */
   if (e == FS_STATS) {
     LCE_CUDA_CHECK(st, cudaFuncSetAttribute(fs_gemm_kernel<G, FS_STATS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     fs_gemm_kernel<G, FS_STATS><<<grid, FS_THREADS, smem, stream>>>(p);
@@ -284,7 +287,7 @@ int64_t fs_stats_splits(int64_t n) {
 
 lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lce_status *st) {
   LCE_CHECK(st, g->m >= 1 && g->n >= 1 && g->k >= 1 && g->m <= INT32_MAX && g->n <= INT32_MAX && g->k % 8 == 0 &&
-                    (g->m + FS_TILE_M - 1) / FS_TILE_M <= INT32_MAX && (g->n + FS_TILE_N - 1) / FS_TILE_N <= 65535,
+                    ((g->m + FS_TILE_M - 1) / FS_TILE_M) * ((g->n + FS_TILE_N - 1) / FS_TILE_N) <= INT32_MAX,
             LCE_EINVAL, "fused-sm90: logits GEMM shape %lld x %lld x %lld out of range", (long long)g->m, (long long)g->n,
             (long long)g->k);
   switch (g->dtype) {

@@ -41,8 +41,29 @@ template <typename Element, typename DsT> struct FsGemm {
     typename Mainloop::Params mainloop;
     fs_gemm g;
     int tiles_per_cta; /* vocab tiles per CTA range */
+    int m_tiles, ranges; /* the grid: m_tiles · ranges CTAs in fs_raster's order */
   };
 };
+
+/* The CTA order. The grid is one-dimensional over m_tiles token tiles times `ranges` vocab ranges;
+ * consecutive CTAs take FS_RASTER_GROUP token tiles of one range before the next range, so that the
+ * ~132 resident CTAs share a few hidden tiles and a few W ranges in L2 rather than all of hidden
+ * (67 MB at 8192 x 4096 bf16, more than the 50 MB of L2) once per vocab tile. A bijection of
+ * [0, m_tiles·ranges) onto (token tile, range) pairs (test_fused_sm90_layout checks it). */
+#define FS_RASTER_GROUP 8
+struct FsTileIndex {
+  int m_tile, range;
+};
+CUTE_HOST_DEVICE FsTileIndex fs_raster(int64_t linear, int m_tiles, int ranges) {
+  const int64_t group_size = (int64_t)FS_RASTER_GROUP * ranges;
+  const int first = (int)(linear / group_size) * FS_RASTER_GROUP;
+  const int64_t in_group = linear % group_size;
+  const int rows = m_tiles - first < FS_RASTER_GROUP ? m_tiles - first : FS_RASTER_GROUP;
+  FsTileIndex t;
+  t.m_tile = first + (int)(in_group % rows);
+  t.range = (int)(in_group / rows);
+  return t;
+}
 
 /* A wgmma accumulator layout ((2, 2, V), MMA_M, MMA_N) viewed as (rows, columns): ((2, MMA_M),
  * (2, V, MMA_N)) — mode 0,1 of an atom steps 8 rows, modes 0,0 and 0,2 step columns. */

@@ -6,7 +6,8 @@
  *     share it), the four lanes of a quad (lane ^ 1, lane ^ 2) hold the same rows in the same slots
  *     (the epilogue's shuffle merge), and the 256 threads together cover the 128 x 256 tile once each;
  *   - the accumulator fragment has the coordinate tensor's shape (the view applies to both alike);
- *   - the shared storage fits the sm_90 opt-in limit of 227 KiB.
+ *   - the shared storage fits the sm_90 opt-in limit of 227 KiB;
+ *   - fs_raster maps the one-dimensional grid onto every (token tile, vocab range) pair once.
  * The GPU raises the same checks at run time (layout_error); this test makes them visible without one. */
 #include <stdio.h>
 
@@ -62,7 +63,25 @@ template <class G> static void check_layout(const char *what) {
          shape_mismatch);
 }
 
+static void check_raster(void) {
+  static const int shapes[][2] = {{1, 1}, {3, 9}, {64, 32}, {17, 5}, {9, 22}, {8, 1}, {1, 40}, {130, 3}};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+    const int m_tiles = shapes[k][0], ranges = shapes[k][1];
+    std::set<std::pair<int, int>> seen;
+    int out_of_range = 0;
+    for (int64_t b = 0; b < (int64_t)m_tiles * ranges; b++) {
+      const FsTileIndex t = fs_raster(b, m_tiles, ranges);
+      out_of_range += t.m_tile < 0 || t.m_tile >= m_tiles || t.range < 0 || t.range >= ranges;
+      seen.insert(std::make_pair(t.m_tile, t.range));
+    }
+    EXPECT(out_of_range == 0 && seen.size() == (size_t)m_tiles * ranges,
+           "fs_raster %d x %d: %d out of range, %zu distinct of %d", m_tiles, ranges, out_of_range, seen.size(),
+           m_tiles * ranges);
+  }
+}
+
 int main(void) {
+  check_raster();
   check_layout<FsGemm<cutlass::bfloat16_t, __nv_bfloat16>>("bf16");
   check_layout<FsGemm<cutlass::half_t, __half>>("fp16");
   return lce_test_finish("test_fused_sm90_layout");
