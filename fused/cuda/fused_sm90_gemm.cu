@@ -96,7 +96,7 @@ __device__ __forceinline__ void fs_fold_tile(const fs_gemm &g, Acc &a, const Crd
 template <class G, int Mode>
 __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename G::Mainloop &mainloop,
                                            typename G::Pipeline &pipeline, typename G::SharedStorage &ss, int mt,
-                                           int range, int nt0, int nt1, int k_tiles, int mma_thread) {
+                                           int nt0, int nt1, int k_tiles, int mma_thread) {
   using DsT = typename G::DsT_;
   const fs_gemm &g = p.g;
   typename G::TiledMma tiled_mma;
@@ -159,6 +159,8 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
     }
   }
   if constexpr (Mode == FS_STATS) {
+    /* The range again from the grid (not kept live across the loop: it cost ptxas 28 bytes of spills). */
+    const int range = fs_raster((int)blockIdx.x, p.m_tiles, p.ranges).range;
     CUTE_UNROLL
     for (int r = 0; r < R; r++) {
       fc_state t = run[r];
@@ -197,7 +199,7 @@ template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs
   auto load_inputs = mainloop.load_init(problem, p.mainloop);
   const int k_tiles = (int)size<3>(get<0>(load_inputs));
   const int n_tiles = (int)((p.g.n + FS_TILE_N - 1) / FS_TILE_N);
-  const FsTileIndex tile = fs_raster(blockIdx.x, p.m_tiles, p.ranges);
+  const FsTileIndex tile = fs_raster((int)blockIdx.x, p.m_tiles, p.ranges);
   const int nt0 = tile.range * p.tiles_per_cta;
   const int nt1 = min(nt0 + p.tiles_per_cta, n_tiles);
   const int mt = tile.m_tile;
@@ -215,7 +217,7 @@ template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<232>();
-    fs_consume<G, Mode>(p, mainloop, pipeline, ss, mt, tile.range, nt0, nt1, k_tiles, (int)threadIdx.x - 128);
+    fs_consume<G, Mode>(p, mainloop, pipeline, ss, mt, nt0, nt1, k_tiles, (int)threadIdx.x - 128);
   }
 #endif
 }

@@ -54,14 +54,13 @@ template <typename Element, typename DsT> struct FsGemm {
 struct FsTileIndex {
   int m_tile, range;
 };
-CUTE_HOST_DEVICE FsTileIndex fs_raster(int64_t linear, int m_tiles, int ranges) {
-  const int64_t group_size = (int64_t)FS_RASTER_GROUP * ranges;
-  const int first = (int)(linear / group_size) * FS_RASTER_GROUP;
-  const int64_t in_group = linear % group_size;
+CUTE_HOST_DEVICE FsTileIndex fs_raster(int linear, int m_tiles, int ranges) { /* 32-bit: the grid's size is an int */
+  const int group_size = FS_RASTER_GROUP * ranges;
+  const int first = linear / group_size * FS_RASTER_GROUP, in_group = linear % group_size;
   const int rows = m_tiles - first < FS_RASTER_GROUP ? m_tiles - first : FS_RASTER_GROUP;
   FsTileIndex t;
-  t.m_tile = first + (int)(in_group % rows);
-  t.range = (int)(in_group / rows);
+  t.m_tile = first + in_group % rows;
+  t.range = in_group / rows;
   return t;
 }
 

@@ -69,7 +69,7 @@ static void check_raster(void) {
     const int m_tiles = shapes[k][0], ranges = shapes[k][1];
     std::set<std::pair<int, int>> seen;
     int out_of_range = 0;
-    for (int64_t b = 0; b < (int64_t)m_tiles * ranges; b++) {
+    for (int b = 0; b < m_tiles * ranges; b++) {
       const FsTileIndex t = fs_raster(b, m_tiles, ranges);
       out_of_range += t.m_tile < 0 || t.m_tile >= m_tiles || t.range < 0 || t.range >= ranges;
       seen.insert(std::make_pair(t.m_tile, t.range));
