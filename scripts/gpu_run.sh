@@ -24,7 +24,19 @@
 #               over the default, wide and medium (fp64-gpu) matrices, written to the results;
 #               LCE_REGEN_INSTALL=1 also puts them into this machine's tree: the stages after
 #               regen (bench fuzz sanitizers) and a second gpu_run.sh in the same call judge with them
-#   bench       lcecheck bench
+#   bench       lcecheck bench (fused-sm90's row too in CUTLASS builds)
+#   sm90        fused-sm90 (CUTLASS builds), right after the build: one case under a 45 s limit (a
+#               hang skips every later step that runs fused-sm90), then tests/test_fused_sm90 (its case
+#               list against the unfused double computation, beside fused-host and fused-cuda, the
+#               1/n_valid bias)
+#   sm90-matrix after the benches: fused-cuda's own tests (the shared run() and d_logit arithmetic),
+#               fused-cuda on the default matrix, fused-sm90 on the default and wide ones (fused-cuda's
+#               goldens)
+#   bench-sm90  lcecheck bench at 8192x4096x128256 once per fused-sm90 backward token chunk in
+#               LCE_SM90_BENCH_CHUNKS (default "1024 4096"; the bench stage runs the default 2048): its
+#               memory against its time
+#   sanitizers-sm90  compute-sanitizer memcheck over tests/test_fused_sm90 (the TMA/wgmma kernels and
+#               their direct d_logits stores), in the time left
 #   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda; carry .gpufuzz)
 #   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda: every
 #               kernel path, the mean factor as the GEMMs' alpha (its 1/n_valid bias block, n_valid
@@ -34,7 +46,8 @@
 #
 #   OUT=/tmp/out LCE_GPU_STAGES="build production" bash scripts/gpu_run.sh   (the device tool sets OUT)
 # Environment: LCE_GPU_BUILD (default build-gpu), LCE_GPU_JOBS (default nproc), LCE_GPU_DEADLINE_S
-#   (default 540 s from the start: every step runs under it), LCE_PREDICT_FACTOR (default 3),
+#   (default 540 s from the start: every step runs under it), LCE_GPU_TARGETS (build only these
+#   targets, e.g. "lcecheck test_fused_sm90 test_fused_cuda test_fused_cuda_epilogue"), LCE_PREDICT_FACTOR (default 3),
 #   LCE_REGEN_LOOSEN (a reason: passed to the regeneration as --allow-loosen), LCE_REGEN_SUBJECTS,
 #   LCE_REGEN_INSTALL (stage regen, above), LCE_REGEN_MATRICES (the matrices regen fits on, default
 #   "default wide medium@fp64-gpu"), LCE_REGEN_FEWER (a reason: --allow-fewer-matrices), LCE_PROD_SHAPES
@@ -44,7 +57,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 41 540 "$@"
+gpu_start log 55 540 "$@"
 JOBS=${LCE_GPU_JOBS:-$(nproc)}
 STAGES=${LCE_GPU_STAGES:-build gputests probe check medium compare bench sanitizers}
 PREDICT_FACTOR=${LCE_PREDICT_FACTOR:-3}
@@ -57,7 +70,22 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 command -v nvcc >/dev/null && nvcc --version | tail -2
 [ -n "${LCE_GOLDEN_COMMIT:-}" ] && echo "commit: $LCE_GOLDEN_COMMIT"
 
-has_stage build && gpu_build build 300 -- -j "$JOBS"
+# shellcheck disable=SC2086  # LCE_GPU_TARGETS is a list of target names
+has_stage build && gpu_build build 300 -- -j "$JOBS" ${LCE_GPU_TARGETS:+--target $LCE_GPU_TARGETS}
+# fused-sm90 first on one case under a short limit: a kernel that hangs (a pipeline that never fills)
+# costs 45 s, and the steps that would run it again (its test, its bench rows, memcheck) are skipped.
+SM90_HUNG=0
+if has_stage sm90; then
+  step "fused-sm90: smoke, one case (hang guard)" pass 45 "$LCECHECK" check --subject fused-sm90 \
+    --case bf16.untied.tp1.n300.h136.v16700.vp16700.vc4096.mean.ign10.prior.mixed.s1
+  case "${SUMMARY[-1]}" in *TIMEOUT*) SM90_HUNG=1 ;; esac
+fi
+sm90_step() { # step, unless fused-sm90 hung in the smoke step
+  if [ "$SM90_HUNG" = 1 ]; then step_note "$1" "$2" "NOT RUN (fused-sm90 hung)"; else step "$@"; fi
+}
+if has_stage sm90; then
+  sm90_step "fused-sm90: tests/test_fused_sm90" pass 240 "$BUILD/tests/test_fused_sm90"
+fi
 # The matrix checks are stages of their own: conformance_* is `check`'s, the medium one `medium`'s.
 has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow -j "$JOBS" \
   -E '^(lcecheck_medium_fp64_gpu|conformance_.*)$' --output-on-failure --no-tests=error
@@ -145,7 +173,18 @@ if has_stage regen; then
       "cp '$RES'/golden-sm_90/*.golden '$ROOT/golden/sm_90/' && cp '$RES'/golden/*.golden '$ROOT/golden/'"
   fi
 fi
-has_stage bench && step "bench" pass 150 sh -c "'$LCECHECK' bench --json >'$RES/bench.json' && '$LCECHECK' bench --render '$RES/bench.json'"
+has_stage bench && sm90_step "bench" pass 150 sh -c "'$LCECHECK' bench --json >'$RES/bench.json' && '$LCECHECK' bench --render '$RES/bench.json'"
+if has_stage bench-sm90; then
+  for chunk in ${LCE_SM90_BENCH_CHUNKS:-1024 4096}; do
+    sm90_step "bench 8192x4096x128256, fused-sm90 token chunk $chunk" pass 90 env LCE_FUSED_SM90_TOKEN_CHUNK="$chunk" \
+      "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
+  done
+fi
+if has_stage sm90-matrix; then
+  sm90_step "ctest fused-cuda tests, conformance fused-cuda/fused-sm90" pass 240 ctest --test-dir "$BUILD" \
+    -R '^(test_fused_cuda|test_fused_cuda_epilogue|conformance_fused_cuda_default|conformance_fused_sm90_(default|wide))$' \
+    -j "$JOBS" --output-on-failure --no-tests=error
+fi
 if has_stage fuzz; then
   step "gpu_fuzz.sh (replay + campaigns)" pass "$(left)" env LCE_GPU_DEADLINE_S=$(($(left) - 10)) \
     OUT="$RES" LCE_GPU_BUILD="$BUILD" bash "$ROOT/scripts/gpu_fuzz.sh"
@@ -166,6 +205,15 @@ if has_stage sanitizers; then
     done
   else
     step_note compute-sanitizer pass "NOT FOUND"
+  fi
+fi
+
+if has_stage sanitizers-sm90; then
+  if command -v compute-sanitizer >/dev/null; then
+    sm90_step "compute-sanitizer memcheck (test_fused_sm90)" pass "$(left)" compute-sanitizer --tool memcheck \
+      --error-exitcode 99 "$BUILD/tests/test_fused_sm90"
+  else
+    step_note "compute-sanitizer memcheck (test_fused_sm90)" pass "NOT FOUND"
   fi
 fi
 

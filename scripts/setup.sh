@@ -72,6 +72,31 @@ else
   run python3 -m pip "${pip_args[@]}"
 fi
 
+# ---- CUTLASS headers (fused-sm90) --------------------------------------------------------------
+# Header-only, never in the tree: the include directory of the PyPI package nvidia-cutlass (its
+# cutlass_library/source/include: cute/ and cutlass/), extracted into the ignored .deps/ where
+# cmake/FindCUTLASS.cmake looks. Without it the build still works; fused-sm90 is then not built.
+CUTLASS_VERSION=4.2.0.0
+cutlass_dir=.deps/cutlass-$CUTLASS_VERSION/include
+if [ -f "$cutlass_dir/cute/tensor.hpp" ]; then
+  step "CUTLASS $CUTLASS_VERSION headers present in $cutlass_dir; pip skipped"
+else
+  step "fetching the CUTLASS $CUTLASS_VERSION headers (PyPI nvidia-cutlass) into $cutlass_dir"
+  wheel_dir=$(mktemp -d)
+  run python3 -m pip download --disable-pip-version-check --no-deps --dest "$wheel_dir" "nvidia-cutlass==$CUTLASS_VERSION"
+  run python3 -c 'import sys, zipfile, glob, os
+wheel, dest = glob.glob(os.path.join(sys.argv[1], "nvidia_cutlass-*.whl"))[0], sys.argv[2]
+prefix = "cutlass_library/source/include/"
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            path = os.path.join(dest, name[len(prefix):])
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(z.read(name))' "$wheel_dir" "$cutlass_dir"
+  rm -rf "$wheel_dir"
+fi
+
 # ---- build ------------------------------------------------------------------------------------
 if ((build)); then
   step "configuring build/ ($BUILD_TYPE)"

@@ -32,6 +32,9 @@
 #ifdef LCE_WITH_CUDA
 #include "fused_cuda.h"
 #endif
+#ifdef LCE_WITH_SM90
+#include "fused_sm90.h"
+#endif
 
 #ifndef LCE_SOURCE_DIR
 #error "LCE_SOURCE_DIR must be defined by the build (the repository root)"
@@ -202,7 +205,10 @@ static int run_own(const bench_args *a, bench_report *rep, lce_status *st) {
     const lce_prod_shape *s = &a->shapes[i];
     fprintf(stderr, "lcecheck bench: %" PRId64 "x%" PRId64 "x%" PRId64 ": fused-cuda and cuBLAS\n", s->n, s->h, s->v);
     lce_cuda_bench_config cfg = {s->n, s->h, s->v, a->vocab_chunk, a->warmup, a->reps,
-                                 a->seed + 1000u * (uint64_t)(i + 1)};
+                                 a->seed + 1000u * (uint64_t)(i + 1), NULL};
+#ifdef LCE_WITH_SM90
+    cfg.engine = &lce_fused_sm90_bench_engine; /* timed after fused-cuda, on the same inputs */
+#endif
     lce_cuda_bench_result res;
     lce_status rs;
     lce_status_clear(&rs);
@@ -229,6 +235,20 @@ static int run_own(const bench_args *a, bench_report *rep, lce_status *st) {
              a->vocab_chunk, res.measured_extra_bytes / 1e9, res.loss_mean);
     if (bench_report_add(rep, &fl, st) != LCE_OK || bench_report_add(rep, &fc, st) != LCE_OK)
       return cli_fail(CLI_FAIL, "%s", st->msg);
+#ifdef LCE_WITH_SM90
+    bench_row fs = error_row(s, "fused-sm90", "lcecheck", res.engine_ran ? "" : res.engine_error);
+    if (res.engine_ran) {
+      snprintf(fs.status, sizeof fs.status, "ran");
+      fs.fwd_ms = res.engine_fwd_ms, fs.bwd_ms = res.engine_bwd_ms, fs.total_ms = res.engine_fwd_ms + res.engine_bwd_ms;
+      fs.extra_bytes = res.engine_workspace_bytes;
+      snprintf(fs.note, sizeof fs.note, "%.70s; free memory fell %.3f GB; loss %.4f; vs fused-cuda: lse %.1e, "
+               "d_hidden %.1e, d_weight %.1e", res.engine_note, res.engine_measured_extra_bytes / 1e9,
+               res.engine_loss_mean, res.engine_lse_maxdiff, res.engine_dhidden_reldiff, res.engine_gradw_reldiff);
+    } else {
+      rc = CLI_FAIL;
+    }
+    if (bench_report_add(rep, &fs, st) != LCE_OK) return cli_fail(CLI_FAIL, "%s", st->msg);
+#endif
   }
   return rc;
 }

@@ -164,11 +164,14 @@ static const cli_verb VERBS[] = {
     {"probe", cli_probe, "GPU: single mma.sync results bit for bit vs the tensor-core model; cuBLAS error vs K",
      NULL, "Needs a GPU (exit 77 without one), except --replay. Give --curve or --no-curve, not both.",
      PROBE_OPTIONS},
-    {"bench", cli_bench, "GPU: fused-cuda and the external kernels side by side, each beside its three-GEMM floor",
+    {"bench", cli_bench, "GPU: fused-cuda (and fused-sm90) and the external kernels side by side, each beside its "
+     "three-GEMM floor",
      NULL,
      "Needs a GPU (exit 77 without one), except --render. Rows: time (forward, backward, total), TFLOP/s (6NHV), "
      "the ratio to the three-GEMM floor measured in the same process, extra memory; a peer that cannot run is a "
-     "row saying why. Exit 1 when fused-cuda or the floor failed at a shape, or the peers' process failed.",
+     "row saying why. fused-sm90 (CUTLASS builds) runs on the same inputs after fused-cuda; its note gives its "
+     "differences to fused-cuda's lse, d_hidden and d_weight. Exit 1 when fused-cuda, fused-sm90 or the floor "
+     "failed at a shape, or the peers' process failed.",
      BENCH_OPTIONS},
     {"export", cli_export, "write cases as .npy + JSON for a runner in any language (scripts/subjects/EXCHANGE.md)",
      NULL,

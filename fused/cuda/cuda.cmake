@@ -9,6 +9,9 @@
 #   lce_mutant_cuda_<name>  fused_cuda.cu compiled again with -DLCE_MUTANT_CUDA_<SWITCH>=1: subject
 #                           "mutant-cuda/<name>", golden class "fused-cuda"
 #   lce_fused_cuda_mutants  the GPU mutants; linked into lce_fused_mutants only (LCE_BUILD_MUTANTS)
+#   lce_fused_sm90          with CUTLASS's headers (CUTLASS_FOUND): fused_sm90.cu (subject "fused-sm90")
+#                           and fused_sm90_gemm.cu, the only CUTLASS translation unit, for sm_90a;
+#                           linked into lce_fused; its consumers compile with LCE_WITH_SM90
 # Every CUDA target here: lce_cuda_target's settings, the fused/ headers, the checked-call header.
 function(lce_fused_cuda_target tgt)
   lce_cuda_target(${tgt})
@@ -23,6 +26,20 @@ lce_fused_cuda_target(lce_fused_cuda)
 # LCE_WITH_CUDA reaches every consumer (the registry in lce_fused, the CLI's bench verb, tests).
 target_compile_definitions(lce_fused_cuda INTERFACE LCE_WITH_CUDA)
 target_link_libraries(lce_fused PUBLIC lce_fused_cuda)
+
+if(CUTLASS_FOUND)
+  add_library(lce_fused_sm90 STATIC cuda/fused_sm90.cu cuda/fused_sm90_gemm.cu)
+  lce_fused_cuda_target(lce_fused_sm90)
+  # wgmma and TMA need the architecture-specific sm_90a target; CUTLASS needs relaxed constexpr.
+  set_target_properties(lce_fused_sm90 PROPERTIES CUDA_ARCHITECTURES 90a)
+  target_compile_options(lce_fused_sm90 PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+  target_link_libraries(lce_fused_sm90 PUBLIC lce_fused_cuda PRIVATE CUTLASS::CUTLASS)
+  target_compile_definitions(lce_fused_sm90 INTERFACE LCE_WITH_SM90)
+  target_link_libraries(lce_fused PUBLIC lce_fused_sm90)
+  if(LCE_BUILD_MUTANTS) # the registry compiled again for lce_fused_mutants lists fused-sm90 too
+    target_link_libraries(lce_fused_mutants PUBLIC lce_fused_sm90)
+  endif()
+endif()
 
 # The GPU variants of the two seed-bug mutants and of the mean factor folded into d_logits
 # (fused/mutants.txt describes the upstream bugs).

@@ -289,22 +289,36 @@ static lce_code grad_make(const lce_case *c, const lce_tensors *in, float weight
   return LCE_OK;
 }
 
+/* fused-cuda's passes on a problem whose tensors live on the device: a workspace for the run, the
+ * forward, the backward. */
+static lce_code fc_passes(const fc_problem *p, cudaStream_t stream, lce_status *st) {
+  fc_workspace ws;
+  lce_code rc = workspace_create(&ws, p->c, stream, st);
+  if (rc == LCE_OK) rc = forward(&ws, p, st);
+  if (rc == LCE_OK) rc = backward(&ws, p, st);
+  cudaStreamSynchronize(stream); /* nothing may still use the workspace freed below */
+  workspace_destroy(&ws);
+  return rc;
+}
+
+#define FC_DEV_ALLOC(ptr, size, what) LCE_TRY(lce_cuda_alloc((void **)(ptr), (size), (what), NULL, name, st))
+
 static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outputs *out, const fc_grad *gr,
-                              fc_device_case *d, fc_workspace *ws, cudaStream_t stream, lce_status *st) {
+                              fc_device_case *d, fc_passes_fn passes, const char *name, cudaStream_t stream,
+                              lce_status *st) {
   const size_t es = lce_dtype_size(c->dtype), nh = (size_t)(c->n * c->h), vh = (size_t)(c->vp * c->h);
   const size_t n = (size_t)c->n;
   const void *w_host;
   float *grad_host;
   select_output_weight(c, in, out, &w_host, &grad_host);
-  LCE_TRY(workspace_create(ws, c, stream, st));
-  FC_ALLOC(ws, &d->hidden, nh * es, "hidden");
-  FC_ALLOC(ws, &d->w, vh * es, "the output weight");
-  FC_ALLOC(ws, (void **)&d->grad_w, vh * sizeof(float), "the weight gradient");
-  FC_ALLOC(ws, (void **)&d->labels, n * sizeof(int64_t), "labels");
-  FC_ALLOC(ws, (void **)&d->dl, 4 * n * sizeof(float), "g's split, lse, loss_token");
+  FC_DEV_ALLOC(&d->hidden, nh * es, "hidden");
+  FC_DEV_ALLOC(&d->w, vh * es, "the output weight");
+  FC_DEV_ALLOC((void **)&d->grad_w, vh * sizeof(float), "the weight gradient");
+  FC_DEV_ALLOC((void **)&d->labels, n * sizeof(int64_t), "labels");
+  FC_DEV_ALLOC((void **)&d->dl, 4 * n * sizeof(float), "g's split, lse, loss_token");
   d->rho = d->dl + n, d->lse = d->rho + n, d->loss_token = d->lse + n;
-  FC_ALLOC(ws, &d->d_hidden, nh * es, "d_hidden");
-  if (c->class_weights) FC_ALLOC(ws, (void **)&d->class_weight, (size_t)c->v * sizeof(float), "class weights");
+  FC_DEV_ALLOC(&d->d_hidden, nh * es, "d_hidden");
+  if (c->class_weights) FC_DEV_ALLOC((void **)&d->class_weight, (size_t)c->v * sizeof(float), "class weights");
 
   LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->hidden, in->hidden, nh * es, cudaMemcpyHostToDevice, stream));
   LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->w, w_host, vh * es, cudaMemcpyHostToDevice, stream));
@@ -323,8 +337,7 @@ static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outp
   p.tk.labels = d->labels, p.tk.class_weight = d->class_weight, p.tk.n = c->n, p.tk.ignore_index = c->ignore_index;
   p.dl = d->dl, p.rho = d->rho, p.scale_rows = gr->scale_rows, p.alpha = gr->alpha;
   p.lse = d->lse, p.loss_token = d->loss_token, p.d_hidden = d->d_hidden;
-  LCE_TRY(forward(ws, &p, st));
-  LCE_TRY(backward(ws, &p, st));
+  LCE_TRY(passes(&p, stream, st));
   LCE_CUDA_CHECK(st, cudaStreamSynchronize(stream));
 
   /* Every device step succeeded: only now are the outputs written (payloads only, never the guards). */
@@ -336,30 +349,27 @@ static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outp
 }
 
 static lce_code fused_cuda_run_g(const lce_case *c, const lce_tensors *in, lce_outputs *out, int fold_g,
-                                 lce_status *st) {
+                                 fc_passes_fn passes, const char *name, lce_status *st) {
   LCE_TRY(lce_case_validate(c, st));
   LCE_TRY(lce_tensors_validate(c, in, st));
-  LCE_TRY(lce_fused_check_outputs(c, out, "fused-cuda", st));
+  LCE_TRY(lce_fused_check_outputs(c, out, name, st));
   char why[256];
-  LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "fused-cuda: %s", why);
+  LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "%s: %s", name, why);
   const float weight_sum = lce_fused_weight_sum(c, in);
   fc_grad gr;
   LCE_TRY(grad_make(c, in, weight_sum, fold_g, &gr, st));
   cudaStream_t stream = NULL;
-  fc_workspace ws;
-  memset(&ws, 0, sizeof ws);
   fc_device_case d;
   memset(&d, 0, sizeof d);
   lce_code rc = LCE_OK;
   cudaError_t srs = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   if (srs != cudaSuccess)
-    rc = lce_fail(st, LCE_EINTERNAL, __FILE__, __LINE__, "fused-cuda: cudaStreamCreate failed: %s", cudaGetErrorString(srs));
-  if (rc == LCE_OK) rc = run_on_device(c, in, out, &gr, &d, &ws, stream, st);
+    rc = lce_fail(st, LCE_EINTERNAL, __FILE__, __LINE__, "%s: cudaStreamCreate failed: %s", name, cudaGetErrorString(srs));
+  if (rc == LCE_OK) rc = run_on_device(c, in, out, &gr, &d, passes, name, stream, st);
   void *bufs[] = {d.hidden, d.w, d.grad_w, d.labels, d.dl, d.d_hidden, d.class_weight};
   if (stream) cudaStreamSynchronize(stream); /* nothing may still use the buffers freed below */
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) cudaFree(bufs[i]);
-  workspace_destroy(&ws);
   if (stream) cudaStreamDestroy(stream);
   free(gr.g);
   if (rc != LCE_OK) return rc;
@@ -372,9 +382,9 @@ static lce_code fused_cuda_run(const lce_case *c, const lce_tensors *in, lce_out
   /* What every bf16 fused kernel in conformance/EXTERNAL.md does: the whole g (grad_output /
    * n_valid under mean) is folded into d_logits before they are rounded to the input dtype, so the
    * label term -g(1 - p_y) of every token carries the same relative rounding error of g. */
-  return fused_cuda_run_g(c, in, out, 1, st);
+  return fused_cuda_run_g(c, in, out, 1, fc_passes, "fused-cuda", st);
 #else
-  return fused_cuda_run_g(c, in, out, 0, st);
+  return fused_cuda_run_g(c, in, out, 0, fc_passes, "fused-cuda", st);
 #endif
 }
 
@@ -409,7 +419,13 @@ extern "C" const lce_subject lce_fused_cuda_subject = {
 
 /* The driver with g folded into d_logits, for unfused-cuda (unfused_cuda.cu). */
 lce_code lce_fused_cuda_run_folded(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
-  return fused_cuda_run_g(c, in, out, 1, st);
+  return fused_cuda_run_g(c, in, out, 1, fc_passes, "fused-cuda", st);
+}
+
+/* The subject's run around another device algorithm (fused-sm90's, fused_sm90.cu). */
+lce_code fused_cuda_run_passes(const lce_case *c, const lce_tensors *in, lce_outputs *out, fc_passes_fn passes,
+                               const char *name, lce_status *st) {
+  return fused_cuda_run_g(c, in, out, 0, passes, name, st);
 }
 
 /* The production driver, for the bench (fused_cuda_bench.cu) and the epilogue test. */

@@ -28,11 +28,16 @@ extern const lce_subject lce_mutant_cuda_mean_factor_in_dlogits_subject;  /* "mu
 #endif
 
 /* ---- bench (fused_cuda_bench.cu): fused-cuda beside the plain cuBLAS GEMMs ------------------- */
+/* A second device algorithm the bench times beside fused-cuda on the same inputs (fused-sm90's,
+ * fused_sm90.h); fused_cuda_driver.cuh defines it. */
+typedef struct lce_cuda_bench_engine lce_cuda_bench_engine;
+
 typedef struct lce_cuda_bench_config {
   int64_t n, h, v;        /* shape (bf16, untied, tp 1, reduction mean, no ignored tokens) */
   int64_t vocab_chunk;    /* rows per vocab chunk of fused-cuda */
   int warmup, reps;       /* untimed warm-up runs, then timed repetitions (median reported) */
   uint64_t seed;          /* fresh inputs every repetition: seed + repetition */
+  const lce_cuda_bench_engine *engine; /* NULL, or a second algorithm timed after fused-cuda */
 } lce_cuda_bench_config;
 
 typedef struct lce_cuda_bench_result {
@@ -46,6 +51,14 @@ typedef struct lce_cuda_bench_result {
   double measured_extra_bytes;      /* drop of cudaMemGetInfo's free memory while the workspace lives */
   double loss_mean;                 /* mean loss_token of the last repetition (sanity: finite, ~log V scale) */
   char device[128];
+  /* The engine (config.engine), timed after fused-cuda's workspace is freed, on the same inputs: */
+  int engine_ran;                   /* 1: the fields below hold its figures; 0: engine_error says why */
+  char engine_error[256];
+  double engine_fwd_ms, engine_bwd_ms, engine_workspace_bytes, engine_measured_extra_bytes, engine_loss_mean;
+  char engine_note[128];            /* the engine's own description of its workspace */
+  /* against fused-cuda's outputs on the last repetition's inputs: max |lse difference|, normwise
+   * relative difference of d_hidden and of the weight gradient (its first 2^24 elements) */
+  double engine_lse_maxdiff, engine_dhidden_reldiff, engine_gradw_reldiff;
 } lce_cuda_bench_result;
 
 /* Runs one shape: allocates inputs and outputs, times fused-cuda and the GEMMs with CUDA events in

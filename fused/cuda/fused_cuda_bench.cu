@@ -91,6 +91,123 @@ static double median(double *x, int count) {
 static const int kPlainOrder[4] = {0, 0, 1, 2};
 enum { EV_COUNT = 7, MAX_REPS = 200 };
 
+/* ---- the second algorithm (config.engine) --------------------------------------------------- */
+
+/* fused-cuda's outputs on one set of inputs, on the host: the engine's cross-check. */
+typedef struct bench_snapshot {
+  float *lse, *grad_w;
+  uint16_t *d_hidden; /* bf16 */
+  int64_t n, nh, nw;
+} bench_snapshot;
+
+static void snapshot_free(bench_snapshot *q) {
+  free(q->lse), free(q->grad_w), free(q->d_hidden);
+  memset(q, 0, sizeof *q);
+}
+
+static lce_code snapshot_take(const lce_case *c, const bench_buffers *b, bench_snapshot *q, lce_status *st) {
+  q->n = c->n, q->nh = c->n * c->h, q->nw = c->v * c->h < ((int64_t)1 << 24) ? c->v * c->h : ((int64_t)1 << 24);
+  q->lse = (float *)malloc((size_t)q->n * 4), q->grad_w = (float *)malloc((size_t)q->nw * 4);
+  q->d_hidden = (uint16_t *)malloc((size_t)q->nh * 2);
+  LCE_ALLOC_CHECK(st, q->lse && q->grad_w && q->d_hidden ? q->lse : NULL);
+  LCE_CUDA_CHECK(st, cudaDeviceSynchronize());
+  LCE_CUDA_CHECK(st, cudaMemcpy(q->lse, b->lse, (size_t)q->n * 4, cudaMemcpyDeviceToHost));
+  LCE_CUDA_CHECK(st, cudaMemcpy(q->grad_w, b->grad_w, (size_t)q->nw * 4, cudaMemcpyDeviceToHost));
+  LCE_CUDA_CHECK(st, cudaMemcpy(q->d_hidden, b->d_hidden, (size_t)q->nh * 2, cudaMemcpyDeviceToHost));
+  return LCE_OK;
+}
+
+/* ||x - r|| / ||r|| over count elements read with lce_load. */
+static double rel_diff(lce_dtype t, const void *x, const void *r, int64_t count) {
+  double num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < count; i++) {
+    const double a = lce_load(t, x, (size_t)i), e = lce_load(t, r, (size_t)i);
+    num += (a - e) * (a - e), den += e * e;
+  }
+  return den > 0.0 ? sqrt(num / den) : (num > 0.0 ? INFINITY : 0.0);
+}
+
+/* The engine on fresh inputs per repetition, as fused-cuda was timed, after fused-cuda's outputs on
+ * the last repetition's inputs were kept and its workspace freed (so that the engine's memory is its
+ * own); then the engine on those inputs once more, compared with them. */
+static lce_code bench_engine_run(const lce_cuda_bench_config *cfg, const lce_case *c, const bench_buffers *b,
+                                 const fc_problem *p, fc_workspace *ws, cudaStream_t s, cudaEvent_t *ev,
+                                 lce_cuda_bench_result *res, bench_snapshot *ref, void **ew, lce_status *st) {
+  const lce_cuda_bench_engine *e = cfg->engine;
+  const uint64_t last = cfg->seed + (uint64_t)(cfg->warmup + cfg->reps - 1);
+  LCE_TRY(bench_fill(c, b, last, s, st));
+  LCE_TRY(fused_cuda_forward(ws, p, st));
+  LCE_TRY(fused_cuda_backward(ws, p, st));
+  LCE_TRY(snapshot_take(c, b, ref, st));
+  fused_cuda_workspace_destroy(ws);
+
+  size_t free0, free1, total, bytes = 0;
+  LCE_CUDA_CHECK(st, cudaDeviceSynchronize());
+  LCE_CUDA_CHECK(st, cudaMemGetInfo(&free0, &total));
+  size_t free_min = free0;
+  LCE_TRY(e->create(ew, c, s, &bytes, res->engine_note, sizeof res->engine_note, st));
+  double fwd[MAX_REPS], bwd[MAX_REPS];
+  for (int rep = 0; rep < cfg->warmup + cfg->reps; rep++) {
+    LCE_TRY(bench_fill(c, b, cfg->seed + (uint64_t)rep, s, st));
+    LCE_CUDA_CHECK(st, cudaEventRecord(ev[0], s));
+    LCE_TRY(e->forward(*ew, p, st));
+    LCE_CUDA_CHECK(st, cudaEventRecord(ev[1], s));
+    LCE_TRY(e->backward(*ew, p, st));
+    LCE_CUDA_CHECK(st, cudaEventRecord(ev[2], s));
+    LCE_CUDA_CHECK(st, cudaEventSynchronize(ev[2]));
+    LCE_CUDA_CHECK(st, cudaMemGetInfo(&free1, &total));
+    if (free1 < free_min) free_min = free1;
+    if (rep < cfg->warmup) continue;
+    float ms;
+    LCE_CUDA_CHECK(st, cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    fwd[rep - cfg->warmup] = ms;
+    LCE_CUDA_CHECK(st, cudaEventElapsedTime(&ms, ev[1], ev[2]));
+    bwd[rep - cfg->warmup] = ms;
+  }
+  res->engine_fwd_ms = median(fwd, cfg->reps);
+  res->engine_bwd_ms = median(bwd, cfg->reps);
+  res->engine_workspace_bytes = (double)bytes;
+  res->engine_measured_extra_bytes = (double)(free0 - free_min);
+
+  LCE_TRY(bench_fill(c, b, last, s, st));
+  LCE_TRY(e->forward(*ew, p, st));
+  LCE_TRY(e->backward(*ew, p, st));
+  LCE_TRY(e->check(*ew, st));
+  bench_snapshot got;
+  memset(&got, 0, sizeof got);
+  lce_code rc = snapshot_take(c, b, &got, st);
+  if (rc == LCE_OK) {
+    double maxdiff = 0.0, loss = 0.0;
+    for (int64_t i = 0; i < got.n; i++) {
+      const double d = fabs((double)got.lse[i] - (double)ref->lse[i]);
+      maxdiff = d > maxdiff || isnan(d) ? d : maxdiff;
+    }
+    res->engine_lse_maxdiff = maxdiff;
+    res->engine_dhidden_reldiff = rel_diff(LCE_BF16, got.d_hidden, ref->d_hidden, got.nh);
+    res->engine_gradw_reldiff = rel_diff(LCE_FP32, got.grad_w, ref->grad_w, got.nw);
+    float *lt = (float *)malloc((size_t)c->n * sizeof(float));
+    if (lt && cudaMemcpy(lt, b->loss_token, (size_t)c->n * 4, cudaMemcpyDeviceToHost) == cudaSuccess)
+      for (int64_t i = 0; i < c->n; i++) loss += lt[i];
+    free(lt);
+    res->engine_loss_mean = loss / (double)c->n;
+  }
+  snapshot_free(&got);
+  return rc;
+}
+
+static lce_code bench_engine(const lce_cuda_bench_config *cfg, const lce_case *c, const bench_buffers *b,
+                             const fc_problem *p, fc_workspace *ws, cudaStream_t s, cudaEvent_t *ev,
+                             lce_cuda_bench_result *res, lce_status *st) {
+  bench_snapshot ref;
+  memset(&ref, 0, sizeof ref);
+  void *ew = NULL;
+  lce_code rc = bench_engine_run(cfg, c, b, p, ws, s, ev, res, &ref, &ew, st);
+  cudaStreamSynchronize(s);
+  cfg->engine->destroy(ew);
+  snapshot_free(&ref);
+  return rc;
+}
+
 static lce_code bench_shape(const lce_cuda_bench_config *cfg, const lce_case *c, bench_buffers *b, fc_workspace *ws,
                             cudaStream_t s, cudaEvent_t *ev, lce_cuda_bench_result *res, lce_status *st) {
   LCE_TRY(bench_buffers_alloc(c, b, st));
@@ -163,6 +280,12 @@ static lce_code bench_shape(const lce_cuda_bench_config *cfg, const lce_case *c,
   res->loss_mean = sum / (double)c->n;
   LCE_CHECK(st, isfinite(res->loss_mean) && res->loss_mean > 0.0, LCE_EINTERNAL,
             "bench: fused-cuda's mean loss %g is not a finite positive number", res->loss_mean);
+  if (cfg->engine) {
+    lce_status es;
+    lce_status_clear(&es);
+    if (bench_engine(cfg, c, b, &p, ws, s, ev, res, &es) == LCE_OK) res->engine_ran = 1;
+    else snprintf(res->engine_error, sizeof res->engine_error, "%.200s (%s:%d)", es.msg, es.file ? es.file : "?", es.line);
+  }
   return LCE_OK;
 }
 

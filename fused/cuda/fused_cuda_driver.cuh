@@ -50,6 +50,30 @@ typedef struct fc_workspace {
   int poison_tiles;          /* LCE_POISON_TILES=1: NaN-fill the logits tile before every GEMM */
 } fc_workspace;
 
+/* A device algorithm: both passes (forward, then backward) of one problem on stream, its workspace
+ * created and freed inside. */
+typedef lce_code (*fc_passes_fn)(const fc_problem *p, cudaStream_t stream, lce_status *st);
+
+/* What fused-cuda's run() does around its passes — validation, g and its split
+ * (lce_fused_grad_split), the uploads (the output weight and its gradient buffer selected as
+ * fused-cuda selects them), the passes, the downloads and the reduced loss — around `passes`, for a
+ * subject named `name` (fused-sm90). */
+lce_code fused_cuda_run_passes(const lce_case *c, const lce_tensors *in, lce_outputs *out, fc_passes_fn passes,
+                               const char *name, lce_status *st);
+
+/* The bench's view of a second device algorithm (lce_cuda_bench_config.engine): a workspace made once,
+ * the two passes on a device problem, a final check of device-side flags, the workspace freed. */
+struct lce_cuda_bench_engine {
+  const char *name;
+  /* bytes: the workspace's device bytes; note: what they are (tile sizes), for the bench's row */
+  lce_code (*create)(void **ws, const lce_case *c, cudaStream_t stream, size_t *bytes, char *note, size_t note_size,
+                     lce_status *st);
+  lce_code (*forward)(void *ws, const fc_problem *p, lce_status *st);
+  lce_code (*backward)(void *ws, const fc_problem *p, lce_status *st);
+  lce_code (*check)(void *ws, lce_status *st);
+  void (*destroy)(void *ws);
+};
+
 /* Creates the workspace for case c (its shapes, chunks and options) on stream. On failure the
  * workspace holds what was allocated; fused_cuda_workspace_destroy frees it either way. */
 lce_code fused_cuda_workspace_create(fc_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st);

@@ -18,13 +18,10 @@
  * functions, division and sqrt are IEEE.
  *
  * Build: part of lce_fused_cuda (fused/cuda.cmake); run through the fused-cuda subject. */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <math.h>
-
 #include <stdio.h>
 
-#include "fused_cuda_kernels.cuh"
+#include "fused_cuda_device.cuh"
 
 extern "C" {
 #include "fused_cuda.h"
@@ -32,40 +29,7 @@ extern "C" {
 
 #define FC_BLOCK 256
 
-/* ---- device helpers ------------------------------------------------------------------------ */
-
-/* The logit of a GEMM result s: a non-finite s (a NaN or Inf among the token's hidden values or in
- * the W row) is a NaN logit, as lce_case.h defines and fused-host does, softcap or not (c*tanh(Inf)
- * would otherwise be a finite c, and a -Inf logit would silently drop out of the softmax). */
-__device__ __forceinline__ float fc_softcap(float s, float cap) {
-  if (!isfinite(s)) return __int_as_float(0x7fc00000);
-  return cap > 0.0f ? cap * tanhf(s / cap) : s;
-}
-
-__device__ __forceinline__ float fc_class_w(const fc_tokens &tk, int64_t row) {
-  return tk.class_weight ? tk.class_weight[row] : 1.0f;
-}
-
-__device__ __forceinline__ int fc_valid(const fc_tokens &tk, int64_t i) { return tk.labels[i] != tk.ignore_index; }
-
-/* One partial online-softmax state. */
-struct fc_state {
-  float m, s, sw, d;
-};
-
-/* s_k rescaled to the max M; an empty part (s_k == 0) adds exactly 0 even when m_k = M = -inf, a
- * NaN part keeps its NaN (as fused-host's merge does). */
-__device__ __forceinline__ float fc_rescale(float s_k, float m_k, float M) { return s_k == 0.0f ? 0.0f : s_k * expf(m_k - M); }
-__device__ __forceinline__ float fc_shift(float sw_k, float m_k, float M) { return sw_k == 0.0f ? 0.0f : sw_k * (M - m_k); }
-
-__device__ __forceinline__ fc_state fc_combine(fc_state a, fc_state b) {
-  fc_state r;
-  r.m = fmaxf(a.m, b.m);
-  r.s = fc_rescale(a.s, a.m, r.m) + fc_rescale(b.s, b.m, r.m);
-  r.sw = a.sw + b.sw;
-  r.d = a.d + fc_shift(a.sw, a.m, r.m) + b.d + fc_shift(b.sw, b.m, r.m);
-  return r;
-}
+/* ---- device helpers (the shared arithmetic is fused_cuda_device.cuh's) ------------------------ */
 
 /* Folds one logit z (class weight w) into a state: the running sum is rescaled only when the max
  * grows; fmax semantics ignore a NaN logit for the max but its exp reaches the sum; -inf adds 0. */
@@ -102,21 +66,6 @@ __device__ fc_state fc_block_combine(fc_state t) {
     for (int k = 1; k < FC_BLOCK / 32; k++) t = fc_combine(t, warp_part[k]);
   return t;
 }
-
-__device__ __forceinline__ float fc_tf32(float x) {
-  uint32_t bits;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
-  return __uint_as_float(bits);
-}
-
-template <typename T> __device__ __forceinline__ T fc_from_float(float x);
-template <> __device__ __forceinline__ float fc_from_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 fc_from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ __forceinline__ __half fc_from_float<__half>(float x) { return __float2half_rn(x); }
-
-__device__ __forceinline__ float fc_to_float(float x) { return x; }
-__device__ __forceinline__ float fc_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float fc_to_float(__half x) { return __half2float(x); }
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
@@ -181,32 +130,9 @@ __global__ void __launch_bounds__(FC_BLOCK) fc_chunk_dlogits_kernel(const float 
   const int64_t local = blockIdx.x, i = t0 + local;
   const float *zi = tile + local * rows;
   T *di = ds + local * rows;
-  const int64_t y = tk.labels[i];
-  const int valid = y != tk.ignore_index;
-  float wy = 0.0f, gi = 0.0f, l = 0.0f, k = 0.0f;
-  if (valid) {
-    wy = o.one_minus_e * fc_class_w(tk, y), gi = dl[i], l = lse[i];
-    k = wy;
-    if (o.ev != 0.0f) k += smooth_a[i];
-    if (o.lambda != 0.0f) k += 2.0f * o.lambda * l;
-  }
-  for (int64_t j = blockIdx.y * (int64_t)FC_BLOCK + threadIdx.x; j < rows; j += (int64_t)gridDim.y * FC_BLOCK) {
-    float out = 0.0f; /* ignored tokens are masked, whatever their logits */
-    if (valid) {
-      const float z = fc_softcap(zi[j], o.cap);
-      float t = expf(z - l) * k;
-      if (row0 + j == y) t -= wy;
-      if (o.ev != 0.0f) t -= o.ev * fc_class_w(tk, row0 + j);
-      out = gi * t;
-      if (o.cap > 0.0f) {
-        const float q = z / o.cap;
-        out *= 1.0f - q * q;
-      }
-    }
-    T rounded = fc_from_float<T>(out);
-    if (o.tf32) rounded = fc_from_float<T>(fc_tf32(fc_to_float(rounded)));
-    di[j] = rounded;
-  }
+  const fc_row_grad r = fc_row_grad_make(tk, o, dl, lse, smooth_a, i);
+  for (int64_t j = blockIdx.y * (int64_t)FC_BLOCK + threadIdx.x; j < rows; j += (int64_t)gridDim.y * FC_BLOCK)
+    di[j] = fc_round_dlogit<T>(fc_dlogit(r, zi[j], row0 + j, tk, o), o.tf32);
 }
 
 __global__ void __launch_bounds__(FC_BLOCK) fc_zero_ignored_rows_kernel(uint16_t *x, int64_t row_units, fc_tokens tk) {

@@ -20,7 +20,12 @@
 #ifdef LCE_WITH_CUDA /* fused/cuda.cmake: fused-cuda and, with mutants, its GPU mutants */
 #include "fused_cuda.h"
 #include "unfused_cuda.h"
+#ifdef LCE_WITH_SM90 /* fused/cuda/cuda.cmake with CUTLASS's headers */
+#include "fused_sm90.h"
+#define LCE_CUDA_SUBJECTS &lce_fused_cuda_subject, &lce_unfused_cuda_subject, &lce_fused_sm90_subject,
+#else
 #define LCE_CUDA_SUBJECTS &lce_fused_cuda_subject, &lce_unfused_cuda_subject,
+#endif
 #else
 #define LCE_CUDA_SUBJECTS
 #endif

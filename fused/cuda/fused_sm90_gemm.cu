@@ -1,0 +1,317 @@
+/* fused_sm90_gemm.cu — fused-sm90's logits GEMM on Hopper (sm_90a) with the softmax fused into its
+ * epilogue, so that no logits tile is written to global memory.
+ *
+ * What is fused: logits = hidden · W_range^T (bf16/fp16 in, fp32 accumulate) and, in the same kernel,
+ *   FS_STATS    the online softmax of each token over the CTA's vocab range: per tile the row max of
+ *               the softcapped logits, the running sum rescaled once to it, sum exp(z - max), and with
+ *               label smoothing sum w_v and sum w_v (max - z_v); the label's logit stored by the thread
+ *               that holds it. The quad of threads sharing a row merges at the end, and one lane writes
+ *               the (token, range) partial. fs_launch_combine_splits folds the ranges in order; the
+ *               driver's merge kernel (fused-cuda's) gives lse and loss_token.
+ *   FS_DLOGITS  d_logits = g_dl · (p·k - w_y·[v = y] - e/V·w_v) · (1 - (z/c)^2) in fp32 from lse
+ *               (fc_dlogit, the same function fused-cuda's kernel applies to its fp32 tile), rounded
+ *               to the dtype and stored straight from the accumulators.
+ * The math is lce_case.h's; the per-element arithmetic is fused_cuda_device.cuh's.
+ *
+ * Structure (learned from CUTLASS's sm90 TMA warp-specialized cooperative kernel, not copied): the
+ * mainloop is CUTLASS's collective (CollectiveBuilder: TMA loads into a multi-stage smem pipeline,
+ * wgmma 64x256x16 from shared memory), one producer warp group (one warp issues TMA) and two consumer
+ * warp groups (each 64 rows of the 128 x 256 tile); the kernel around it is ours: a CTA owns one token
+ * tile and a contiguous range of vocab tiles (FS_STATS: up to 32 ranges per token tile, so that the
+ * partials stay at 32·N·16 bytes; FS_DLOGITS: one vocab tile), in fs_raster's grouped order (L2 reuse),
+ * loops the mainloop over them, and runs
+ * the epilogue on the register accumulators. The epilogue relies on the wgmma accumulator layout
+ * (a thread's values of one row are a fixed slot; the four lanes of a quad share rows): the first
+ * tile checks both with CuTe's identity-tensor coordinates and raises layout_error otherwise, which
+ * the driver turns into an error — never a silent wrong answer.
+ *
+ * Build: fused/cuda/cuda.cmake, only when CUTLASS's headers are found (cmake/FindCUTLASS.cmake), for
+ * sm_90a. Run: through the fused-sm90 subject (fused_sm90.cu).
+ * Versions: 1 (this): cooperative 128x256x64 tiles, cluster 1x1, non-persistent grid. */
+#include <stdio.h>
+
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "fused_cuda_device.cuh"
+#include "fused_sm90_gemm.cuh"
+#include "fused_sm90_gemm_config.cuh"
+
+#define FS_MAX_SPLITS 32
+
+namespace lce_fs {
+
+__device__ __forceinline__ fc_state fs_shfl_xor(fc_state t, int mask) {
+  fc_state r;
+  r.m = __shfl_xor_sync(0xffffffffu, t.m, mask);
+  r.s = __shfl_xor_sync(0xffffffffu, t.s, mask);
+  r.sw = __shfl_xor_sync(0xffffffffu, t.sw, mask);
+  r.d = __shfl_xor_sync(0xffffffffu, t.d, mask);
+  return r;
+}
+
+/* FS_STATS: folds one tile's accumulators (a, rows x columns per thread, crd their tile coordinates)
+ * into the thread's running states: per row the max of the softcapped logits, the running sum
+ * rescaled once to it, then sum exp(z - max) (and the smoothing sums); the label's logit stored by
+ * the thread that holds it. Columns at or beyond ncols (the tile's part past the range) are skipped. */
+template <class G, class Acc, class Crd, int R>
+__device__ __forceinline__ void fs_fold_tile(const fs_gemm &g, Acc &a, const Crd &crd, fc_state (&run)[R],
+                                             const int64_t (&row)[R], const int (&y_col)[R], int col0, int ncols) {
+  constexpr int C = decltype(size<1>(crd))::value;
+  const int smoothing = g.o.ev != 0.0f;
+  CUTE_UNROLL
+  for (int r = 0; r < R; r++) {
+    float tmax = -INFINITY;
+    CUTE_UNROLL
+    for (int c = 0; c < C; c++) {
+      const int col = col0 + get<1>(crd(r, c));
+      if (col < ncols) {
+        const float z = fc_softcap(a(r, c), g.o.cap);
+        a(r, c) = z;
+        tmax = fmaxf(tmax, z);
+      }
+    }
+    fc_state &t = run[r];
+    const float M = fmaxf(t.m, tmax);
+    t.s = fc_rescale(t.s, t.m, M);
+    if (smoothing) t.d += fc_shift(t.sw, t.m, M);
+    t.m = M;
+    CUTE_UNROLL
+    for (int c = 0; c < C; c++) {
+      const int col = col0 + get<1>(crd(r, c));
+      if (col >= ncols) continue;
+      const float z = a(r, c);
+      if (z != -INFINITY) t.s += expf(z - M);
+      if (smoothing) {
+        const float w = fc_class_w(g.tk, g.vocab0 + col);
+        t.d += w * (M - z);
+        t.sw += w;
+      }
+      if (col == y_col[r]) g.z_target[g.token0 + row[r]] = z;
+    }
+  }
+}
+
+/* The consumer warp groups: the mainloop per vocab tile of the CTA's range, then the epilogue. */
+template <class G, int Mode>
+__device__ __forceinline__ void fs_consume(typename G::Params const &p, typename G::Mainloop &mainloop,
+                                           typename G::Pipeline &pipeline, typename G::SharedStorage &ss, int mt,
+                                           int nt0, int nt1, int k_tiles, int mma_thread) {
+  using DsT = typename G::DsT_;
+  const fs_gemm &g = p.g;
+  typename G::TiledMma tiled_mma;
+  typename G::Mainloop::PipelineState state; /* consumer start: stage 0, phase 0 */
+  auto thr = tiled_mma.get_thread_slice(mma_thread);
+  Tensor cD = make_identity_tensor(make_shape(Int<FS_TILE_M>{}, Int<FS_TILE_N>{}));
+  Tensor tCcD = thr.partition_C(cD);
+  Tensor crd = make_tensor(tCcD.data(), fs_rowcol(tCcD.layout()));
+  constexpr int R = decltype(size<0>(crd))::value;
+  constexpr int C = decltype(size<1>(crd))::value;
+  const int lane = mma_thread % 32;
+
+  int64_t row[R];
+  bool row_ok[R];
+  int y_col[R]; /* the label's column in this launch's range, or -1: a 32-bit compare per element */
+  fc_state run[R];
+  fc_row_grad rg[R];
+  CUTE_UNROLL
+  for (int r = 0; r < R; r++) {
+    row[r] = (int64_t)mt * FS_TILE_M + get<0>(crd(r, 0));
+    row_ok[r] = row[r] < g.m;
+    const int64_t i = g.token0 + (row_ok[r] ? row[r] : 0);
+    const int64_t y = row_ok[r] ? g.tk.labels[i] : g.tk.ignore_index, yl = y - g.vocab0;
+    y_col[r] = row_ok[r] && y != g.tk.ignore_index && yl >= 0 && yl < g.n ? (int)yl : -1;
+    run[r] = fc_state{-INFINITY, 0.0f, 0.0f, 0.0f};
+    if constexpr (Mode == FS_DLOGITS) {
+      if (row_ok[r]) rg[r] = fc_row_grad_make(g.tk, g.o, g.dl, g.lse, g.smooth_a, i);
+      else rg[r] = fc_row_grad{0, 0, 0.0f, 0.0f, 0.0f, 0.0f};
+    }
+    /* The layout the epilogue assumes: one row per slot, shared by the lanes of a quad. */
+    int bad = 0;
+    CUTE_UNROLL
+    for (int c = 0; c < C; c++) bad |= get<0>(crd(r, c)) != get<0>(crd(r, 0));
+    const int r0 = get<0>(crd(r, 0));
+    bad |= __shfl_xor_sync(0xffffffffu, r0, 1) != r0 || __shfl_xor_sync(0xffffffffu, r0, 2) != r0;
+    if (bad && g.layout_error) atomicExch(g.layout_error, 1);
+  }
+
+  for (int nt = nt0; nt < nt1; nt++) {
+    Tensor acc = partition_fragment_C(tiled_mma, take<0, 2>(FsTileShape{}));
+    mainloop.mma(pipeline, state, acc, k_tiles, mma_thread, ss.tensors, p.mainloop);
+    mainloop.mma_tail(pipeline, state, k_tiles);
+    state.advance(k_tiles);
+    Tensor a = make_tensor(acc.data(), fs_rowcol(acc.layout()));
+    const int col0 = nt * FS_TILE_N, ncols = (int)g.n; /* int: n <= INT32_MAX (fs_launch_gemm) */
+    if constexpr (Mode == FS_DLOGITS) {
+      DsT *ds = (DsT *)g.ds;
+      CUTE_UNROLL
+      for (int r = 0; r < R; r++) {
+        if (!row_ok[r]) continue;
+        CUTE_UNROLL
+        for (int c = 0; c < C; c++) {
+          const int col = col0 + get<1>(crd(r, c));
+          if (col < ncols)
+            ds[row[r] * g.ld_ds + col] = fc_round_dlogit<DsT>(fc_dlogit(rg[r], a(r, c), g.vocab0 + col, g.tk, g.o), g.o.tf32);
+        }
+      }
+    } else {
+      fs_fold_tile<G>(g, a, crd, run, row, y_col, col0, ncols);
+    }
+  }
+  if constexpr (Mode == FS_STATS) {
+    /* The range again from the grid (not kept live across the loop: it cost ptxas 28 bytes of spills). */
+    const int range = fs_raster((int)blockIdx.x, p.m_tiles, p.ranges).range;
+    CUTE_UNROLL
+    for (int r = 0; r < R; r++) {
+      fc_state t = run[r];
+      t = fc_combine(t, fs_shfl_xor(t, 1));
+      t = fc_combine(t, fs_shfl_xor(t, 2));
+      if ((lane & 3) == 0 && row_ok[r]) {
+        float *out = g.partial + ((int64_t)range * g.m + row[r]) * 4;
+        out[0] = t.m, out[1] = t.s, out[2] = t.sw, out[3] = t.d;
+      }
+    }
+  }
+}
+
+template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs_gemm_kernel(const __grid_constant__ typename G::Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Pipeline = typename G::Pipeline;
+  extern __shared__ __align__(1024) char fs_smem[];
+  auto &ss = *reinterpret_cast<typename G::SharedStorage *>(fs_smem);
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const int wg = cutlass::canonical_warp_group_idx();
+  const int lane = cutlass::canonical_lane_idx();
+  if (warp_idx == 0 && cute::elect_one_sync()) G::Mainloop::prefetch_tma_descriptors(p.mainloop);
+
+  typename Pipeline::Params pp;
+  pp.role = wg == 0 ? (warp_idx == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
+                    : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x % 128 == 0;
+  pp.num_consumers = 256;
+  pp.num_producers = 1;
+  pp.transaction_bytes = p.mainloop.tma_transaction_bytes;
+  Pipeline pipeline(ss.pipeline, pp, FsClusterShape{});
+  __syncthreads(); /* the barriers' initialization is visible to every warp */
+
+  typename G::Mainloop mainloop;
+  auto problem = make_shape((int)p.g.m, (int)p.g.n, (int)p.g.k, 1);
+  auto load_inputs = mainloop.load_init(problem, p.mainloop);
+  const int k_tiles = (int)size<3>(get<0>(load_inputs));
+  const int n_tiles = (int)((p.g.n + FS_TILE_N - 1) / FS_TILE_N);
+  const FsTileIndex tile = fs_raster((int)blockIdx.x, p.m_tiles, p.ranges);
+  const int nt0 = tile.range * p.tiles_per_cta;
+  const int nt1 = min(nt0 + p.tiles_per_cta, n_tiles);
+  const int mt = tile.m_tile;
+  if (wg == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (warp_idx == 0) {
+      auto state = cutlass::make_producer_start_state<Pipeline>();
+      for (int nt = nt0; nt < nt1; nt++) {
+        auto k_iter = cute::make_coord_iterator(shape<3>(get<0>(load_inputs)));
+        mainloop.load(p.mainloop, pipeline, state, load_inputs, make_coord(mt, nt, _, 0), k_iter, k_tiles, lane, 0u,
+                      ss.tensors);
+        state.advance(k_tiles);
+      }
+      mainloop.load_tail(pipeline, state);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<232>();
+    fs_consume<G, Mode>(p, mainloop, pipeline, ss, mt, nt0, nt1, k_tiles, (int)threadIdx.x - 128);
+  }
+#endif
+}
+
+__global__ void fs_combine_splits_kernel(const float *partial, int64_t splits, int64_t m, int64_t token0, fc_stats shard) {
+  const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (row >= m) return;
+  const int64_t i = token0 + row;
+  fc_state t = {shard.m[i], shard.s[i], shard.sw[i], shard.d[i]};
+  for (int64_t s = 0; s < splits; s++) {
+    const float *q = partial + (s * m + row) * 4;
+    t = fc_combine(t, fc_state{q[0], q[1], q[2], q[3]});
+  }
+  shard.m[i] = t.m, shard.s[i] = t.s, shard.sw[i] = t.sw, shard.d[i] = t.d;
+}
+
+__global__ void fs_pad_rows_kernel(const uint16_t *x, uint16_t *out, int64_t rows, int64_t k, int64_t ld) {
+  const int64_t count = rows * ld;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < count; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = e / ld, j = e % ld;
+    out[e] = j < k ? x[r * k + j] : (uint16_t)0;
+  }
+}
+
+template <class G> lce_code fs_launch_typed(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lce_status *st) {
+  using Mainloop = typename G::Mainloop;
+  using ElementA = typename Mainloop::ElementA;
+  typename Mainloop::Arguments args{};
+  args.ptr_A = (const ElementA *)g->a;
+  args.ptr_B = (const ElementA *)g->b;
+  get<0>(args.dA) = g->k;
+  get<2>(args.dA) = g->m * g->k;
+  get<0>(args.dB) = g->k;
+  get<2>(args.dB) = g->n * g->k;
+  auto problem = make_shape((int)g->m, (int)g->n, (int)g->k, 1);
+  LCE_CHECK(st, Mainloop::can_implement(problem, args), LCE_EINVAL,
+            "fused-sm90: CUTLASS cannot implement the %lld x %lld x %lld logits GEMM (TMA alignment)", (long long)g->m,
+            (long long)g->n, (long long)g->k);
+  typename G::Params p;
+  p.mainloop = Mainloop::to_underlying_arguments(problem, args, nullptr);
+  p.g = *g;
+  const int64_t n_tiles = (g->n + FS_TILE_N - 1) / FS_TILE_N, m_tiles = (g->m + FS_TILE_M - 1) / FS_TILE_M;
+  const int64_t splits = e == FS_STATS ? fs_stats_splits(g->n) : n_tiles;
+  p.tiles_per_cta = (int)((n_tiles + splits - 1) / splits);
+  p.m_tiles = (int)m_tiles, p.ranges = (int)splits;
+  const size_t smem = sizeof(typename G::SharedStorage);
+  const dim3 grid((unsigned)(m_tiles * splits)); /* fs_raster's order */
+  if (e == FS_STATS) {
+    LCE_CUDA_CHECK(st, cudaFuncSetAttribute(fs_gemm_kernel<G, FS_STATS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    fs_gemm_kernel<G, FS_STATS><<<grid, FS_THREADS, smem, stream>>>(p);
+  } else {
+    LCE_CUDA_CHECK(st, cudaFuncSetAttribute(fs_gemm_kernel<G, FS_DLOGITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    fs_gemm_kernel<G, FS_DLOGITS><<<grid, FS_THREADS, smem, stream>>>(p);
+  }
+  LCE_CUDA_LAUNCH_CHECK(st, "fs_gemm_kernel");
+  return LCE_OK;
+}
+
+} // namespace lce_fs
+
+using namespace lce_fs;
+
+int64_t fs_stats_splits(int64_t n) {
+  const int64_t n_tiles = (n + FS_TILE_N - 1) / FS_TILE_N;
+  const int64_t want = n_tiles < FS_MAX_SPLITS ? n_tiles : FS_MAX_SPLITS;
+  const int64_t per = (n_tiles + want - 1) / want;
+  return (n_tiles + per - 1) / per; /* every range non-empty */
+}
+
+lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lce_status *st) {
+  LCE_CHECK(st, g->m >= 1 && g->n >= 1 && g->k >= 1 && g->m <= INT32_MAX && g->n <= INT32_MAX && g->k % 8 == 0 &&
+                    ((g->m + FS_TILE_M - 1) / FS_TILE_M) * ((g->n + FS_TILE_N - 1) / FS_TILE_N) <= INT32_MAX,
+            LCE_EINVAL, "fused-sm90: logits GEMM shape %lld x %lld x %lld out of range", (long long)g->m, (long long)g->n,
+            (long long)g->k);
+  switch (g->dtype) {
+    case LCE_BF16: return fs_launch_typed<FsGemm<cutlass::bfloat16_t, __nv_bfloat16>>(g, e, stream, st);
+    case LCE_FP16: return fs_launch_typed<FsGemm<cutlass::half_t, __half>>(g, e, stream, st);
+    default: break;
+  }
+  return lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "fused-sm90: no %s logits GEMM", lce_dtype_name(g->dtype));
+}
+
+lce_code fs_launch_combine_splits(const float *partial, int64_t splits, int64_t m, int64_t token0, fc_stats shard,
+                                  cudaStream_t stream, lce_status *st) {
+  fs_combine_splits_kernel<<<(unsigned)((m + 255) / 256), 256, 0, stream>>>(partial, splits, m, token0, shard);
+  LCE_CUDA_LAUNCH_CHECK(st, "fs_combine_splits_kernel");
+  return LCE_OK;
+}
+
+lce_code fs_launch_pad_rows(const void *x, void *out, int64_t rows, int64_t k, int64_t ld, cudaStream_t stream,
+                            lce_status *st) {
+  const int64_t count = rows * ld, blocks = (count + 255) / 256;
+  fs_pad_rows_kernel<<<(unsigned)(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks)), 256, 0, stream>>>(
+      (const uint16_t *)x, (uint16_t *)out, rows, k, ld);
+  LCE_CUDA_LAUNCH_CHECK(st, "fs_pad_rows_kernel");
+  return LCE_OK;
+}
