@@ -14,7 +14,8 @@
  *                 where tier 0 ran every token), its seconds and the part spent escalating, and the
  *                 elements its double-double step decided instead
  *   judged        fused-host judged over the first matrix as `lcecheck check` does, with tier 1 and
- *                 with tier 0: wall seconds and their ratio, and where each run's time went (tensors,
+ *                 with tier 0: wall seconds and their ratio, the same in CPU seconds of the process
+ *                 (steadier than wall time on a shared machine), and where each run's time went (tensors,
  *                 the subject, the reference tier, the judge, summed over the cases): the parts common
  *                 to both runs cap the ratio; on several threads also with one case at a time (the
  *                 engine otherwise runs small cases side by side, lce_engine.c)
@@ -168,7 +169,7 @@ static matrix_stats time_matrix(const char *name) {
  * tier, the judge (class checks, metrics); with cases side by side on several threads (lce_engine.c)
  * the parts add up to more than the wall time. */
 typedef struct judged_split {
-  double seconds, generate, subject, reference, judge;
+  double seconds, cpu_seconds, generate, subject, reference, judge;
   uint64_t hash; /* of every case's verdict (metric values and the status), in case order */
 } judged_split;
 
@@ -198,12 +199,13 @@ static judged_split engine_run_as(const lce_case *cases, size_t count, const cha
   const lce_subject *s = lce_subject_find("fused-host");
   const lce_engine_config cfg = {.cases = cases, .ncases = count, .subjects = &s, .nsubjects = 1,
                                  .tier = lce_reference_tier_find(tier_name), .serial_cases = serial};
-  const double t0 = lce_now_seconds();
+  const double t0 = lce_now_seconds(), c0 = lce_cpu_seconds();
   if (lce_engine_run(&cfg, add_case, &js, &st) != LCE_OK) {
     fprintf(stderr, "bench_oracle: engine: %s\n", st.msg);
     exit(2);
   }
   js.seconds = lce_now_seconds() - t0;
+  js.cpu_seconds = lce_cpu_seconds() - c0;
   return js;
 }
 
@@ -458,10 +460,10 @@ int main(int argc, char **argv) {
     printf("], \"judged_matrix\": \"%s\", \"judged_seconds_fast\": %.3f, \"judged_seconds_mpfr\": %.3f, "
            "\"judged_mpfr_over_fast\": %.3f, \"judged_split_fast\": [%.3f, %.3f, %.3f], "
            "\"judged_split_mpfr\": [%.3f, %.3f, %.3f], \"judged_judge_seconds\": [%.3f, %.3f], "
-           "\"judged_serial_seconds\": [%.3f, %.3f], \"judged_same_bits\": %s, \"threads\": [",
-           nm ? names[0] : "", judge_fast, judge_mpfr, judge_fast > 0 ? judge_mpfr / judge_fast : 0.0, jf.generate,
-           jf.subject, jf.reference, jm.generate, jm.subject, jm.reference, jf.judge, jm.judge, jf1.seconds, jm1.seconds,
-           judged_same ? "true" : "false");
+           "\"judged_serial_seconds\": [%.3f, %.3f], \"judged_cpu_seconds\": [%.3f, %.3f], \"judged_same_bits\": %s, "
+           "\"threads\": [", nm ? names[0] : "", judge_fast, judge_mpfr, judge_fast > 0 ? judge_mpfr / judge_fast : 0.0,
+           jf.generate, jf.subject, jf.reference, jm.generate, jm.subject, jm.reference, jf.judge, jm.judge, jf1.seconds,
+           jm1.seconds, jf.cpu_seconds, jm.cpu_seconds, judged_same ? "true" : "false");
     for (int i = 0; i < npts; i++)
       printf("%s{\"threads\": %d, \"fast_seconds\": %.6f, \"fast_same_bits\": %s, \"mpfr_seconds\": %.6f, "
              "\"mpfr_same_bits\": %s, \"judged_seconds_fast\": %.3f, \"judged_seconds_mpfr\": %.3f}", i ? ", " : "",
@@ -500,6 +502,8 @@ int main(int argc, char **argv) {
       printf("    with tier %d: tensors %.2f s, fused-host %.2f s, reference %.2f s, judge %.2f s (summed over the cases, "
              "%d thread(s))\n", t ? 0 : 1, js->generate, js->subject, js->reference, js->judge, all_threads);
     }
+    printf("    CPU seconds (every thread; on a shared machine the work, without the others' share): tier 1 %.2f, "
+           "tier 0 %.2f: %.2fx\n", jf.cpu_seconds, jm.cpu_seconds, jm.cpu_seconds / jf.cpu_seconds);
     if (all_threads > 1)
       printf("    one case at a time (its stages parallel inside): tier 1 %.2f s, tier 0 %.2f s: %.2fx\n", jf1.seconds,
              jm1.seconds, jm1.seconds / jf1.seconds);
