@@ -18,15 +18,21 @@
  * therefore taken within DD = 2^-100 = 64 u^2 of its exact result (relative), while no value falls
  * below 2^-800: smaller exps, dz and products are dropped and their whole magnitude counted as error.
  *
- * exp (fast_exp_dd). x = hi + lo, -600 <= hi. k = nearest(hi 64 / ln 2) (|k| < 2^16), ln 2 / 64 =
- * L1 + L2 + L3 + e3 with L1, L2 of 36 bits (k L1, k L2 exact), |L3| < 2^-79, |e3| < 2^-132; r = x - k
- * ln 2 / 64 by TwoSum and three DWPlusFP, |r| <= 0.00545, within 2^-116 (k L3's rounding) + 2^-116
- * (k e3) + 3 DD 0.00545 < 2^-106. exp(r) by Horner on the degree-10 Taylor polynomial with double-double
- * coefficients 1/i! (each within 2^-106): remainder < |r|^11 / 11! 1.01 < 2^-108 relatively; each step
- * y_i = c_i + r y_(i+1) adds 2 DD + 2^-106 and scales the error carried in by |r y_(i+1) / y_i| <=
- * 0.0056, so P is within 2.03 DD + 1.01 2^-106 relatively. exp(x) = 2^(k div 64) T_(k mod 64) exp(r),
- * T_j = 2^(j/64) in double-double (within 2^-106), one DWTimesDW3, the power of two exact: in all
- * 2.03 DD + DD + 4.2 2^-106 < 4 DD = FAST_DD_EXP (test_fast checks it against MPFR).
+ * exp (fast_exp_dd). x = hi + lo, -600 <= hi <= 2^-30. k = nearest(hi 1024 / ln 2) (|k| < 2^20), ln 2 /
+ * 1024 = L1 + L2 + L3 + e3 with L1, L2 of 32 bits (k L1, k L2 exact), |L3| < 2^-74.5, |e3| < 2^-127.5;
+ * r = x - k ln 2 / 1024 by TwoSum and three DWPlusFP, |r| <= ln 2 / 2048 + |lo| + 2^-43 < 2^-11.5,
+ * within 2^-107.5 (k L3's rounding) + 2^-107.5 (k e3) + 3 DD 2^-11.5 < 2^-106.3. exp(r) = 1 + r (1 + r
+ * (1/2 + r (1/6 + r W))), W = sum_(i>=4) r^(i-4) / i!: w, the degree-3 part of W, in double by Horner on
+ * r_h with the doubles nearest 1/24, 1/120, 1/720, 1/5040 (six roundings over terms summing to <= 0.0417,
+ * 6.01 u of it; the coefficients' roundings and r_l's part, below 2^-58), |w - W| < 2^-54.5 with the
+ * tail sum_(i>=8) r^(i-4) / i! < 2^-61.3 included, and r^4 |w - W| < 2^-100.5 <= 0.71 DD of the result
+ * (>= 0.9997); then four Horner steps in double-double (1/6 within 2^-106, the others exact), each
+ * within 2 DD of its result and scaling the error carried in by |r y_(i+1) / y_i| <= 2^-9.5: P within
+ * 2.01 DD + 0.71 DD + 2^-106 relatively. exp(x) = 2^(k div 1024) T_(k mod 1024) exp(r), T_j = 2^(j/1024) in
+ * double-double (within 2^-106), one DWTimesDW3, the power of two exact: in all 2.72 DD + DD + 3.1 2^-106
+ * < 4 DD = FAST_DD_EXP (test_fast checks it against MPFR). The table (16 KiB) is what makes the
+ * polynomial short: the degree-10 Taylor polynomial in double-double with 64 entries cost three times as
+ * much, and the step's exps were two thirds of it.
  *
  * log (log_dd), for a double-double s with 1/2 <= s <= 2^800 (a row's sum S below). y0 = log(s_h) from
  * libm (any accuracy: it is only a starting point), r = s exp(-y0) - 1 by fast_exp_dd (-600 <= -y0 <=
@@ -139,9 +145,9 @@ static inline dd dd_div(dd x, dd y) {
 
 /* ---- exp ---------------------------------------------------------------------------------------- */
 
-enum { EXP_TERMS = 11, EXP_TABLE = 64 };
-static dd C[EXP_TERMS], T[EXP_TABLE];
-static double L1, L2, L3;
+enum { EXP_TABLE = 1024 };
+static dd C3, T[EXP_TABLE]; /* 1/6; 2^(j/1024) */
+static double W[4], L1, L2, L3; /* the doubles nearest 1/24, 1/120, 1/720, 1/5040; ln 2 / 1024 in parts */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* v's leading double-double at 53 + 53 bits, v changed to the remainder. */
@@ -156,19 +162,19 @@ static dd take_dd(mpfr_t v) {
 static void init_constants(void) {
   mpfr_t v, t;
   mpfr_inits2(320, v, t, (mpfr_ptr)0);
-  for (int i = 0; i < EXP_TERMS; i++) {
-    mpfr_set_ui(v, 1, MPFR_RNDN);
-    for (int j = 2; j <= i; j++) mpfr_div_ui(v, v, (unsigned long)j, MPFR_RNDN);
-    C[i] = take_dd(v);
-  }
+  mpfr_set_ui(v, 1, MPFR_RNDN);
+  mpfr_div_ui(v, v, 6, MPFR_RNDN);
+  C3 = take_dd(v);
+  static const unsigned long FACT[4] = {24, 120, 720, 5040};
+  for (int i = 0; i < 4; i++) W[i] = 1.0 / (double)FACT[i]; /* the exact integers, one rounding */
   for (int j = 0; j < EXP_TABLE; j++) {
-    mpfr_set_ui_2exp(v, (unsigned long)j, -6, MPFR_RNDN);
+    mpfr_set_ui_2exp(v, (unsigned long)j, -10, MPFR_RNDN);
     mpfr_exp2(v, v, MPFR_RNDN);
     T[j] = take_dd(v);
   }
   mpfr_const_log2(v, MPFR_RNDN);
-  mpfr_div_2ui(v, v, 6, MPFR_RNDN);
-  mpfr_set_prec(t, 36);
+  mpfr_div_2ui(v, v, 10, MPFR_RNDN);
+  mpfr_set_prec(t, 32);
   mpfr_set(t, v, MPFR_RNDN), L1 = mpfr_get_d(t, MPFR_RNDN), mpfr_sub_d(v, v, L1, MPFR_RNDN);
   mpfr_set(t, v, MPFR_RNDN), L2 = mpfr_get_d(t, MPFR_RNDN), mpfr_sub_d(v, v, L2, MPFR_RNDN);
   L3 = mpfr_get_d(v, MPFR_RNDN);
@@ -177,13 +183,16 @@ static void init_constants(void) {
 
 REFINE_CLONES double fast_exp_dd(double hi, double lo, double *out_lo) {
   pthread_once(&once, init_constants);
-  const double k = nearbyint(hi * 0x1.71547652b82fep+6); /* 64 / ln 2 */
+  const double k = nearbyint(hi * 0x1.71547652b82fep+10); /* 1024 / ln 2 */
   dd r = dd_sum(hi, -k * L1);
   r = dd_add_d(r, -k * L2);
   r = dd_add_d(r, lo);
   r = dd_add_d(r, -k * L3);
-  dd y = C[EXP_TERMS - 1];
-  for (int i = EXP_TERMS - 2; i >= 0; i--) y = dd_add(C[i], dd_mul(r, y));
+  const double w = W[0] + r.h * (W[1] + r.h * (W[2] + r.h * W[3]));
+  dd y = dd_add(C3, dd_mul_d(r, w));
+  y = dd_add_d(dd_mul(r, y), 0.5);
+  y = dd_add_d(dd_mul(r, y), 1.0);
+  y = dd_add_d(dd_mul(r, y), 1.0);
   const int64_t ki = (int64_t)k, j = ((ki % EXP_TABLE) + EXP_TABLE) % EXP_TABLE;
   const int e = (int)((ki - j) / EXP_TABLE);
   y = dd_mul(T[j], y);
