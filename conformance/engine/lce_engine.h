@@ -24,7 +24,7 @@ typedef struct lce_case_result {
   int error;              /* the subject, the reference or the judge returned an error; status says which */
   lce_status status;
   lce_verdict verdict;    /* valid when !skipped && !error */
-  double subject_seconds, oracle_seconds;
+  double subject_seconds, oracle_seconds, judge_seconds; /* oracle_seconds: the case's reference, shared by its subjects */
   int64_t n_valid;                   /* tokens not labelled ignore_index */
   int64_t oracle_decisive, oracle_total;
   double oracle_worst_rel_err;       /* the reference's certified accuracy on this case */
@@ -43,6 +43,8 @@ typedef struct lce_engine_config {
   int keep_outputs;   /* hand the subjects' outputs to the sink (compare) */
   int repeat;         /* run each subject a second time and require identical bits (fuzz) */
   int prefetch;       /* host threads generating the next cases' tensors while this one runs (0: none) */
+  int serial_cases;   /* 1: one case at a time even where small cases could run side by side on the
+                       * threads (lce_engine.c; the same results either way) */
   unsigned outputs;   /* a bit per lce_output_id to judge (0: every output that applies) */
   /* The tensors of a case: NULL, lce_case_generate (the case id alone determines them); otherwise
    * this, called with generate_ctx (a fuzz harness drawing values from its input). Not with prefetch. */

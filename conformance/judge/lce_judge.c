@@ -58,34 +58,48 @@ static int same_class(double x, double want) {
 
 /* ---- class checks, in the order of lce_judge.h ------------------------------------------------ */
 
-/* Pass 1: an element still holding the exact poison NaN of lce_outputs_alloc was never written.
- * A NaN with other bits (x86 arithmetic produces the negative default NaN) was computed, and pass 3
- * reports it as a class mismatch instead. */
-static void check_written(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
-                          const unsigned char *mask, lce_output_verdict *ov) {
-  if (!is_poisoned(o)) return;
-  double poison = lce_round_to(lce_output_format(c, o), NAN);
-  for (int64_t i = 0; i < ref->count && ov->class_ok; i++) {
+/* The passes over a host reference's elements run together, one block of the subject's values at a
+ * time (each element is loaded once), each pass remembering its first violation; the judge then
+ * reports them in the order of lce_judge.h, so the first class failure is the one the passes one
+ * after the other would have found:
+ *   pass 1  an element still holding the exact poison NaN of lce_outputs_alloc was never written
+ *           (a NaN with other bits was computed: x86 arithmetic produces the negative default NaN,
+ *           and pass 3 reports it as a class mismatch instead);
+ *   pass 3  NaN and ±Inf exactly where the oracle has them, with the same sign; inconclusive
+ *           elements are skipped (near the overflow threshold the oracle may not know the class);
+ *   pass 5  an oracle value that is exactly 0 with no error (ignored tokens, an all-ignored batch)
+ *           must come out exactly 0: a tiny non-zero there is a wrong formula, not rounding;
+ * and the metrics' sums (lce_compare_block) over the same block. */
+typedef struct class_scan {
+  int64_t unwritten, mismatch, nonzero; /* first violating element of passes 1, 3, 5; -1: none */
+  double mismatch_x, nonzero_x;         /* the subject's value there */
+} class_scan;
+
+static void scan_block(lce_output_id o, const double *x, int64_t i0, int64_t i1,
+                       const lce_ref_output *ref, const unsigned char *mask, double poison, class_scan *cs) {
+  const int poisoned = is_poisoned(o);
+  for (int64_t i = i0; i < i1; i++) {
     if (mask != NULL && !mask[i]) continue;
-    double x = lce_output_get(c, out, o, i);
-    if (same_double_bits(x, poison) && !isnan(ref->rounded[i]))
-      class_fail(ov, "element %lld not written (poison NaN left)", (long long)i);
+    const double xi = x[i - i0];
+    if (poisoned && cs->unwritten < 0 && same_double_bits(xi, poison) && !isnan(ref->rounded[i])) cs->unwritten = i;
+    if (cs->mismatch < 0 && ref->decisive[i] && !same_class(xi, ref->rounded[i])) cs->mismatch = i, cs->mismatch_x = xi;
+    if (cs->nonzero < 0 && ref->value[i] == 0 && ref->err[i] == 0 && xi != 0) cs->nonzero = i, cs->nonzero_x = xi;
   }
 }
 
-/* Pass 3: NaN and ±Inf exactly where the oracle has them, with the same sign. Inconclusive
- * elements are skipped: near the overflow threshold the oracle may not know the class. */
-static void check_nonfinite(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
-                            const unsigned char *mask, lce_output_verdict *ov) {
-  for (int64_t i = 0; i < ref->count && ov->class_ok; i++) {
-    if ((mask != NULL && !mask[i]) || !ref->decisive[i]) continue;
-    double x = lce_output_get(c, out, o, i), want = ref->rounded[i];
-    if (same_class(x, want)) continue;
+/* Passes 1 and 3 as class failures (pass 5 waits for pass 4: report_exact). */
+static void report_scan(const lce_ref_output *ref, const class_scan *cs, lce_output_verdict *ov) {
+  if (cs->unwritten >= 0) class_fail(ov, "element %lld not written (poison NaN left)", (long long)cs->unwritten);
+  if (cs->mismatch >= 0) {
     char got[48], exp[48];
-    describe_class(x, got, sizeof got);
-    describe_class(want, exp, sizeof exp);
-    class_fail(ov, "element %lld: %s (expected %s)", (long long)i, got, exp);
+    describe_class(cs->mismatch_x, got, sizeof got);
+    describe_class(ref->rounded[cs->mismatch], exp, sizeof exp);
+    class_fail(ov, "element %lld: %s (expected %s)", (long long)cs->mismatch, got, exp);
   }
+}
+
+static void report_exact(const class_scan *cs, lce_output_verdict *ov) {
+  if (cs->nonzero >= 0) class_fail(ov, "element %lld: %a (expected exactly 0)", (long long)cs->nonzero, cs->nonzero_x);
 }
 
 /* Pass 4: buffers (or rows) the run must not touch, bit for bit against the prior. */
@@ -96,17 +110,6 @@ static void check_untouched(const float *now, const float *prior, int64_t lo, in
     char row[48] = "";
     if (lo > 0) snprintf(row, sizeof row, " (padded row %lld)", (long long)(i / h));
     class_fail(ov, "element %lld%s changed (was %a, now %a)", (long long)i, row, (double)prior[i], (double)now[i]);
-  }
-}
-
-/* Pass 5: an oracle value that is exactly 0 with no error (ignored tokens, an all-ignored batch)
- * must come out exactly 0: a tiny non-zero there is a wrong formula, not rounding. */
-static void check_exact(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
-                        const unsigned char *mask, lce_output_verdict *ov) {
-  for (int64_t i = 0; i < ref->count && ov->class_ok; i++) {
-    if ((mask != NULL && !mask[i]) || ref->value[i] != 0 || ref->err[i] != 0) continue;
-    double x = lce_output_get(c, out, o, i);
-    if (x != 0) class_fail(ov, "element %lld: %a (expected exactly 0)", (long long)i, x);
   }
 }
 
@@ -310,20 +313,35 @@ static int judged_output(const lce_case *c, const lce_outputs *out, lce_output_i
   return lce_output_applies(c, o) && (outputs == 0 || (outputs >> o & 1u)) && !(out->not_provided >> o & 1u);
 }
 
-/* One output's comparison: on the host from per-element values (with their class checks), or through
- * the tier where the reference stayed on the device (its class mismatches counted there). */
+/* One output's comparison: on the host from per-element values (with their class checks, in one
+ * scan: class_scan), or through the tier where the reference stayed on the device (its class
+ * mismatches counted there). */
 static lce_code compare_output(const lce_case *c, const lce_reference *ref, const lce_outputs *out, lce_output_id o,
-                               const judge_masks *masks, lce_output_verdict *ov, lce_comparison *cmp, lce_status *st) {
+                               const judge_masks *masks, lce_output_verdict *ov, lce_comparison *cmp, class_scan *cs,
+                               lce_status *st) {
   memset(cmp, 0, sizeof *cmp);
+  cs->unwritten = cs->mismatch = cs->nonzero = -1;
   if (ref->mode == LCE_REF_DEVICE) {
     LCE_TRY(ref->tier->compare(ref, o, out, cmp, st));
     if (!cmp->class_ok) class_fail(ov, "%s", cmp->class_msg);
     return LCE_OK;
   }
+  enum { BLOCK = 1024 };
+  double x[BLOCK];
   const unsigned char *mask = mask_of(masks, o);
-  check_written(c, out, o, &ref->host.out[o], mask, ov);
-  check_nonfinite(c, out, o, &ref->host.out[o], mask, ov);
-  if (has_metrics(c, o)) lce_compare_host(c, out, o, &ref->host.out[o], mask, cmp);
+  const lce_ref_output *r = &ref->host.out[o];
+  const double poison = lce_round_to(lce_output_format(c, o), NAN);
+  const int metrics = has_metrics(c, o);
+  lce_compare_acc acc;
+  if (metrics) lce_compare_begin(&acc, cmp);
+  for (int64_t i0 = 0; i0 < r->count; i0 += BLOCK) {
+    const int64_t i1 = i0 + BLOCK < r->count ? i0 + BLOCK : r->count;
+    lce_output_load(c, out, o, i0, i1, x);
+    scan_block(o, x, i0, i1, r, mask, poison, cs);
+    if (metrics) lce_compare_block(c, o, x, i0, i1, r, mask, &acc, cmp);
+  }
+  if (metrics) lce_compare_end(&acc, cmp);
+  report_scan(r, cs, ov);
   return LCE_OK;
 }
 
@@ -344,13 +362,14 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
     if (out->unusable >> o & 1u) class_fail(ov, "%s", out->unusable_msg[o]);
     lce_comparison cmp;
     memset(&cmp, 0, sizeof cmp);
-    if (o != LCE_OUT_D_EMBEDDING) LCE_TRY(compare_output(c, ref, out, o, masks, ov, &cmp, st));
+    class_scan cs = {-1, -1, -1, 0, 0};
+    if (o != LCE_OUT_D_EMBEDDING) LCE_TRY(compare_output(c, ref, out, o, masks, ov, &cmp, &cs, st));
     class_checks_unreferenced(c, in, out, o, guard, guard_out, ov);
     if (o == LCE_OUT_D_EMBEDDING) { /* bit-identical to its prior, nothing to measure */
       if (!ov->class_ok) ov->pass = 0;
       continue;
     }
-    if (ref->mode == LCE_REF_HOST) check_exact(c, out, o, &ref->host.out[o], mask_of(masks, o), ov);
+    report_exact(&cs, ov); /* pass 5, after pass 4's untouched buffers */
     LCE_TRY(measure_output(c, o, &cmp, g, subject_class, inner, ov, v, st));
   }
   return LCE_OK;

@@ -24,19 +24,18 @@ int lce_metric_parse(const char *s, lce_metric *out) {
 }
 
 /* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
- * including when the new term is larger than the sum so far (where Kahan's variant loses it). */
-typedef struct comp_sum {
-  long double s, c;
-} comp_sum;
+ * including when the new term is larger than the sum so far (where Kahan's variant loses it).
+ * Sum k of acc: s[k] + c[k]. */
+enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4 };
 
-static void comp_add(comp_sum *a, long double x) {
-  long double t = a->s + x;
-  if (fabsl(a->s) >= fabsl(x)) a->c += (a->s - t) + x;
-  else a->c += (x - t) + a->s;
-  a->s = t;
+static inline void comp_add(lce_compare_acc *a, int k, long double x) {
+  long double t = a->s[k] + x;
+  if (fabsl(a->s[k]) >= fabsl(x)) a->c[k] += (a->s[k] - t) + x;
+  else a->c[k] += (x - t) + a->s[k];
+  a->s[k] = t;
 }
 
-static long double comp_value(const comp_sum *a) { return a->s + a->c; }
+static long double comp_value(const lce_compare_acc *a, int k) { return a->s[k] + a->c[k]; }
 
 /* Statistics over too few elements are undefined (see LCE_STAT_MIN_ELEMS); so is bias where r == 0
  * everywhere (neff 0) and ulpfrac without per-element ulps (well_conditioned 0). */
@@ -50,47 +49,67 @@ void lce_metrics_undefined(lce_metric_values *mv) {
   for (int m = 0; m < LCE_METRIC_COUNT; m++) mv->undefined[m] = 1, mv->v[m] = NAN;
 }
 
-void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
-                      const unsigned char *mask, lce_comparison *cmp) {
-  lce_dtype fmt = lce_output_format(c, o);
-  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, mag2 = {0, 0}, ref4 = {0, 0};
-  long double maxscaled = 0;
+void lce_compare_begin(lce_compare_acc *acc, lce_comparison *cmp) {
+  memset(acc, 0, sizeof *acc);
   cmp->judged = cmp->inconclusive = cmp->well_conditioned = cmp->beyond_ulps = 0;
   cmp->has_emag = cmp->has_ulps = 1;
   cmp->subject_nonfinite = 0;
-  for (int64_t i = 0; i < ref->count; i++) {
+}
+
+void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,
+                       const lce_ref_output *ref, const unsigned char *mask, lce_compare_acc *acc, lce_comparison *cmp) {
+  const lce_dtype fmt = lce_output_format(c, o);
+  long double maxscaled = acc->maxscaled;
+  for (int64_t i = i0; i < i1; i++) {
     if (mask != NULL && !mask[i]) continue;
     if (!ref->decisive[i]) {
       cmp->inconclusive++;
       continue;
     }
     if (!isfinite(ref->rounded[i]) || !isfinite(ref->value[i])) continue; /* class checks judge it */
-    double x = lce_output_get(c, out, o, i);
-    double r = ref->value[i];
+    const double xi = x[i - i0], r = ref->value[i];
     cmp->judged++;
     int well = ref->mag[i] <= LCE_ULPFRAC_MAXCOND * fabs(r);
     double emag = ref->emag ? ref->emag[i] : ref->mag[i];
     cmp->well_conditioned += well;
-    comp_add(&mag2, (long double)emag * emag);
-    if (!isfinite(x)) {
+    comp_add(acc, SUM_MAG2, (long double)emag * emag);
+    if (!isfinite(xi)) {
       cmp->subject_nonfinite = 1;
       cmp->beyond_ulps += well;
       continue;
     }
-    long double d = (long double)x - (long double)r;
-    comp_add(&err2, d * d);
-    comp_add(&ref2, (long double)r * r);
-    comp_add(&ref4, (long double)r * r * r * r);
-    comp_add(&cross, d * r);
+    long double d = (long double)xi - (long double)r;
+    comp_add(acc, SUM_ERR2, d * d);
+    comp_add(acc, SUM_REF2, (long double)r * r);
+    comp_add(acc, SUM_REF4, (long double)r * r * r * r);
+    comp_add(acc, SUM_CROSS, d * r);
     if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) cmp->beyond_ulps++;
     long double scaled;
     if (emag > 0) scaled = fabsl(d) / emag;
     else scaled = d == 0 ? 0 : INFINITY; /* no terms, no room for error */
     if (scaled > maxscaled) maxscaled = scaled;
   }
-  cmp->sum_d2 = (double)comp_value(&err2), cmp->sum_r2 = (double)comp_value(&ref2);
-  cmp->sum_dr = (double)comp_value(&cross), cmp->sum_r4 = (double)comp_value(&ref4);
-  cmp->sum_emag2 = (double)comp_value(&mag2), cmp->max_scaled = (double)maxscaled;
+  acc->maxscaled = maxscaled;
+}
+
+void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
+  cmp->sum_d2 = (double)comp_value(acc, SUM_ERR2), cmp->sum_r2 = (double)comp_value(acc, SUM_REF2);
+  cmp->sum_dr = (double)comp_value(acc, SUM_CROSS), cmp->sum_r4 = (double)comp_value(acc, SUM_REF4);
+  cmp->sum_emag2 = (double)comp_value(acc, SUM_MAG2), cmp->max_scaled = (double)acc->maxscaled;
+}
+
+void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
+                      const unsigned char *mask, lce_comparison *cmp) {
+  enum { BLOCK = 1024 };
+  double x[BLOCK];
+  lce_compare_acc acc;
+  lce_compare_begin(&acc, cmp);
+  for (int64_t i0 = 0; i0 < ref->count; i0 += BLOCK) {
+    const int64_t i1 = i0 + BLOCK < ref->count ? i0 + BLOCK : ref->count;
+    lce_output_load(c, out, o, i0, i1, x);
+    lce_compare_block(c, o, x, i0, i1, ref, mask, &acc, cmp);
+  }
+  lce_compare_end(&acc, cmp);
 }
 
 void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *mv) {

@@ -79,6 +79,19 @@ typedef struct lce_metric_values {
  * (NULL: all); leaves cmp's class fields alone (the judge's class checks fill them). */
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
                       const unsigned char *mask, lce_comparison *cmp);
+
+/* The same in steps, for a caller that loads the subject's values in blocks anyway (the judge, whose
+ * class checks read the same elements): lce_compare_begin, then lce_compare_block over consecutive
+ * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
+ * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
+typedef struct lce_compare_acc {
+  long double s[5], c[5]; /* compensated sums: d^2, r^2, d r, emag^2, r^4 */
+  long double maxscaled;
+} lce_compare_acc;
+void lce_compare_begin(lce_compare_acc *acc, lce_comparison *cmp);
+void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,
+                       const lce_ref_output *ref, const unsigned char *mask, lce_compare_acc *acc, lce_comparison *cmp);
+void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp);
 /* Every metric undefined (NaN, flagged): an output with no metric, reported as undefined, never 0. */
 void lce_metrics_undefined(lce_metric_values *mv);
 /* The one function from a comparison to metrics. */

@@ -54,3 +54,14 @@ void *lce_output_buffer(const lce_case *c, const lce_outputs *out, lce_output_id
 double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i) {
   return lce_load(lce_output_format(c, o), lce_output_buffer(c, out, o), (size_t)i);
 }
+
+void lce_output_load(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i0, int64_t i1, double *x) {
+  const lce_dtype t = lce_output_format(c, o);
+  const void *buf = lce_output_buffer(c, out, o);
+  if (t == LCE_FP32) { /* every output but a bf16/fp16 d_hidden */
+    const float *f = (const float *)buf + i0;
+    for (int64_t i = 0; i < i1 - i0; i++) x[i] = f[i];
+    return;
+  }
+  for (int64_t i = i0; i < i1; i++) x[i - i0] = lce_load(t, buf, (size_t)i);
+}

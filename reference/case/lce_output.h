@@ -31,5 +31,7 @@ int64_t lce_output_inner(const lce_case *c, lce_output_id o);
 void *lce_output_buffer(const lce_case *c, const lce_outputs *out, lce_output_id o);
 /* Element i of a subject's output o, exactly, as double. */
 double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i);
+/* Elements [i0, i1) of it into x[0 .. i1 - i0): the same values, the format's switch once a block. */
+void lce_output_load(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i0, int64_t i1, double *x);
 
 #endif

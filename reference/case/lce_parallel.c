@@ -24,6 +24,14 @@ int lce_thread_limit(void) {
 #endif
 }
 
+void lce_thread_limit_set(int n) {
+#ifdef _OPENMP
+  omp_set_num_threads(n > 0 ? n : 1); /* nthreads-var is per task: this thread's alone */
+#else
+  (void)n;
+#endif
+}
+
 void lce_parallel_prefer_passive(char **argv) {
 #ifdef _OPENMP
   if (getenv("OMP_WAIT_POLICY") != NULL) return; /* the user's choice, or this re-execution */

@@ -14,8 +14,12 @@
  *   LCE_PARALLEL_REGION(threads)     the next block, on that many threads (1: the calling thread)
  *   LCE_FOR_DYNAMIC                  inside it: the next for loop, iterations handed out one at a time
  *                                    (rows of uneven cost); a barrier follows it
+ *   LCE_FOR_DYNAMIC_ORDERED          the same, for a body with an LCE_ORDERED block: those blocks run
+ *                                    one at a time, in iteration order (the engine's sink)
  *   lce_thread_index()               this thread's number in the region, 0 outside one
- *   lce_thread_limit()               how many threads a region may have (OMP_NUM_THREADS), 1 without OpenMP */
+ *   lce_thread_limit()               how many threads a region may have (OMP_NUM_THREADS), 1 without OpenMP
+ *   lce_thread_limit_set(n)          the regions this thread opens from now on get at most n threads
+ *                                    (1 in a thread that runs whole cases side by side with others) */
 #ifndef LCE_PARALLEL_H
 #define LCE_PARALLEL_H
 
@@ -25,15 +29,20 @@
 #define LCE_PARALLEL_FOR_IF(condition) LCE_PRAGMA(omp parallel for schedule(static) if (condition))
 #define LCE_PARALLEL_REGION(threads) LCE_PRAGMA(omp parallel num_threads(threads))
 #define LCE_FOR_DYNAMIC LCE_PRAGMA(omp for schedule(dynamic, 1))
+#define LCE_FOR_DYNAMIC_ORDERED LCE_PRAGMA(omp for ordered schedule(dynamic, 1))
+#define LCE_ORDERED LCE_PRAGMA(omp ordered)
 #else
 #define LCE_PARALLEL_FOR
 #define LCE_PARALLEL_FOR_IF(condition)
 #define LCE_PARALLEL_REGION(threads)
 #define LCE_FOR_DYNAMIC
+#define LCE_FOR_DYNAMIC_ORDERED
+#define LCE_ORDERED
 #endif
 
 int lce_thread_index(void);
 int lce_thread_limit(void);
+void lce_thread_limit_set(int n);
 
 /* OpenMP's default wait policy lets idle threads spin between parallel regions; where the cores
  * are few or shared, the spinning takes the CPU the work needs (the default matrix judged with

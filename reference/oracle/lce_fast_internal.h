@@ -152,8 +152,8 @@ void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_
 
 /* Tier 1's second step (lce_fast_refine.c): the undecided d_hidden and d_weight elements of res
  * recomputed in double-double and certified again (mag and emag kept); returns how many it
- * decided. A case it does not cover (softcap, z-loss, non-finite inputs, its rows beyond its memory
- * budget) is left as it was. active[n]: the token's g is non-zero. */
+ * decided. A case it does not cover (non-finite inputs, its rows beyond its memory budget) or a row
+ * it cannot bound (logits beyond 300 softcaps) is left as it was. active[n]: the token's g is non-zero. */
 typedef struct fast_refine_in {
   const lce_case *c;
   const lce_tensors *in;

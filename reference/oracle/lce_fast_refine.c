@@ -3,9 +3,10 @@
  * double-double (about 100 bits) and certified again; only what this step cannot decide goes on to
  * tier 0 (Ziv's strategy: escalate by precision steps). Those elements are nearly all gradient
  * sums with heavy cancellation, whose error in double (~13 u of their terms' magnitude, u = 2^-53)
- * is too large for lce_round_certain; here it is ~2^-86 of it. Covered: cases without softcap and
- * z-loss, with finite inputs (dz = g (cy (p - [v = y]) + k p - ev w_v), no transcendental beyond
- * exp); anything else is left to tier 0 as before.
+ * is too large for lce_round_certain; here it is ~2^-86 of it. Covered: every case with finite
+ * inputs (dz = g (cy (p - [v = y]) + K p - ev w_v) f, K = ev sum_v w_v + 2 lambda lse, f the softcap's
+ * sech^2 or 1); a row whose logits exceed 300 softcaps, or whose bounds grow beyond 2^-60, is left
+ * to tier 0 as before.
  *
  * Double-double. A pair (h, l) stands for h + l. The operations are those of Joldes, Muller and
  * Popescu ("Tight and rigorous error bounds for basic building blocks of double-word arithmetic",
@@ -17,16 +18,41 @@
  * therefore taken within DD = 2^-100 = 64 u^2 of its exact result (relative), while no value falls
  * below 2^-800: smaller exps, dz and products are dropped and their whole magnitude counted as error.
  *
- * exp (fast_exp_dd). x = hi + lo, -600 <= hi. k = nearest(hi 64 / ln 2) (|k| < 2^16), ln 2 / 64 =
- * L1 + L2 + L3 + e3 with L1, L2 of 36 bits (k L1, k L2 exact), |L3| < 2^-79, |e3| < 2^-132; r = x - k
- * ln 2 / 64 by TwoSum and three DWPlusFP, |r| <= 0.00545, within 2^-116 (k L3's rounding) + 2^-116
- * (k e3) + 3 DD 0.00545 < 2^-106. exp(r) by Horner on the degree-10 Taylor polynomial with double-double
- * coefficients 1/i! (each within 2^-106): remainder < |r|^11 / 11! 1.01 < 2^-108 relatively; each step
- * y_i = c_i + r y_(i+1) adds 2 DD + 2^-106 and scales the error carried in by |r y_(i+1) / y_i| <=
- * 0.0056, so P is within 2.03 DD + 1.01 2^-106 relatively. exp(x) = 2^(k div 64) T_(k mod 64) exp(r),
- * T_j = 2^(j/64) in double-double (within 2^-106), one DWTimesDW3, the power of two exact: in all
- * 2.03 DD + DD + 4.2 2^-106 < 4 DD = FAST_DD_EXP (test_fast checks it against MPFR).
+ * exp (fast_exp_dd). x = hi + lo, -600 <= hi <= 2^-30. k = nearest(hi 1024 / ln 2) (|k| < 2^20), ln 2 /
+ * 1024 = L1 + L2 + L3 + e3 with L1, L2 of 32 bits (k L1, k L2 exact), |L3| < 2^-74.5, |e3| < 2^-127.5;
+ * r = x - k ln 2 / 1024 by TwoSum and three DWPlusFP, |r| <= ln 2 / 2048 + |lo| + 2^-43 < 2^-11.5,
+ * within 2^-107.5 (k L3's rounding) + 2^-107.5 (k e3) + 3 DD 2^-11.5 < 2^-106.3. exp(r) = 1 + r (1 + r
+ * (1/2 + r (1/6 + r W))), W = sum_(i>=4) r^(i-4) / i!: w, the degree-3 part of W, in double by Horner on
+ * r_h with the doubles nearest 1/24, 1/120, 1/720, 1/5040 (six roundings over terms summing to <= 0.0417,
+ * 6.01 u of it; the coefficients' roundings and r_l's part, below 2^-58), |w - W| < 2^-54.5 with the
+ * tail sum_(i>=8) r^(i-4) / i! < 2^-61.3 included, and r^4 |w - W| < 2^-100.5 <= 0.71 DD of the result
+ * (>= 0.9997); then four Horner steps in double-double (1/6 within 2^-106, the others exact), each
+ * within 2 DD of its result and scaling the error carried in by |r y_(i+1) / y_i| <= 2^-9.5: P within
+ * 2.01 DD + 0.71 DD + 2^-106 relatively. exp(x) = 2^(k div 1024) T_(k mod 1024) exp(r), T_j = 2^(j/1024) in
+ * double-double (within 2^-106), one DWTimesDW3, the power of two exact: in all 2.72 DD + DD + 3.1 2^-106
+ * < 4 DD = FAST_DD_EXP (test_fast checks it against MPFR). The table (16 KiB) is what makes the
+ * polynomial short: the degree-10 Taylor polynomial in double-double with 64 entries cost three times as
+ * much, and the step's exps were two thirds of it.
  *
+ * log (log_dd), for a double-double s with 1/2 <= s <= 2^800 (a row's sum S below). y0 = log(s_h) from
+ * libm (any accuracy: it is only a starting point), r = s exp(-y0) - 1 by fast_exp_dd (-600 <= -y0 <=
+ * 2^-30), DWTimesDW3 and Alg. 6, and y = y0 + r (DWPlusFP). With R = s e^(-y0) - 1 exactly, log s =
+ * y0 + log(1 + R); r is within 4 DD + DD (the product) of 1 + R and DD |r| more (the subtraction):
+ * |r - R| <= 5.1 DD (1 + |R|) + DD |r|; and |R - log(1 + R)| <= R^2 / (2 (1 - |R|)) <= 0.51 R^2 for
+ * |R| <= rb = 1.01 |r_h| + 2^-90 <= 2^-20 (else not refined). So |y - log s| <= 5.2 DD (1 + rb) +
+ * DD |r| + 0.51 rb^2 + DD |y| =: el; with libm's log within a few ulps, rb ~ 2^-50 and el ~ 2^-97.
+ *
+ * Softcap (softcap_dd), c > 0, of a logit z = hi + lo within ez of the exact S: q = z / c (the
+ * division, within DD |q|), so |q - S / c| <= eq = 1.01 DD |q| + ez / c; |q| <= 300 (else the row is not
+ * refined). E = fast_exp_dd(-2 |q|) within 4 DD of E* = e^(-2|q|); N = 1 - E and D = 1 + E by Alg. 6:
+ * |N - (1 - E*)| <= DD |N| + 4 DD E*, D within 5.01 DD of 1 + E* relatively; t = N / D (the division,
+ * DD) with q's sign: |t - tanh q| <= 1.01 DD + 2.01 DD (E* / (1 + E*) <= 1/2) + 5.02 DD + 1.01 DD <= 10 DD
+ * absolutely. tanh is 1-Lipschitz, and z' = c t (DWTimesFP3), so
+ *     |z' - c tanh(S / c)| <= 1.01 (ez + c (10 DD + 1.01 DD |q|)) + DD |z'|,
+ * z' then stands for the logit in everything below (its bound ez'). f = 4 E / (D D) (4 E exact, D D by
+ * DWTimesDW3 within 11.1 DD of (1 + E*)^2, the division DD) is within 17 DD of sech^2 q = 4 E* / (1 +
+ * E*)^2 relatively, and |d log sech^2 x / dx| = 2 |tanh x| <= 2 gives e^theta, |theta| <= 2 eq, against
+ * F = sech^2(S / c): |f - F| <= rf F, rf = 1.02 (17 DD + 2 eq) (a row with rf > 2^-60 is not refined). *
  * One row (row_ds). Logits z_v = hi_v + lo_v within ez_v (fast_logit_pair), m = max hi_v (any shift
  * is exact math: p = exp(Z_v - m) / sum exp(Z_u - m)); d_v = TwoSum(hi_v, -m) (+ lo_v: DWPlusFP) within
  * ed_v = ez_v + 1.01 DD |d_v|. t_v = exp(d_v) for d_v >= -600, else 0 within tau = 2^-865 > e^-600.
@@ -46,6 +72,17 @@
  * ab = |g| 2.3 (V + 1) tau (|cy| + |k|), plus 3 2^-799 |g| when a term was dropped as tiny (below
  * 2^-800), 2^-799 when M_v itself is (ds_v is then 0) and (|g| + 1) 2^-1000 for low parts rounded
  * in the subnormal range. Without the options this is g (p_v - [v = y]).
+ * z-loss (lambda > 0, a double taken as exact): lse = m + log_dd(S) (DWPlusFP): against the exact
+ * LSE = m + log ST, |log S - log ST| <= 1.01 rs (rs < 2^-58), so lse is within el' = 1.01 rs + el + DD |lse|.
+ * The row's K = k + 2 lambda lse (2 lambda exact, DWTimesFP3, Alg. 6) can cancel to nothing (lse < 0),
+ * so its error is taken against KM = 1.01 (|k| + 2 lambda (|lse| + 1)): rk, el' and three DD, each at
+ * most that fraction of KM, give rkz = 1.01 (rk + el' + 3 DD) and |K - K*| <= rkz KM; t2 = K p_v is then
+ * within 1.01 (rkz + rp + 2 DD) of p_v KM, and M_v counts 1.01 p_v KM in place of |t2| (rel with rkz
+ * in place of rk; ab with KM in place of |k|).
+ * Softcap: ds_v = (g inner) f_v (DWTimesDW3) against DS_v F_v, f_v <= 1 + 17 DD, F_v <= 1:
+ * |ds_v - DS_v| <= (rel + 1.01 (rf + DD)) M'_v + 1.01 ab + 2^-1000 with M'_v = 1.01 f_v M_v (the
+ * error of g inner scaled by f_v, f's error on |g inner| <= M_v (1 + rel) + ab, the product's DD, a
+ * low part in the subnormal range).
  *
  * One element (refine_dot). x = prior + sum_i ds_i c_i over count terms (c_i dtype values, ds_i
  * within rel_i M_i + ab_i): each product by DWTimesFP3, each sum by Alg. 6, within DD of their
@@ -108,9 +145,9 @@ static inline dd dd_div(dd x, dd y) {
 
 /* ---- exp ---------------------------------------------------------------------------------------- */
 
-enum { EXP_TERMS = 11, EXP_TABLE = 64 };
-static dd C[EXP_TERMS], T[EXP_TABLE];
-static double L1, L2, L3;
+enum { EXP_TABLE = 1024 };
+static dd C3, T[EXP_TABLE]; /* 1/6; 2^(j/1024) */
+static double W[4], L1, L2, L3; /* the doubles nearest 1/24, 1/120, 1/720, 1/5040; ln 2 / 1024 in parts */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* v's leading double-double at 53 + 53 bits, v changed to the remainder. */
@@ -125,19 +162,19 @@ static dd take_dd(mpfr_t v) {
 static void init_constants(void) {
   mpfr_t v, t;
   mpfr_inits2(320, v, t, (mpfr_ptr)0);
-  for (int i = 0; i < EXP_TERMS; i++) {
-    mpfr_set_ui(v, 1, MPFR_RNDN);
-    for (int j = 2; j <= i; j++) mpfr_div_ui(v, v, (unsigned long)j, MPFR_RNDN);
-    C[i] = take_dd(v);
-  }
+  mpfr_set_ui(v, 1, MPFR_RNDN);
+  mpfr_div_ui(v, v, 6, MPFR_RNDN);
+  C3 = take_dd(v);
+  static const unsigned long FACT[4] = {24, 120, 720, 5040};
+  for (int i = 0; i < 4; i++) W[i] = 1.0 / (double)FACT[i]; /* the exact integers, one rounding */
   for (int j = 0; j < EXP_TABLE; j++) {
-    mpfr_set_ui_2exp(v, (unsigned long)j, -6, MPFR_RNDN);
+    mpfr_set_ui_2exp(v, (unsigned long)j, -10, MPFR_RNDN);
     mpfr_exp2(v, v, MPFR_RNDN);
     T[j] = take_dd(v);
   }
   mpfr_const_log2(v, MPFR_RNDN);
-  mpfr_div_2ui(v, v, 6, MPFR_RNDN);
-  mpfr_set_prec(t, 36);
+  mpfr_div_2ui(v, v, 10, MPFR_RNDN);
+  mpfr_set_prec(t, 32);
   mpfr_set(t, v, MPFR_RNDN), L1 = mpfr_get_d(t, MPFR_RNDN), mpfr_sub_d(v, v, L1, MPFR_RNDN);
   mpfr_set(t, v, MPFR_RNDN), L2 = mpfr_get_d(t, MPFR_RNDN), mpfr_sub_d(v, v, L2, MPFR_RNDN);
   L3 = mpfr_get_d(v, MPFR_RNDN);
@@ -146,19 +183,58 @@ static void init_constants(void) {
 
 REFINE_CLONES double fast_exp_dd(double hi, double lo, double *out_lo) {
   pthread_once(&once, init_constants);
-  const double k = nearbyint(hi * 0x1.71547652b82fep+6); /* 64 / ln 2 */
+  const double k = nearbyint(hi * 0x1.71547652b82fep+10); /* 1024 / ln 2 */
   dd r = dd_sum(hi, -k * L1);
   r = dd_add_d(r, -k * L2);
   r = dd_add_d(r, lo);
   r = dd_add_d(r, -k * L3);
-  dd y = C[EXP_TERMS - 1];
-  for (int i = EXP_TERMS - 2; i >= 0; i--) y = dd_add(C[i], dd_mul(r, y));
+  const double w = W[0] + r.h * (W[1] + r.h * (W[2] + r.h * W[3]));
+  dd y = dd_add(C3, dd_mul_d(r, w));
+  y = dd_add_d(dd_mul(r, y), 0.5);
+  y = dd_add_d(dd_mul(r, y), 1.0);
+  y = dd_add_d(dd_mul(r, y), 1.0);
   const int64_t ki = (int64_t)k, j = ((ki % EXP_TABLE) + EXP_TABLE) % EXP_TABLE;
   const int e = (int)((ki - j) / EXP_TABLE);
   y = dd_mul(T[j], y);
   const double scale = lce_pow2(e); /* -867 <= e <= 0: a normal power of two; the products round as ldexp does */
   *out_lo = y.l * scale;
   return y.h * scale;
+}
+
+/* log(s), 1/2 <= s <= 2^800, within *err (log above); 0 when the starting point is too far off. */
+REFINE_CLONES static int log_dd(dd s, dd *y, double *err) {
+  const double y0 = log(s.h);
+  dd e;
+  e.h = fast_exp_dd(-y0, 0.0, &e.l);
+  const dd r = dd_add(dd_mul(s, e), (dd){-1.0, 0.0});
+  const double rb = lce_add_up(lce_mul_up(1.01, fabs(r.h)), 0x1p-90);
+  if (!(rb <= 0x1p-20)) return 0;
+  *y = dd_add_d(r, y0);
+  double el = lce_add_up(lce_mul_up(5.2 * DD, 1.0 + rb), lce_mul_up(lce_mul_up(0.51, rb), rb));
+  *err = lce_add_up(el, lce_mul_up(DD, lce_add_up(fabs(r.h), fabs(y->h))));
+  return 1;
+}
+
+/* Softcap c of logit *z within *ez, in place (Softcap above): *z = c tanh(z / c) within the new *ez,
+ * *f = sech^2(z / c); *rf raised to f's relative bound. 0 when |z / c| > 300. */
+REFINE_CLONES static int softcap_dd(double c, dd *z, double *ez, dd *f, double *rf) {
+  const dd q = dd_div(*z, (dd){c, 0.0});
+  const double aq = fabs(q.h);
+  if (!(aq <= 300.0)) return 0;
+  const int neg = q.h < 0.0;
+  const dd x = neg ? (dd){2.0 * q.h, 2.0 * q.l} : (dd){-2.0 * q.h, -2.0 * q.l}; /* -2 |q|, exact */
+  dd e;
+  e.h = fast_exp_dd(x.h, x.l, &e.l);
+  const dd num = dd_add((dd){1.0, 0.0}, (dd){-e.h, -e.l}), den = dd_add((dd){1.0, 0.0}, e);
+  dd t = dd_div(num, den);
+  if (neg) t = (dd){-t.h, -t.l};
+  *f = dd_div((dd){4.0 * e.h, 4.0 * e.l}, dd_mul(den, den));
+  const double eq = lce_add_up(lce_mul_up(1.01 * DD, aq), lce_next_up(*ez / c));
+  *rf = fmax(*rf, lce_mul_up(1.02, lce_add_up(17.0 * DD, lce_mul_up(2.0, eq))));
+  *z = dd_mul_d(t, c);
+  const double ec = lce_mul_up(c, lce_add_up(10.0 * DD, lce_mul_up(1.01 * DD, aq)));
+  *ez = lce_add_up(lce_mul_up(1.01, lce_add_up(*ez, ec)), lce_mul_up(DD, fabs(z->h)));
+  return 1;
 }
 
 /* ---- one row ------------------------------------------------------------------------------------- */
@@ -174,6 +250,7 @@ typedef struct refine_opts {
   const float *w; /* class weights, NULL: every weight 1 */
   dd ome, ev, k;
   double rk;
+  double lambda, softcap; /* z-loss and softcap (0: none) */
   int mean;
   dd sw; /* mean's divisor */
   double rg;
@@ -192,6 +269,8 @@ static void opts_init(const fast_refine_in *r, refine_opts *o) {
   for (int64_t v = 0; v < V; v++) swv = dd_add_d(swv, weight(o, v));
   o->k = dd_mul(o->ev, swv);
   o->rk = e > 0.0 ? lce_mul_up(1.01, lce_add_up(2.0 * DD, lce_mul_up(1.01 * DD, (double)V))) : 0.0;
+  o->lambda = lce_case_z_loss(c);
+  o->softcap = c->softcap > 0.0 ? c->softcap : 0.0;
   for (int64_t n = 0; n < c->n; n++)
     if (r->in->labels[n] != c->ignore_index) sw = dd_add_d(sw, weight(o, r->in->labels[n]));
   o->mean = c->reduction == LCE_RED_MEAN;
@@ -213,18 +292,20 @@ static inline dd kept(dd x, int *dropped) {
   return (dd){0.0, 0.0};
 }
 
-/* Row n's ds (see One row above) into out; 0 when the row cannot be refined. t: [v] scratch. */
+/* Row n's ds (see One row above) into out; 0 when the row cannot be refined. t: [2 v] scratch. */
 REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, int64_t n, dd *t, refine_row *out) {
   const int64_t V = r->c->v, y = r->in->labels[n];
-  dd *ds = out->ds;
-  double m = -INFINITY, ez = 0.0;
+  dd *ds = out->ds, *f = t + V; /* f: the softcap's factors */
+  double m = -INFINITY, ez = 0.0, rf = 0.0;
   for (int64_t v = 0; v < V; v++) { /* the logits, kept in ds for now */
     double e;
     ds[v].h = fast_logit_pair(r->fin, n, v, &ds[v].l, &e);
     if (!(fabs(ds[v].h) <= 0x1p900)) return 0;
+    if (o->softcap > 0.0 && !softcap_dd(o->softcap, &ds[v], &e, &f[v], &rf)) return 0;
     m = fmax(m, ds[v].h);
     ez = fmax(ez, e);
   }
+  if (!(rf <= 0x1p-60)) return 0;
   double ed = 0.0;
   int64_t dropped = 0;
   for (int64_t v = 0; v < V; v++) {
@@ -247,9 +328,22 @@ REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, i
   const double rs = lce_mul_up(1.02, lce_add_up(lce_add_up(rho, vd), lce_mul_up(2.0 * (double)V, tau)));
   const double rp = lce_mul_up(1.02, lce_add_up(lce_add_up(2.0 * rs, rho), DD));
   const dd g = token_g(r, o, n), cy = dd_mul_d(o->ome, weight(o, y));
-  const double ga = fabs(g.h), ck = lce_add_up(fabs(cy.h), fabs(o->k.h));
-  const int smoothing = o->ev.h != 0.0;
-  out->rel = lce_mul_up(1.03, lce_add_up(lce_add_up(rp, o->rk), lce_add_up(o->rg, 5.0 * DD)));
+  dd k = o->k; /* the row's K (z-loss above): k, plus 2 lambda lse */
+  double rk = o->rk, km = fabs(o->k.h);
+  if (o->lambda > 0.0) {
+    dd L;
+    double el;
+    if (!log_dd(s, &L, &el)) return 0;
+    const dd lse = dd_add_d(L, m);
+    el = lce_add_up(lce_add_up(lce_mul_up(1.01, rs), el), lce_mul_up(DD, fabs(lse.h)));
+    k = dd_add(k, dd_mul_d(lse, 2.0 * o->lambda));
+    km = lce_mul_up(1.01, lce_add_up(km, lce_mul_up(2.0 * o->lambda, lce_add_up(fabs(lse.h), 1.0))));
+    rk = lce_mul_up(1.01, lce_add_up(lce_add_up(rk, el), 3.0 * DD));
+  }
+  const double ga = fabs(g.h), ck = lce_add_up(fabs(cy.h), km);
+  const int has_k = o->ev.h != 0.0 || o->lambda > 0.0;
+  out->rel = lce_mul_up(1.03, lce_add_up(lce_add_up(rp, rk), lce_add_up(o->rg, 5.0 * DD)));
+  if (o->softcap > 0.0) out->rel = lce_add_up(out->rel, lce_mul_up(1.01, lce_add_up(rf, DD)));
   out->ab = lce_mul_up(lce_mul_up(lce_mul_up(ga, 2.3), ck), lce_mul_up((double)(V + 1), tau));
   int tiny = 0, small = 0;
   for (int64_t v = 0; v < V; v++) {
@@ -257,21 +351,24 @@ REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, i
     dd inner = kept(dd_mul(cy, v == y ? dd_div(sy, s) : p), &small); /* at y: -cy (1 - p_y) = -cy q */
     if (v == y) inner = (dd){-inner.h, -inner.l};
     double mag = fabs(inner.h);
-    if (smoothing) {
-      const dd t2 = kept(dd_mul(o->k, p), &small), t3 = kept(dd_mul_d(o->ev, weight(o, v)), &small);
+    if (has_k) {
+      const dd t2 = kept(dd_mul(k, p), &small), t3 = kept(dd_mul_d(o->ev, weight(o, v)), &small);
       inner = dd_add(dd_add(inner, t2), (dd){-t3.h, -t3.l});
-      mag += fabs(t2.h) + fabs(t3.h);
+      mag += (o->lambda > 0.0 ? 1.01 * fabs(p.h) * km : fabs(t2.h)) + fabs(t3.h);
     }
     out->m[v] = ga * mag * 1.01;
+    if (o->softcap > 0.0) out->m[v] *= 1.01 * f[v].h;
     if (out->m[v] < DD_TINY) {
       ds[v] = (dd){0.0, 0.0}, tiny = 1;
       continue;
     }
     ds[v] = dd_mul(g, inner);
+    if (o->softcap > 0.0) ds[v] = dd_mul(ds[v], f[v]);
   }
   if (small) out->ab = lce_add_up(out->ab, lce_mul_up(3.0 * 0x1p-799, ga));
   if (tiny) out->ab = lce_add_up(out->ab, 0x1p-799);
   out->ab = lce_add_up(out->ab, lce_mul_up(lce_add_up(ga, 1.0), 0x1p-1000)); /* subnormal low parts */
+  if (o->softcap > 0.0) out->ab = lce_add_up(lce_mul_up(1.01, out->ab), 0x1p-1000);
   return 1;
 }
 
@@ -309,7 +406,6 @@ REFINE_CLONES static double refine_dot(double prior, const dd *ds, const double 
 
 static int covered(const fast_refine_in *r) {
   const lce_case *c = r->c;
-  if (c->softcap > 0.0 || lce_case_z_loss(c) > 0.0) return 0;
   const int64_t N = c->n, H = c->h, V = c->v;
   for (int64_t i = 0; i < N * H; i++)
     if (!isfinite(r->fin->hidden[i])) return 0;
@@ -352,7 +448,7 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
   LCE_PARALLEL_FOR_IF(rows > 1 && rows * V >= 4096)
   for (int64_t n = 0; n < N; n++) {
     if (!need[n]) continue;
-    dd *t = malloc((size_t)V * sizeof *t);
+    dd *t = malloc((size_t)(2 * V) * sizeof *t);
     ok[n] = t != NULL && row_ds(r, &opts, n, t, &rr[n]);
     free(t);
   }

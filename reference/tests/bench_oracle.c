@@ -14,11 +14,15 @@
  *                 where tier 0 ran every token), its seconds and the part spent escalating, and the
  *                 elements its double-double step decided instead
  *   judged        fused-host judged over the first matrix as `lcecheck check` does, with tier 1 and
- *                 with tier 0: wall seconds and their ratio, and where each run's time went (tensors,
- *                 the subject, the reference tier, the judge): the parts common to both runs cap the ratio
+ *                 with tier 0: wall seconds and their ratio, the same in CPU seconds of the process
+ *                 (steadier than wall time on a shared machine), and where each run's time went (tensors,
+ *                 the subject, the reference tier, the judge, summed over the cases): the parts common
+ *                 to both runs cap the ratio; on several threads also with one case at a time (the
+ *                 engine otherwise runs small cases side by side, lce_engine.c)
  *   fuzz          executions per second of the small class with each tier
  *   --threads     tier 1 and tier 0 at each thread count listed: seconds, speedup, and the same bits
- *                 or not (exit 1 when not)
+ *                 or not; the first matrix judged with each tier at that count (exit 1 when any
+ *                 result or verdict changes with the threads)
  * Usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | --matrices none]. Progress
  * goes to stderr; the table (or one JSON object with --json) to stdout. Timings are printed, never
  * asserted: not a ctest. */
@@ -161,33 +165,52 @@ static matrix_stats time_matrix(const char *name) {
 /* Fuzz executions per second of the small class: what one fuzz_subject input costs without libFuzzer
  * (bytes -> case, tensors, fused-host, the reference tier, the metrics), over `count` inputs of 16
  * pseudo-random bytes each, run through the engine as the fuzz session runs them. */
-/* Where an engine run's wall time went: the tensors, the subject, the reference tier; the rest is
- * the judge (metrics, class checks) and the loop. */
+/* Where an engine run's time went, summed over its cases: the tensors, the subject, the reference
+ * tier, the judge (class checks, metrics); with cases side by side on several threads (lce_engine.c)
+ * the parts add up to more than the wall time. */
 typedef struct judged_split {
-  double seconds, generate, subject, reference;
+  double seconds, cpu_seconds, generate, subject, reference, judge;
+  uint64_t hash; /* of every case's verdict (metric values and the status), in case order */
 } judged_split;
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
 
 static void add_case(void *ctx, const lce_engine_case *ec) {
   judged_split *js = ctx;
+  const lce_case_result *r = &ec->res[0];
   js->generate += ec->gen_seconds;
-  js->subject += ec->res[0].subject_seconds;
-  js->reference += ec->res[0].oracle_seconds;
+  js->subject += r->subject_seconds;
+  js->reference += r->oracle_seconds;
+  js->judge += r->judge_seconds;
+  const char *status = lce_case_result_status(r);
+  js->hash = hash_bytes(js->hash, status, strlen(status));
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    js->hash = hash_bytes(js->hash, r->verdict.out[o].metrics.v, sizeof r->verdict.out[o].metrics.v);
 }
 
-/* The engine judging fused-host over cases with a tier; exits on error. */
-static judged_split engine_run(const lce_case *cases, size_t count, const char *tier_name) {
+/* The engine judging fused-host over cases with a tier (serial: one case at a time, each case's
+ * stages parallel inside); exits on error. */
+static judged_split engine_run_as(const lce_case *cases, size_t count, const char *tier_name, int serial) {
   lce_status st = {0};
-  judged_split js = {0};
+  judged_split js = {.hash = 1469598103934665603ull};
   const lce_subject *s = lce_subject_find("fused-host");
   const lce_engine_config cfg = {.cases = cases, .ncases = count, .subjects = &s, .nsubjects = 1,
-                                 .tier = lce_reference_tier_find(tier_name)};
-  const double t0 = lce_now_seconds();
+                                 .tier = lce_reference_tier_find(tier_name), .serial_cases = serial};
+  const double t0 = lce_now_seconds(), c0 = lce_cpu_seconds();
   if (lce_engine_run(&cfg, add_case, &js, &st) != LCE_OK) {
     fprintf(stderr, "bench_oracle: engine: %s\n", st.msg);
     exit(2);
   }
   js.seconds = lce_now_seconds() - t0;
+  js.cpu_seconds = lce_cpu_seconds() - c0;
   return js;
+}
+
+static judged_split engine_run(const lce_case *cases, size_t count, const char *tier_name) {
+  return engine_run_as(cases, count, tier_name, 0);
 }
 
 static double engine_seconds(const lce_case *cases, size_t count, const char *tier_name) {
@@ -213,10 +236,10 @@ static double fuzz_rate(const char *tier_name, int count) {
 /* Wall seconds of judging fused-host over every case of a matrix with a tier, as `lcecheck check
  * --subject fused-host --matrix NAME --oracle TIER` does (tensors, the subject, the tier, the
  * metrics; no golden file: the bounds cost nothing next to the rest). */
-static judged_split judge_matrix(const char *name, const char *tier_name) {
+static judged_split judge_matrix(const char *name, const char *tier_name, int serial) {
   size_t count;
   lce_case *cases = matrix_cases(name, &count);
-  const judged_split js = engine_run(cases, count, tier_name);
+  const judged_split js = engine_run_as(cases, count, tier_name, serial);
   free(cases);
   return js;
 }
@@ -292,6 +315,7 @@ typedef struct thread_point {
   int threads;
   double fast_seconds, mpfr_seconds;
   int fast_same, mpfr_same;
+  judged_split judged_fast, judged_mpfr; /* the first matrix judged on that many threads */
 } thread_point;
 
 static int thread_scaling(const lce_case *c, const char *list, thread_point *pts) {
@@ -365,9 +389,10 @@ int main(int argc, char **argv) {
   fprintf(stderr, "bench_oracle: fuzz executions of the small class, tier 1 and tier 0 ...\n");
   const double fuzz_fast = fuzz_rate("fast", 200), fuzz_mpfr = fuzz_rate("mpfr", 40);
   thread_point pts[MAX_THREAD_COUNTS];
+  const int all_threads = lce_thread_limit();
   const int npts = threads ? thread_scaling(&c, threads, pts) : 0;
 #ifdef _OPENMP
-  omp_set_num_threads(lce_thread_limit());
+  omp_set_num_threads(all_threads);
 #endif
   enum { MAX_MATRICES = 8 };
   char names[MAX_MATRICES][32];
@@ -382,15 +407,36 @@ int main(int argc, char **argv) {
     p += len + (p[len] == ',');
   }
   /* The first matrix judged as `lcecheck check` judges it, with each tier: the speedup a user sees. */
-  judged_split jf = {0}, jm = {0};
+  judged_split jf = {0}, jm = {0}, jf1 = {0}, jm1 = {0};
   if (nm > 0) {
     fprintf(stderr, "bench_oracle: fused-host judged over the %s matrix with tier 1, then tier 0 ...\n", names[0]);
-    jf = judge_matrix(names[0], "fast");
-    jm = judge_matrix(names[0], "mpfr");
+    jf = judge_matrix(names[0], "fast", 0);
+    jm = judge_matrix(names[0], "mpfr", 0);
+    if (all_threads > 1) { /* and with one case at a time, its stages parallel inside */
+      fprintf(stderr, "bench_oracle: the same with one case at a time ...\n");
+      jf1 = judge_matrix(names[0], "fast", 1);
+      jm1 = judge_matrix(names[0], "mpfr", 1);
+    }
   }
+  for (int i = 0; nm > 0 && i < npts; i++) {
+#ifdef _OPENMP
+    omp_set_num_threads(pts[i].threads);
+#endif
+    fprintf(stderr, "bench_oracle: fused-host judged over the %s matrix on %d thread(s) ...\n", names[0], pts[i].threads);
+    pts[i].judged_fast = judge_matrix(names[0], "fast", 0);
+    pts[i].judged_mpfr = judge_matrix(names[0], "mpfr", 0);
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(all_threads);
+#endif
   const double judge_fast = jf.seconds, judge_mpfr = jm.seconds;
-  int same_bits = 1;
-  for (int i = 0; i < npts; i++) same_bits &= pts[i].fast_same && pts[i].mpfr_same;
+  /* Every judged run of a tier gives the same verdicts, to the bit, whatever the threads. */
+  int same_bits = 1, judged_same = !(all_threads > 1 && nm > 0) || (jf1.hash == jf.hash && jm1.hash == jm.hash);
+  for (int i = 0; i < npts; i++) {
+    same_bits &= pts[i].fast_same && pts[i].mpfr_same;
+    if (nm > 0) judged_same &= pts[i].judged_fast.hash == jf.hash && pts[i].judged_mpfr.hash == jm.hash;
+  }
+  same_bits &= judged_same;
 
   if (json) {
     printf("{\"case\": \"%s\", \"precision_bits\": %d, \"oracle_seconds\": %.6f, \"oracle_macs_per_s\": %.6g, "
@@ -413,13 +459,16 @@ int main(int argc, char **argv) {
              per[m].escalation_seconds);
     printf("], \"judged_matrix\": \"%s\", \"judged_seconds_fast\": %.3f, \"judged_seconds_mpfr\": %.3f, "
            "\"judged_mpfr_over_fast\": %.3f, \"judged_split_fast\": [%.3f, %.3f, %.3f], "
-           "\"judged_split_mpfr\": [%.3f, %.3f, %.3f], \"threads\": [", nm ? names[0] : "", judge_fast, judge_mpfr,
-           judge_fast > 0 ? judge_mpfr / judge_fast : 0.0, jf.generate, jf.subject, jf.reference, jm.generate,
-           jm.subject, jm.reference);
+           "\"judged_split_mpfr\": [%.3f, %.3f, %.3f], \"judged_judge_seconds\": [%.3f, %.3f], "
+           "\"judged_serial_seconds\": [%.3f, %.3f], \"judged_cpu_seconds\": [%.3f, %.3f], \"judged_same_bits\": %s, "
+           "\"threads\": [", nm ? names[0] : "", judge_fast, judge_mpfr, judge_fast > 0 ? judge_mpfr / judge_fast : 0.0,
+           jf.generate, jf.subject, jf.reference, jm.generate, jm.subject, jm.reference, jf.judge, jm.judge, jf1.seconds,
+           jm1.seconds, jf.cpu_seconds, jm.cpu_seconds, judged_same ? "true" : "false");
     for (int i = 0; i < npts; i++)
       printf("%s{\"threads\": %d, \"fast_seconds\": %.6f, \"fast_same_bits\": %s, \"mpfr_seconds\": %.6f, "
-             "\"mpfr_same_bits\": %s}", i ? ", " : "", pts[i].threads, pts[i].fast_seconds,
-             pts[i].fast_same ? "true" : "false", pts[i].mpfr_seconds, pts[i].mpfr_same ? "true" : "false");
+             "\"mpfr_same_bits\": %s, \"judged_seconds_fast\": %.3f, \"judged_seconds_mpfr\": %.3f}", i ? ", " : "",
+             pts[i].threads, pts[i].fast_seconds, pts[i].fast_same ? "true" : "false", pts[i].mpfr_seconds,
+             pts[i].mpfr_same ? "true" : "false", pts[i].judged_fast.seconds, pts[i].judged_mpfr.seconds);
     printf("]}\n");
     return same_bits ? 0 : 1;
   }
@@ -450,15 +499,26 @@ int main(int argc, char **argv) {
            "tier 1\n", names[0], judge_fast, judge_mpfr, judge_mpfr / judge_fast);
     for (int t = 0; t < 2; t++) {
       const judged_split *js = t ? &jm : &jf;
-      printf("    with tier %d: tensors %.2f s, fused-host %.2f s, reference %.2f s, judge and loop %.2f s\n", t ? 0 : 1,
-             js->generate, js->subject, js->reference, js->seconds - js->generate - js->subject - js->reference);
+      printf("    with tier %d: tensors %.2f s, fused-host %.2f s, reference %.2f s, judge %.2f s (summed over the cases, "
+             "%d thread(s))\n", t ? 0 : 1, js->generate, js->subject, js->reference, js->judge, all_threads);
     }
+    printf("    CPU seconds (every thread; on a shared machine the work, without the others' share): tier 1 %.2f, "
+           "tier 0 %.2f: %.2fx\n", jf.cpu_seconds, jm.cpu_seconds, jm.cpu_seconds / jf.cpu_seconds);
+    if (all_threads > 1)
+      printf("    one case at a time (its stages parallel inside): tier 1 %.2f s, tier 0 %.2f s: %.2fx\n", jf1.seconds,
+             jm1.seconds, jm1.seconds / jf1.seconds);
+    if (!judged_same) printf("    VERDICTS DIFFER between thread counts or scheduling\n");
   }
   printf("  case %s: %.3f s, decisive %lld/%lld\n", id, oracle_s, (long long)d, (long long)tot);
   for (int i = 0; i < npts; i++)
+  {
     printf("  on %2d thread(s): tier 1 %.4f s (speedup %.2f, %s), tier 0 %.3f s (speedup %.2f, %s)\n", pts[i].threads,
            pts[i].fast_seconds, pts[0].fast_seconds / pts[i].fast_seconds, pts[i].fast_same ? "same bits" : "OTHER BITS",
            pts[i].mpfr_seconds, pts[0].mpfr_seconds / pts[i].mpfr_seconds, pts[i].mpfr_same ? "same bits" : "OTHER BITS");
+    if (nm > 0)
+      printf("      %s matrix judged: tier 1 %.2f s, tier 0 %.2f s: %.2fx faster with tier 1\n", names[0],
+             pts[i].judged_fast.seconds, pts[i].judged_mpfr.seconds, pts[i].judged_mpfr.seconds / pts[i].judged_fast.seconds);
+  }
   if (!same_bits) return 1;
   printf("  small case n16 h64 v512: %.1f ms (best of 3), decisive %lld/%lld\n", small_s * 1e3, (long long)sd,
          (long long)stot);
