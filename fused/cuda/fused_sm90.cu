@@ -52,6 +52,8 @@
  *
  * Build: fused/cuda/cuda.cmake (LCE_WITH_SM90). Run: build/lcecheck check --subject fused-sm90;
  * build/lcecheck bench (fused-sm90's row beside fused-cuda's). Versions: 1 (this). */
+#define LCE_CUDA_WHO "fused-sm90" /* its failures name it (fused_cuda_kernels.cuh) */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
