@@ -67,8 +67,6 @@ extern "C" {
 #include "lce_fused_plan.h"
 }
 
-#define FS_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
-
 /* ---- workspace ------------------------------------------------------------------------------- */
 
 typedef struct fs_workspace {
@@ -110,8 +108,7 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
   LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
             "fused-sm90: no %s logits GEMM (bf16 and fp16 only)", lce_dtype_name(c->dtype));
   lce_fused_plan_make(&ws->plan, c);
-  ws->o.one_minus_e = ws->plan.one_minus_e, ws->o.ev = ws->plan.ev, ws->o.lambda = ws->plan.lambda;
-  ws->o.cap = ws->plan.cap, ws->o.tf32 = 0, ws->o.dtype = c->dtype;
+  ws->o = fc_make_options(c, &ws->plan);
   ws->tok_chunk = fs_token_chunk(c);
   ws->ld = (c->h + 7) / 8 * 8;
   const size_t es = lce_dtype_size(c->dtype), n = (size_t)c->n, tpn = (size_t)c->tp * n;
@@ -136,13 +133,7 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
   ws->smooth_a = ws->z_target + n;
   FS_ALLOC(ws, (void **)&ws->layout_error, sizeof(int), "the layout flag");
   LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->layout_error, 0, sizeof(int), stream));
-  FS_ALLOC(ws, &ws->blas_ws, FS_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace");
-  LCE_CUBLAS_CHECK(st, cublasCreate(&ws->blas));
-  LCE_CUBLAS_CHECK(st, cublasSetStream(ws->blas, stream));
-  LCE_CUBLAS_CHECK(st, cublasSetWorkspace(ws->blas, ws->blas_ws, FS_CUBLAS_WORKSPACE_BYTES));
-  LCE_CUBLAS_CHECK(st, cublasSetMathMode(ws->blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
-                                                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-  return LCE_OK;
+  return fc_blas_create(&ws->blas, &ws->blas_ws, &ws->bytes, stream, "fused-sm90", st);
 }
 
 static void fs_workspace_destroy(fs_workspace *ws) {
@@ -310,7 +301,7 @@ static lce_code fs_bench_create(void **ws, const lce_case *c, cudaStream_t s, si
   LCE_TRY(fs_workspace_create(w, c, s, st));
   *bytes = w->bytes;
   snprintf(note, note_size, "token chunk %lld, vocab chunk %lld, cuBLAS workspace %zu MiB", (long long)w->tok_chunk,
-           (long long)w->plan.rows_max, FS_CUBLAS_WORKSPACE_BYTES >> 20);
+           (long long)w->plan.rows_max, FC_CUBLAS_WORKSPACE_BYTES >> 20);
   return LCE_OK;
 }
 static lce_code fs_bench_forward(void *ws, const fc_problem *p, lce_status *st) { return fs_forward((fs_workspace *)ws, p, st); }
