@@ -102,11 +102,17 @@ static int64_t fs_token_chunk(const lce_case *c) {
   return c->n < chunk ? c->n : chunk;
 }
 
+/* The subject's one refusal: its logits GEMM is bf16 or fp16 (LCE_ESKIP, not a wrong answer). */
+static lce_code fs_check_dtype(const lce_case *c, lce_status *st) {
+  LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
+            "fused-sm90: no %s logits GEMM (bf16 and fp16 only; fused-cuda runs fp32 and tf32)", lce_dtype_name(c->dtype));
+  return LCE_OK;
+}
+
 static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
   memset(ws, 0, sizeof *ws);
   ws->stream = stream;
-  LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
-            "fused-sm90: no %s logits GEMM (bf16 and fp16 only)", lce_dtype_name(c->dtype));
+  LCE_TRY(fs_check_dtype(c, st));
   lce_fused_plan_make(&ws->plan, c);
   ws->o = fc_make_options(c, &ws->plan);
   ws->tok_chunk = fs_token_chunk(c);
@@ -272,8 +278,7 @@ static lce_code fs_passes(const fc_problem *p, cudaStream_t stream, lce_status *
 
 static lce_code fused_sm90_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   LCE_TRY(lce_case_validate(c, st));
-  LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
-            "fused-sm90: no %s logits GEMM (bf16 and fp16 only; fused-cuda runs fp32 and tf32)", lce_dtype_name(c->dtype));
+  LCE_TRY(fs_check_dtype(c, st)); /* before the device query: a refusal wherever it runs */
   return fused_cuda_run_passes(c, in, out, fs_passes, "fused-sm90", st);
 }
 
@@ -305,10 +310,7 @@ static lce_code fs_bench_create(void **ws, const lce_case *c, cudaStream_t s, si
   return LCE_OK;
 }
 static lce_code fs_bench_forward(void *ws, const fc_problem *p, lce_status *st) { return fs_forward((fs_workspace *)ws, p, st); }
-static lce_code fs_bench_backward(void *ws, const fc_problem *p, lce_status *st) {
-  LCE_TRY(fs_backward((fs_workspace *)ws, p, st));
-  return LCE_OK;
-}
+static lce_code fs_bench_backward(void *ws, const fc_problem *p, lce_status *st) { return fs_backward((fs_workspace *)ws, p, st); }
 static lce_code fs_bench_check(void *ws, lce_status *st) { return fs_check_layout((fs_workspace *)ws, st); }
 static void fs_bench_destroy(void *ws) {
   if (ws == NULL) return;
