@@ -1,5 +1,5 @@
 /* fused_sm90.cu — fused-sm90: fused linear cross-entropy on Hopper with the logits consumed inside the
- * logits GEMM's epilogue (fused_sm90_gemm.cu, CUTLASS/CuTe sm_90a): issue 15 item 1, first step.
+ * logits GEMM's epilogue (fused_sm90_gemm.cu, CUTLASS/CuTe sm_90a).
  * Same math as fused-host and fused-cuda (lce_case.h), same plan (lce_fused_plan.h), same g split
  * (lce_fused_grad_split: no 1/n_valid bias), same run() around the passes (fused_cuda_run_passes:
  * validation, uploads, downloads, the output weight selected as fused-cuda selects it).
@@ -25,8 +25,8 @@
  * chunks of 2048 give 33.6 + 33.6 + 4.2 + 0.2 + 33.6 MB = 0.105 GB, of 1024 0.071 GB (fused-cuda:
  * 0.57 GB, its fp32 logits tile and an n·h fp32 d_hidden buffer).
  *
- * The target's arithmetic (issue 15: <= 1.15x the three-GEMM floor F, 3 GEMMs of 2·N·H·V flops, and
- * <= 0.1 GB extra). d_logits = g·(softmax - onehot) need lse, and lse needs the token's whole vocab
+ * The target's arithmetic (<= 1.15x the three-GEMM floor F, 3 GEMMs of 2·N·H·V flops, and <= 0.1 GB
+ * extra). d_logits = g·(softmax - onehot) need lse, and lse needs the token's whole vocab
  * row, so a kernel either keeps a row's logits until its lse is known or computes them twice:
  *  - recompute (this subject, fused-cuda, Megatron-LM PR 3345: forward 15.0 ms ~ one GEMM, backward
  *    41.5 ms ~ three; Cut Cross-Entropy): four GEMMs, 4/3 F = 1.33x at the floor's GEMM efficiency,
@@ -47,7 +47,7 @@
  * epilogue under the other's wgmma), a persistent tile scheduler, 2x1 clusters multicasting W tiles,
  * and a backward kernel that keeps each recomputed tile on chip (d_logits as the register A operand of
  * the d_hidden wgmma; d_weight with its W tile stationary over token tiles, written once) — 1.2-1.3x
- * at best. The issue's 1.15x of three GEMMs and 0.1 GB cannot both hold without a GEMM faster than
+ * at best. The target's 1.15x of three GEMMs and 0.1 GB cannot both hold without a GEMM faster than
  * cuBLAS's by 16%.
  *
  * Build: fused/cuda/cuda.cmake (LCE_WITH_SM90). Run: build/lcecheck check --subject fused-sm90;
