@@ -54,6 +54,7 @@
  * build/lcecheck bench (fused-sm90's row beside fused-cuda's). Versions: 1 (this). */
 #define LCE_CUDA_WHO "fused-sm90" /* its failures name it (fused_cuda_kernels.cuh) */
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,27 +93,39 @@ typedef struct fs_workspace {
 #define FS_ALLOC(ws, ptr, size, what) \
   LCE_TRY(lce_cuda_alloc((void **)(ptr), (size), (what), &(ws)->bytes, "fused-sm90", st))
 
-/* The case's token chunk, else LCE_FUSED_SM90_TOKEN_CHUNK tokens ($LCE_FUSED_SM90_TOKEN_CHUNK, a
- * positive number, overrides that default: the bench's memory/speed trade-off without a rebuild). */
+/* $LCE_FUSED_SM90_TOKEN_CHUNK: unset (0), a positive number of tokens (the bench's memory/speed
+ * trade-off without a rebuild), or anything else (-1: the workspace refuses it). */
+static int64_t fs_token_chunk_env(void) {
+  const char *env = getenv("LCE_FUSED_SM90_TOKEN_CHUNK");
+  if (env == NULL) return 0;
+  char *end;
+  errno = 0;
+  const long long v = strtoll(env, &end, 10);
+  return end != env && *end == '\0' && errno == 0 && v > 0 ? v : -1;
+}
+
+/* The case's token chunk, else the environment's (above), else LCE_FUSED_SM90_TOKEN_CHUNK tokens. */
 static int64_t fs_token_chunk(const lce_case *c) {
   if (c->token_chunk > 0 && c->token_chunk < c->n) return c->token_chunk;
-  int64_t chunk = LCE_FUSED_SM90_TOKEN_CHUNK;
-  const char *env = getenv("LCE_FUSED_SM90_TOKEN_CHUNK");
-  if (env != NULL && atoll(env) > 0) chunk = atoll(env);
+  const int64_t env = fs_token_chunk_env();
+  const int64_t chunk = env > 0 ? env : LCE_FUSED_SM90_TOKEN_CHUNK;
   return c->n < chunk ? c->n : chunk;
 }
 
-/* The subject's one refusal: its logits GEMM is bf16 or fp16 (LCE_ESKIP, not a wrong answer). */
-static lce_code fs_check_dtype(const lce_case *c, lce_status *st) {
+/* What the subject refuses before it touches a device: a dtype its logits GEMM does not have
+ * (LCE_ESKIP, not a wrong answer; bf16 and fp16 only) and a malformed $LCE_FUSED_SM90_TOKEN_CHUNK. */
+static lce_code fs_check_case(const lce_case *c, lce_status *st) {
   LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
             "fused-sm90: no %s logits GEMM (bf16 and fp16 only; fused-cuda runs fp32 and tf32)", lce_dtype_name(c->dtype));
+  LCE_CHECK(st, fs_token_chunk_env() >= 0, LCE_EINVAL, "fused-sm90: LCE_FUSED_SM90_TOKEN_CHUNK=%s is not a positive "
+            "number of tokens", getenv("LCE_FUSED_SM90_TOKEN_CHUNK"));
   return LCE_OK;
 }
 
 static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
   memset(ws, 0, sizeof *ws);
   ws->stream = stream;
-  LCE_TRY(fs_check_dtype(c, st));
+  LCE_TRY(fs_check_case(c, st));
   lce_fused_plan_make(&ws->plan, c);
   ws->o = fc_make_options(c, &ws->plan);
   ws->tok_chunk = fs_token_chunk(c);
@@ -278,7 +291,7 @@ static lce_code fs_passes(const fc_problem *p, cudaStream_t stream, lce_status *
 
 static lce_code fused_sm90_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   LCE_TRY(lce_case_validate(c, st));
-  LCE_TRY(fs_check_dtype(c, st)); /* before the device query: a refusal wherever it runs */
+  LCE_TRY(fs_check_case(c, st)); /* before the device query: a refusal wherever it runs */
   return fused_cuda_run_passes(c, in, out, fs_passes, "fused-sm90", st);
 }
 

@@ -3,7 +3,8 @@
  *   without CUTLASS's headers the subject is not built: the test says so and exits 77;
  *   without a GPU: run() returns LCE_ENODEV naming fused-sm90, the outputs stay poisoned, exit 77;
  *   refusals, not wrong answers: fp32 and tf32 cases are outside the subject's capabilities
- *     (lce_subject_supports says "no fp32 support") and run() returns LCE_ESKIP without writing;
+ *     (lce_subject_supports says "no fp32 support") and run() returns LCE_ESKIP without writing; a
+ *     malformed $LCE_FUSED_SM90_TOKEN_CHUNK is LCE_EINVAL, also without writing;
  *   accuracy: the GPU subjects' case list (fused_test_gpu.h; bf16, fp16: every base semantic and
  *     option) plus shapes that reach the kernel's tiling — several 128-token tiles and 256-row vocab
  *     tiles, partial tiles at both ends, several CTA vocab ranges (the split partials), h not a
@@ -16,6 +17,8 @@
  *     gross error in the partials' merge or the label's logit shows here first);
  *   no 1/n_valid bias (fused_test_bias.h): d_hidden and weight-gradient bias within 1e-4 of tier 1.
  * Seed: $LCE_TEST_SEED (default 1). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +54,16 @@ static void test_refusals(void) {
            "fused-sm90 claims fp32 support: %s", why);
     expect_refusal(&lce_fused_sm90_subject, &c, LCE_ESKIP, "bf16 and fp16 only");
   }
+  /* A malformed token-chunk override is an error, not the default chunk. */
+  lce_case c = gpu_test_base_case();
+  lce_test_set_case(&c);
+  const char *set = getenv("LCE_FUSED_SM90_TOKEN_CHUNK");
+  char prev[64];
+  snprintf(prev, sizeof prev, "%s", set ? set : "");
+  setenv("LCE_FUSED_SM90_TOKEN_CHUNK", "64k", 1);
+  expect_refusal(&lce_fused_sm90_subject, &c, LCE_EINVAL, "LCE_FUSED_SM90_TOKEN_CHUNK=64k is not a positive");
+  if (set) setenv("LCE_FUSED_SM90_TOKEN_CHUNK", prev, 1);
+  else unsetenv("LCE_FUSED_SM90_TOKEN_CHUNK");
   lce_test_set_case(NULL);
 }
 
