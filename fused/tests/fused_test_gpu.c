@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lce_device.h"
+
 lce_case gpu_test_base_case(void) {
   lce_case c = lce_case_default();
   c.dtype = LCE_BF16, c.tied = 0, c.tp = 2, c.n = 24, c.h = 64, c.v = 300, c.vp = 384, c.vocab_chunk = 37;
@@ -78,6 +80,19 @@ void expect_refusal(const lce_subject *s, const lce_case *c, lce_code want, cons
   printf("  %s: %s\n", lce_code_name(rc), st.msg);
   lce_outputs_free(&out);
   lce_tensors_free(&in);
+}
+
+int gpu_test_no_device(const lce_subject *s, void (*more)(void), const char *test_name) {
+  char why[256];
+  if (lce_device_query(NULL, why, sizeof why)) return -1;
+  printf("no CUDA device (%s): checking that %s says so%s, then skipping\n", why, s->name,
+         more ? " and refuses what it cannot run" : "");
+  lce_case c = gpu_test_base_case();
+  lce_test_set_case(&c);
+  expect_refusal(s, &c, LCE_ENODEV, "no CUDA device");
+  lce_test_set_case(NULL);
+  if (more) more();
+  return lce_test_failures ? lce_test_finish(test_name) : 77;
 }
 
 /* ---- beside fused-host ------------------------------------------------------------------------ */

@@ -32,6 +32,11 @@ void gpu_test_all_options(lce_case *c);
  * output written (still poisoned; the weight gradient still its prior). */
 void expect_refusal(const lce_subject *s, const lce_case *c, lce_code want, const char *say);
 
+/* Without a CUDA device: EXPECTs that s refuses the base case with LCE_ENODEV, a message naming it
+ * and no output written, runs `more` (NULL: nothing) for the checks that need no device, and returns
+ * the exit code: 77 (skipped) when they pass, else lce_test_finish's. With a device: -1. */
+int gpu_test_no_device(const lce_subject *s, void (*more)(void), const char *test_name);
+
 /* Runs fused-host on c and subject s twice on the same inputs, and EXPECTs: non-finite classes
  * (NaN/Inf positions and signs) equal fused-host's in every output (the lse of ignored tokens is
  * unconstrained); untied runs leave grad_embedding bit for bit as it was; padded gradient rows hold

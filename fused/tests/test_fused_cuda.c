@@ -29,20 +29,6 @@
 #include "fused_test_gpu.h"
 #include "lce_fused_plan.h"
 
-/* ---- without a GPU ------------------------------------------------------------------------- */
-
-/* -1 when a device exists; otherwise the exit code: 77 (skipped) after the checks pass, else 1. */
-static int test_no_device(void) {
-  char why[256];
-  if (lce_device_query(NULL, why, sizeof why)) return -1;
-  printf("no CUDA device (%s): checking that fused-cuda says so, then skipping\n", why);
-  lce_case c = gpu_test_base_case();
-  lce_test_set_case(&c);
-  expect_refusal(&lce_fused_cuda_subject, &c, LCE_ENODEV, "no CUDA device");
-  lce_test_set_case(NULL);
-  return lce_test_failures ? lce_test_finish("test_fused_cuda") : 77;
-}
-
 /* ---- fused-cuda against fused-host: classes, untouched buffers, determinism ---------------- */
 
 /* Reduction none must reach the hidden-row scaling (lce_fused_grad_split scales some row), so that
@@ -132,7 +118,7 @@ static void test_mutant_tied_weight_when_untied(void) {
 #endif
 
 int main(void) {
-  int rc = test_no_device();
+  int rc = gpu_test_no_device(&lce_fused_cuda_subject, NULL, "test_fused_cuda");
   if (rc >= 0) return rc;
   test_cases();
   const lce_subject *const cuda[1] = {&lce_fused_cuda_subject};

@@ -67,19 +67,6 @@ static void test_refusals(void) {
   lce_test_set_case(NULL);
 }
 
-/* -1 when a device exists; otherwise the exit code: 77 (skipped) after the checks pass, else 1. */
-static int test_no_device(void) {
-  char why[256];
-  if (lce_device_query(NULL, why, sizeof why)) return -1;
-  printf("no CUDA device (%s): checking that fused-sm90 says so and refuses fp32, then skipping\n", why);
-  lce_case c = gpu_test_base_case();
-  lce_test_set_case(&c);
-  expect_refusal(&lce_fused_sm90_subject, &c, LCE_ENODEV, "no CUDA device");
-  lce_test_set_case(NULL);
-  test_refusals();
-  return lce_test_failures ? lce_test_finish(NAME) : 77;
-}
-
 /* ---- beside fused-host and fused-cuda --------------------------------------------------------- */
 
 /* ||a - b|| / ||b|| over the finite pairs of two arrays of type t. */
@@ -165,7 +152,7 @@ static void test_cases(void) {
 }
 
 int main(void) {
-  int rc = test_no_device();
+  int rc = gpu_test_no_device(&lce_fused_sm90_subject, test_refusals, NAME);
   if (rc >= 0) return rc;
   test_refusals();
   test_cases();
