@@ -5,9 +5,11 @@
 #   CUTLASS_INCLUDE_DIR  cache variable: the directory holding cute/tensor.hpp and cutlass/cutlass.h
 #                        (searched in .deps/cutlass-*/include and $ENV{CUTLASS_DIR}/include when unset)
 #   CUTLASS_FOUND, CUTLASS_VERSION; imported target CUTLASS::CUTLASS (INTERFACE, system include)
+# The version lives in one place, scripts/setup.sh: whichever .deps/cutlass-<version> it extracted.
+file(GLOB _cutlass_deps LIST_DIRECTORIES true "${PROJECT_SOURCE_DIR}/.deps/cutlass-*/include")
 find_path(CUTLASS_INCLUDE_DIR
   NAMES cute/tensor.hpp cutlass/gemm/collective/builders/sm90_gmma_builder.inl
-  HINTS ${PROJECT_SOURCE_DIR}/.deps/cutlass-4.2.0.0/include $ENV{CUTLASS_DIR}/include
+  HINTS ${_cutlass_deps} $ENV{CUTLASS_DIR}/include
   DOC "CUTLASS include directory (cute/ and cutlass/)")
 if(CUTLASS_INCLUDE_DIR AND EXISTS "${CUTLASS_INCLUDE_DIR}/cutlass/version.h")
   file(STRINGS "${CUTLASS_INCLUDE_DIR}/cutlass/version.h" _v REGEX "#define CUTLASS_(MAJOR|MINOR|PATCH) ")

@@ -4,13 +4,12 @@ only, no entry point)."""
 import datetime
 import platform
 import re
-import shlex
 import shutil
 import sys
 import zipfile
 from pathlib import Path
 
-from fuzz_common import REPO, build_description, echo_run, head_commit
+from fuzz_common import REPO, build_description, echo_run, head_commit, invocation
 
 
 # What a GPU machine may lack, copied beside the fuzzer: MPFR and GMP (the device image has neither)
@@ -67,7 +66,7 @@ def cmd_bundle_gpu(args):
         f"fuzz_subject with fused-cuda, built {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
         f"at commit {head_commit(REPO)} (working tree as it was then)\n"
         f"build: {build_description(build)}; CUDA objects nvcc sm_90, host compiler g++, no sanitizers\n"
-        f"command: python3 scripts/fuzz_campaign.py {shlex.join(sys.argv[1:])}\n"
+        f"command: {invocation()}\n"
         f"copied: {' '.join(copied)}\n\nldd here:\n{ldd_text}")
     print(f"fuzz_campaign: {out} holds fuzz_subject and {' '.join(copied)}; here it exits "
           f"{probe.returncode} for fused-cuda ({'no GPU: skipped' if probe.returncode == 77 else 'GPU present'})")
@@ -192,7 +191,7 @@ def cmd_bundle(args):
     (out / "BUNDLE_INFO").write_text(
         f"lcecheck CPU fuzz targets, built {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
         f"commit: {head_commit(REPO)} (working tree as it was then)\n"
-        f"command: python3 scripts/fuzz_campaign.py {shlex.join(sys.argv[1:])}\n"
+        f"command: {invocation()}\n"
         f"bin-asan: {build_description(root / 'build-bundle-asan')}; bin-release: "
         f"{build_description(root / 'build-bundle-release')}; atheris for CPython {', '.join(dict.fromkeys(versions))}\n"
         f"run: cd <this folder> && python3 scripts/fuzz_campaign.py run --target all --build bin-asan --jobs N "

@@ -54,7 +54,6 @@ import datetime
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -62,7 +61,7 @@ from pathlib import Path
 
 from fuzz_bundle import cmd_bundle, cmd_bundle_gpu
 from fuzz_common import (REPO, SEED_CORPUS, build_description, echo_run, findings_dir_for, finding_cases, finding_line,
-                         md_cell, source_commit, start_error, ARTIFACT_PREFIXES)
+                         invocation, md_cell, source_commit, start_error, ARTIFACT_PREFIXES)
 from fuzz_targets import TARGETS, cmd_run_targets, cmd_targets, option_flags, target_options
 
 
@@ -192,7 +191,7 @@ def markdown_table(rows):
 
 def record(path, args, rows, when):
     """Appends one dated section (date, commit, command, table) to the campaigns log."""
-    command = "python3 scripts/fuzz_campaign.py " + shlex.join(sys.argv[1:])
+    command = invocation()
     killed = sum(1 for r in rows if r["subject"] != "fused-host" and r["found"])
     mutants = sum(1 for r in rows if r["subject"] != "fused-host")
     host = next((r for r in rows if r["subject"] == "fused-host"), None)

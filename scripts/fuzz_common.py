@@ -15,10 +15,21 @@ FUZZ_DIR = REPO / "fuzz"
 ARTIFACT_PREFIXES = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
 
 
-def print_command(cmd, env_extra=None):
-    """Prints the command, with its environment additions, as a shell would take it."""
+def command_text(cmd, env_extra=None):
+    """The command, with its environment additions, as a shell would take it."""
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env_extra or {}).items())
-    print("+", (prefix + " " if prefix else "") + shlex.join(str(c) for c in cmd), file=sys.stderr, flush=True)
+    return (prefix + " " if prefix else "") + shlex.join(str(c) for c in cmd)
+
+
+def print_command(cmd, env_extra=None):
+    """Prints command_text(cmd, env_extra) as a trace line."""
+    print("+", command_text(cmd, env_extra), file=sys.stderr, flush=True)
+
+
+def invocation():
+    """This run's command line as the campaign logs and bundle notes record it (the entry point is
+    fuzz_campaign.py whichever part of it runs)."""
+    return "python3 scripts/fuzz_campaign.py " + shlex.join(sys.argv[1:])
 
 
 def echo_run(cmd, env_extra=None, **kwargs):

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from fuzz_common import (ARTIFACT_PREFIXES, FUZZ_DIR, REPO, build_description, build_has_cuda, finding_cases,
-                         finding_line, findings_dir_for, is_gpu_subject, md_cell, print_command, source_commit,
-                         start_error)
+from fuzz_common import (ARTIFACT_PREFIXES, FUZZ_DIR, REPO, build_description, build_has_cuda, command_text,
+                         finding_cases, finding_line, findings_dir_for, invocation, is_gpu_subject, md_cell,
+                         print_command, source_commit, start_error)
 
 
 
@@ -219,8 +219,7 @@ def triage(args, target, d, command):
         env = target_env(target, args, d)
         for key in ("LCE_FUZZ_FINDINGS", "LCE_GOLDEN_DIR", "PYTHONPATH"):  # the repro runs in this tree, no atheris
             env.pop(key, None)
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        repro = (prefix + " " if prefix else "") + shlex.join(str(c) for c in repro_command(target, command, reg))
+        repro = command_text(repro_command(target, command, reg), env)
         # The harness writes its .finding for the input that failed: the one whose .input matches.
         case = next((c for c in cases if Path(c["file"]).with_suffix(".input").is_file()
                      and Path(c["file"]).with_suffix(".input").read_bytes() == data), None)
@@ -327,7 +326,7 @@ def runs_description(args, rows):
 
 def record_section(args, rows, when):
     """One dated section for fuzz/CAMPAIGNS.md: date, commit, command, per-target table, findings."""
-    command = "python3 scripts/fuzz_campaign.py " + shlex.join(sys.argv[1:])
+    command = invocation()
     total = sum(r["executions"] for r in rows if not r["error"])
     found = sum(len(r["findings"]) for r in rows)
     lines = [f"\n## {when:%Y-%m-%d %H:%M} UTC — targets campaign (commit {source_commit()}, "

@@ -6,7 +6,8 @@
 # nor can change; with a kernel filter (--kernel-name kns=fc_) the tool itself fails on the H200 ("The
 # Sanitizer failed to handle a hardware exception") at the first cuBLAS GEMM it does not instrument.
 # So it runs over every kernel, and this step fails on: a hazard in one of our kernels (fc_*: fused-cuda,
-# fs_*: fused-sm90), an internal error of the tool, or a failing test (any exit but 0 and the tool's 99).
+# fs_*: fused-sm90, which the tool names with their namespace, lce_fs::fs_*), an internal error of the
+# tool, or a failing test (any exit but 0 and the tool's 99).
 # Hazards elsewhere are counted per kernel and printed. The tool's whole output goes to REPORT.
 set -u -o pipefail
 test_bin=$1 report=$2
@@ -22,7 +23,7 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 99 ]; then
   echo "gpu_racecheck: $test_bin failed under racecheck (exit $rc)"
   exit 1
 fi
-ours=$(kernels | grep -E '^(fc|fs)_' | sort -u | tr '\n' ' ')
+ours=$(kernels | grep -E '(^|::)(fc|fs)_' | sort -u | tr '\n' ' ')
 if [ -n "$ours" ]; then
   echo "gpu_racecheck: hazards in our kernels: $ours(report: $report)"
   exit 1

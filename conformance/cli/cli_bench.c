@@ -64,6 +64,13 @@ static int peer_index(const char *name) {
   return -1;
 }
 
+/* The requested peers as a comma list into buf. */
+static void peer_list(unsigned mask, char *buf, size_t size) {
+  buf[0] = '\0';
+  for (int i = 0; i < PEER_COUNT; i++)
+    if (mask >> i & 1u) snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? "," : "", PEER_NAMES[i]);
+}
+
 static int bench_parse(bench_args *a) {
   memset(a, 0, sizeof *a);
   a->json = cli_opt("--json") != NULL;
@@ -84,9 +91,11 @@ static int bench_parse(bench_args *a) {
     if (cli_split("--peers", peers, buf, sizeof buf, items, PEER_COUNT + 1, &count) != CLI_PASS) return CLI_USAGE;
     for (int k = 0; k < count; k++) {
       const int p = peer_index(items[k]);
-      if (p < 0)
-        return cli_fail(CLI_USAGE, "--peers: unknown peer '%s' (known: torch-eager, torch-compile, liger, cce, "
-                        "megatron-fused-lce, te-parallel-ce, or all)", items[k]);
+      if (p < 0) {
+        char known[256];
+        peer_list((1u << PEER_COUNT) - 1, known, sizeof known);
+        return cli_fail(CLI_USAGE, "--peers: unknown peer '%s' (known: %s, or all)", items[k], known);
+      }
       if (a->peers >> p & 1u) return cli_fail(CLI_USAGE, "--peers: %s named twice", items[k]);
       a->peers |= 1u << p;
     }
@@ -105,13 +114,6 @@ static int bench_parse(bench_args *a) {
     a->nshapes = 3;
   }
   return CLI_PASS;
-}
-
-/* The requested peers as a comma list into buf. */
-static void peer_list(unsigned mask, char *buf, size_t size) {
-  buf[0] = '\0';
-  for (int i = 0; i < PEER_COUNT; i++)
-    if (mask >> i & 1u) snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? "," : "", PEER_NAMES[i]);
 }
 
 /* An error row for subject at shape s, saying why. */

@@ -51,8 +51,6 @@ extern "C" {
 #define FUSED_CUDA_IS_MUTANT 0
 #endif
 
-#define FC_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
-
 /* ---- workspace ------------------------------------------------------------------------------- */
 
 static cudaDataType fc_cuda_type(lce_dtype t) {
@@ -62,18 +60,6 @@ static cudaDataType fc_cuda_type(lce_dtype t) {
 static cublasComputeType_t fc_compute_type(const lce_case *c) {
   if (c->dtype != LCE_FP32) return CUBLAS_COMPUTE_32F;
   return c->gemm == LCE_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
-}
-
-/* The plan's option constants as the kernels' arguments. */
-static fc_options fc_make_options(const lce_case *c, const lce_fused_plan *p) {
-  fc_options o;
-  o.one_minus_e = p->one_minus_e;
-  o.ev = p->ev;
-  o.lambda = p->lambda;
-  o.cap = p->cap;
-  o.tf32 = p->tf32;
-  o.dtype = c->dtype;
-  return o;
 }
 
 #define FC_ALLOC(ws, ptr, size, what) \
@@ -108,17 +94,7 @@ static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream
   ws->stats.s = ws->stats.m + tpn, ws->stats.sw = ws->stats.s + tpn, ws->stats.d = ws->stats.sw + tpn;
   FC_ALLOC(ws, (void **)&ws->z_target, 2 * n * sizeof(float), "the per-token values");
   ws->smooth_a = ws->z_target + n;
-  FC_ALLOC(ws, &ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace");
-  /* Zeroed once: cuBLAS's split-K reduction (cublasLt::splitKreduce_kernel) reads words of the
-   * workspace its GEMM did not write, which compute-sanitizer initcheck reports as uninitialised reads;
-   * zeroed, initcheck's reports are about this subject's own buffers. */
-  LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->blas_ws, 0, FC_CUBLAS_WORKSPACE_BYTES, stream));
-  LCE_CUBLAS_CHECK(st, cublasCreate(&ws->blas));
-  LCE_CUBLAS_CHECK(st, cublasSetStream(ws->blas, stream));
-  LCE_CUBLAS_CHECK(st, cublasSetWorkspace(ws->blas, ws->blas_ws, FC_CUBLAS_WORKSPACE_BYTES));
-  LCE_CUBLAS_CHECK(st, cublasSetMathMode(ws->blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
-                                                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-  return LCE_OK;
+  return fc_blas_create(&ws->blas, &ws->blas_ws, &ws->bytes, stream, "fused-cuda", st);
 }
 
 /* Frees whatever workspace_create got to; errors here cannot be acted on and are not reported. */

@@ -50,6 +50,41 @@ typedef struct fc_workspace {
   int poison_tiles;          /* LCE_POISON_TILES=1: NaN-fill the logits tile before every GEMM */
 } fc_workspace;
 
+/* The plan's option constants as the kernels' arguments (fused-cuda's kernels, fused-sm90's epilogue). */
+static inline fc_options fc_make_options(const lce_case *c, const lce_fused_plan *p) {
+  fc_options o;
+  o.one_minus_e = p->one_minus_e;
+  o.ev = p->ev;
+  o.lambda = p->lambda;
+  o.cap = p->cap;
+  o.tf32 = p->tf32;
+  o.dtype = c->dtype;
+  return o;
+}
+
+#define FC_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/* The cuBLAS handle of a device algorithm (fused-cuda, fused-sm90) on stream, with a workspace of its
+ * own (*blas_ws, FC_CUBLAS_WORKSPACE_BYTES counted into *bytes, so that a run's extra memory includes
+ * it) and no reduced-precision reductions. The workspace is zeroed once: cuBLAS's split-K reduction
+ * (cublasLt::splitKreduce_kernel) reads words of it that its GEMM did not write, which
+ * compute-sanitizer initcheck reports as uninitialised reads; zeroed, initcheck's reports are about
+ * the subject's own buffers. who names the subject in error messages. On failure what was made is in
+ * *blas and *blas_ws for the caller to free. */
+static inline lce_code fc_blas_create(cublasHandle_t *blas, void **blas_ws, size_t *bytes, cudaStream_t stream,
+                                      const char *who, lce_status *st) {
+  LCE_TRY(lce_cuda_alloc(blas_ws, FC_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace", bytes, who, st));
+  LCE_CUDA_ON_ERROR(st, who, cudaMemsetAsync(*blas_ws, 0, FC_CUBLAS_WORKSPACE_BYTES, stream), return lce_rc_);
+  LCE_CUBLAS_ON_ERROR(st, who, cublasCreate(blas), return lce_rc_);
+  LCE_CUBLAS_ON_ERROR(st, who, cublasSetStream(*blas, stream), return lce_rc_);
+  LCE_CUBLAS_ON_ERROR(st, who, cublasSetWorkspace(*blas, *blas_ws, FC_CUBLAS_WORKSPACE_BYTES), return lce_rc_);
+  LCE_CUBLAS_ON_ERROR(st, who,
+                      cublasSetMathMode(*blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                              CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+                      return lce_rc_);
+  return LCE_OK;
+}
+
 /* A device algorithm: both passes (forward, then backward) of one problem on stream, its workspace
  * created and freed inside. */
 typedef lce_code (*fc_passes_fn)(const fc_problem *p, cudaStream_t stream, lce_status *st);

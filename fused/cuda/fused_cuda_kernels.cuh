@@ -17,10 +17,15 @@ extern "C" {
 }
 
 /* Every CUDA runtime and cuBLAS call and every launch, checked at its call site
- * (reference/device/lce_cuda_status.cuh): the enclosing function returns the code. */
-#define LCE_CUDA_CHECK(st, call) LCE_CUDA_ON_ERROR(st, "fused-cuda", call, return lce_rc_)
-#define LCE_CUBLAS_CHECK(st, call) LCE_CUBLAS_ON_ERROR(st, "fused-cuda", call, return lce_rc_)
-#define LCE_CUDA_LAUNCH_CHECK(st, kernel) LCE_LAUNCH_ON_ERROR(st, "fused-cuda", kernel, return lce_rc_)
+ * (reference/device/lce_cuda_status.cuh): the enclosing function returns the code. The messages name
+ * LCE_CUDA_WHO, the subject whose source this is: fused-cuda unless the source defines it before its
+ * first include (fused-sm90's do). */
+#ifndef LCE_CUDA_WHO
+#define LCE_CUDA_WHO "fused-cuda"
+#endif
+#define LCE_CUDA_CHECK(st, call) LCE_CUDA_ON_ERROR(st, LCE_CUDA_WHO, call, return lce_rc_)
+#define LCE_CUBLAS_CHECK(st, call) LCE_CUBLAS_ON_ERROR(st, LCE_CUDA_WHO, call, return lce_rc_)
+#define LCE_CUDA_LAUNCH_CHECK(st, kernel) LCE_LAUNCH_ON_ERROR(st, LCE_CUDA_WHO, kernel, return lce_rc_)
 
 /* The option constants as fp32 kernel arguments, rounded once from double on the host exactly as
  * fused-host rounds them (see fused_host.c's header). */

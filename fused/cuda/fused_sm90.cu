@@ -1,5 +1,5 @@
 /* fused_sm90.cu — fused-sm90: fused linear cross-entropy on Hopper with the logits consumed inside the
- * logits GEMM's epilogue (fused_sm90_gemm.cu, CUTLASS/CuTe sm_90a): issue 15 item 1, first step.
+ * logits GEMM's epilogue (fused_sm90_gemm.cu, CUTLASS/CuTe sm_90a).
  * Same math as fused-host and fused-cuda (lce_case.h), same plan (lce_fused_plan.h), same g split
  * (lce_fused_grad_split: no 1/n_valid bias), same run() around the passes (fused_cuda_run_passes:
  * validation, uploads, downloads, the output weight selected as fused-cuda selects it).
@@ -25,8 +25,8 @@
  * chunks of 2048 give 33.6 + 33.6 + 4.2 + 0.2 + 33.6 MB = 0.105 GB, of 1024 0.071 GB (fused-cuda:
  * 0.57 GB, its fp32 logits tile and an n·h fp32 d_hidden buffer).
  *
- * The target's arithmetic (issue 15: <= 1.15x the three-GEMM floor F, 3 GEMMs of 2·N·H·V flops, and
- * <= 0.1 GB extra). d_logits = g·(softmax - onehot) need lse, and lse needs the token's whole vocab
+ * The target's arithmetic (<= 1.15x the three-GEMM floor F, 3 GEMMs of 2·N·H·V flops, and <= 0.1 GB
+ * extra). d_logits = g·(softmax - onehot) need lse, and lse needs the token's whole vocab
  * row, so a kernel either keeps a row's logits until its lse is known or computes them twice:
  *  - recompute (this subject, fused-cuda, Megatron-LM PR 3345: forward 15.0 ms ~ one GEMM, backward
  *    41.5 ms ~ three; Cut Cross-Entropy): four GEMMs, 4/3 F = 1.33x at the floor's GEMM efficiency,
@@ -47,11 +47,14 @@
  * epilogue under the other's wgmma), a persistent tile scheduler, 2x1 clusters multicasting W tiles,
  * and a backward kernel that keeps each recomputed tile on chip (d_logits as the register A operand of
  * the d_hidden wgmma; d_weight with its W tile stationary over token tiles, written once) — 1.2-1.3x
- * at best. The issue's 1.15x of three GEMMs and 0.1 GB cannot both hold without a GEMM faster than
+ * at best. The target's 1.15x of three GEMMs and 0.1 GB cannot both hold without a GEMM faster than
  * cuBLAS's by 16%.
  *
  * Build: fused/cuda/cuda.cmake (LCE_WITH_SM90). Run: build/lcecheck check --subject fused-sm90;
  * build/lcecheck bench (fused-sm90's row beside fused-cuda's). Versions: 1 (this). */
+#define LCE_CUDA_WHO "fused-sm90" /* its failures name it (fused_cuda_kernels.cuh) */
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +67,6 @@ extern "C" {
 #include "fused_sm90.h"
 #include "lce_fused_plan.h"
 }
-
-#define FS_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
 /* ---- workspace ------------------------------------------------------------------------------- */
 
@@ -92,24 +93,41 @@ typedef struct fs_workspace {
 #define FS_ALLOC(ws, ptr, size, what) \
   LCE_TRY(lce_cuda_alloc((void **)(ptr), (size), (what), &(ws)->bytes, "fused-sm90", st))
 
-/* The case's token chunk, else LCE_FUSED_SM90_TOKEN_CHUNK tokens ($LCE_FUSED_SM90_TOKEN_CHUNK, a
- * positive number, overrides that default: the bench's memory/speed trade-off without a rebuild). */
+/* $LCE_FUSED_SM90_TOKEN_CHUNK: unset (0), a positive number of tokens (the bench's memory/speed
+ * trade-off without a rebuild), or anything else (-1: the workspace refuses it). */
+static int64_t fs_token_chunk_env(void) {
+  const char *env = getenv("LCE_FUSED_SM90_TOKEN_CHUNK");
+  if (env == NULL) return 0;
+  char *end;
+  errno = 0;
+  const long long v = strtoll(env, &end, 10);
+  return end != env && *end == '\0' && errno == 0 && v > 0 ? v : -1;
+}
+
+/* The case's token chunk, else the environment's (above), else LCE_FUSED_SM90_TOKEN_CHUNK tokens. */
 static int64_t fs_token_chunk(const lce_case *c) {
   if (c->token_chunk > 0 && c->token_chunk < c->n) return c->token_chunk;
-  int64_t chunk = LCE_FUSED_SM90_TOKEN_CHUNK;
-  const char *env = getenv("LCE_FUSED_SM90_TOKEN_CHUNK");
-  if (env != NULL && atoll(env) > 0) chunk = atoll(env);
+  const int64_t env = fs_token_chunk_env();
+  const int64_t chunk = env > 0 ? env : LCE_FUSED_SM90_TOKEN_CHUNK;
   return c->n < chunk ? c->n : chunk;
+}
+
+/* What the subject refuses before it touches a device: a dtype its logits GEMM does not have
+ * (LCE_ESKIP, not a wrong answer; bf16 and fp16 only) and a malformed $LCE_FUSED_SM90_TOKEN_CHUNK. */
+static lce_code fs_check_case(const lce_case *c, lce_status *st) {
+  LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
+            "fused-sm90: no %s logits GEMM (bf16 and fp16 only; fused-cuda runs fp32 and tf32)", lce_dtype_name(c->dtype));
+  LCE_CHECK(st, fs_token_chunk_env() >= 0, LCE_EINVAL, "fused-sm90: LCE_FUSED_SM90_TOKEN_CHUNK=%s is not a positive "
+            "number of tokens", getenv("LCE_FUSED_SM90_TOKEN_CHUNK"));
+  return LCE_OK;
 }
 
 static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
   memset(ws, 0, sizeof *ws);
   ws->stream = stream;
-  LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
-            "fused-sm90: no %s logits GEMM (bf16 and fp16 only)", lce_dtype_name(c->dtype));
+  LCE_TRY(fs_check_case(c, st));
   lce_fused_plan_make(&ws->plan, c);
-  ws->o.one_minus_e = ws->plan.one_minus_e, ws->o.ev = ws->plan.ev, ws->o.lambda = ws->plan.lambda;
-  ws->o.cap = ws->plan.cap, ws->o.tf32 = 0, ws->o.dtype = c->dtype;
+  ws->o = fc_make_options(c, &ws->plan);
   ws->tok_chunk = fs_token_chunk(c);
   ws->ld = (c->h + 7) / 8 * 8;
   const size_t es = lce_dtype_size(c->dtype), n = (size_t)c->n, tpn = (size_t)c->tp * n;
@@ -134,13 +152,7 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
   ws->smooth_a = ws->z_target + n;
   FS_ALLOC(ws, (void **)&ws->layout_error, sizeof(int), "the layout flag");
   LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->layout_error, 0, sizeof(int), stream));
-  FS_ALLOC(ws, &ws->blas_ws, FS_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace");
-  LCE_CUBLAS_CHECK(st, cublasCreate(&ws->blas));
-  LCE_CUBLAS_CHECK(st, cublasSetStream(ws->blas, stream));
-  LCE_CUBLAS_CHECK(st, cublasSetWorkspace(ws->blas, ws->blas_ws, FS_CUBLAS_WORKSPACE_BYTES));
-  LCE_CUBLAS_CHECK(st, cublasSetMathMode(ws->blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
-                                                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-  return LCE_OK;
+  return fc_blas_create(&ws->blas, &ws->blas_ws, &ws->bytes, stream, "fused-sm90", st);
 }
 
 static void fs_workspace_destroy(fs_workspace *ws) {
@@ -279,8 +291,7 @@ static lce_code fs_passes(const fc_problem *p, cudaStream_t stream, lce_status *
 
 static lce_code fused_sm90_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   LCE_TRY(lce_case_validate(c, st));
-  LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
-            "fused-sm90: no %s logits GEMM (bf16 and fp16 only; fused-cuda runs fp32 and tf32)", lce_dtype_name(c->dtype));
+  LCE_TRY(fs_check_case(c, st)); /* before the device query: a refusal wherever it runs */
   return fused_cuda_run_passes(c, in, out, fs_passes, "fused-sm90", st);
 }
 
@@ -308,14 +319,11 @@ static lce_code fs_bench_create(void **ws, const lce_case *c, cudaStream_t s, si
   LCE_TRY(fs_workspace_create(w, c, s, st));
   *bytes = w->bytes;
   snprintf(note, note_size, "token chunk %lld, vocab chunk %lld, cuBLAS workspace %zu MiB", (long long)w->tok_chunk,
-           (long long)w->plan.rows_max, FS_CUBLAS_WORKSPACE_BYTES >> 20);
+           (long long)w->plan.rows_max, FC_CUBLAS_WORKSPACE_BYTES >> 20);
   return LCE_OK;
 }
 static lce_code fs_bench_forward(void *ws, const fc_problem *p, lce_status *st) { return fs_forward((fs_workspace *)ws, p, st); }
-static lce_code fs_bench_backward(void *ws, const fc_problem *p, lce_status *st) {
-  LCE_TRY(fs_backward((fs_workspace *)ws, p, st));
-  return LCE_OK;
-}
+static lce_code fs_bench_backward(void *ws, const fc_problem *p, lce_status *st) { return fs_backward((fs_workspace *)ws, p, st); }
 static lce_code fs_bench_check(void *ws, lce_status *st) { return fs_check_layout((fs_workspace *)ws, st); }
 static void fs_bench_destroy(void *ws) {
   if (ws == NULL) return;

@@ -28,6 +28,8 @@
  * Build: fused/cuda/cuda.cmake, only when CUTLASS's headers are found (cmake/FindCUTLASS.cmake), for
  * sm_90a. Run: through the fused-sm90 subject (fused_sm90.cu).
  * Versions: 1 (this): cooperative 128x256x64 tiles, cluster 1x1, non-persistent grid. */
+#define LCE_CUDA_WHO "fused-sm90" /* its failures name it (fused_cuda_kernels.cuh) */
+
 #include <stdio.h>
 
 #include <cutlass/arch/reg_reconfig.h>

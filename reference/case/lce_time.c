@@ -4,14 +4,12 @@
 
 #include <time.h>
 
-double lce_now_seconds(void) {
+static double seconds_of(clockid_t clock) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double lce_cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double lce_now_seconds(void) { return seconds_of(CLOCK_MONOTONIC); }
+
+double lce_cpu_seconds(void) { return seconds_of(CLOCK_PROCESS_CPUTIME_ID); }

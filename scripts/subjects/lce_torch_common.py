@@ -325,6 +325,17 @@ def parse_shard(text):
     return int(i), int(n)
 
 
+def parse_seconds(text):
+    """--time-limit: a number of seconds, 0 or more (a negative limit would skip every case, NaN none)."""
+    try:
+        s = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not s >= 0 or s == float("inf"):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a finite number of seconds >= 0")
+    return s
+
+
 def build_parser(adapter):
     ap = argparse.ArgumentParser(
         prog=adapter.prog, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -339,7 +350,7 @@ def build_parser(adapter):
     ap.add_argument("--shard", type=parse_shard, metavar="I/N",
                     help="only the cases whose manifest index is I modulo N, so that N processes share an export "
                          "(the others' out/ is left alone)")
-    ap.add_argument("--time-limit", type=float, metavar="S",
+    ap.add_argument("--time-limit", type=parse_seconds, metavar="S",
                     help="start no case after S seconds of this runner; the cases not reached get a skip.txt "
                          "that says so (a matrix run within a device call's deadline)")
     ap.add_argument("--device", default="cuda", help="torch device (default %(default)s)")

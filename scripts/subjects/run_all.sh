@@ -61,6 +61,9 @@ while [ $# -gt 0 ]; do
 done
 if [ -z "$export_dir" ] && [ -z "$unit_test" ]; then usage >&2; exit 2; fi
 case "$jobs" in ''|*[!0-9]*|0) echo "run_all.sh: --jobs wants a positive integer, not '$jobs'" >&2; exit 2 ;; esac
+if [ -n "$time_limit" ] && ! [[ "$time_limit" =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+  echo "run_all.sh: --time-limit wants a number of seconds >= 0, not '$time_limit'" >&2; exit 2
+fi
 if [ -n "$export_dir" ] && [ ! -f "$export_dir/manifest.json" ]; then
   echo "run_all.sh: $export_dir/manifest.json not found" >&2; exit 2
 fi

@@ -12,6 +12,11 @@ CUBLAS = ("========= Error: Race reported between Write access at nvjet_sm90_tss
           "=========     and Write access at nvjet_sm90_tss_64x16_64x16_1x4_h_bx_splitK_NNT+0x2f80 [240 hazards]\n")
 OURS = ("========= Error: Race reported between Write access at fc_chunk_stats_kernel(const float *, long)+0x1d0\n"
         "=========     and Read access at void fs_gemm_kernel<(int)1>(Params)+0x80 [3 hazards]\n")
+# fused-sm90's kernels live in namespace lce_fs: the tool prints the qualified, demangled name.
+OURS_NAMESPACED = ("========= Error: Race reported between Write access at void lce_fs::fs_gemm_kernel<lce_fs::fs_cfg, "
+                   "(int)1>(T1::Params)+0x3c0\n"
+                   "=========     and Read access at void lce_fs::fs_gemm_kernel<lce_fs::fs_cfg, (int)1>(T1::Params)+0x400 "
+                   "[2 hazards]\n")
 TOOL_FAILED = "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception.\n"
 
 
@@ -45,6 +50,11 @@ class GpuRacecheck(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("fc_chunk_stats_kernel", out)
         self.assertIn("fs_gemm_kernel", out)
+
+    def test_hazards_in_our_namespaced_kernels_fail(self):
+        rc, out = self.run_with(CUBLAS + OURS_NAMESPACED, 99)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("lce_fs::fs_gemm_kernel", out)
 
     def test_tool_error_fails(self):
         rc, out = self.run_with(TOOL_FAILED, 1)

@@ -114,6 +114,10 @@ class SkipRuleTest(unittest.TestCase):
             self.assertIn("not reached", case_factory.read_skip(os.path.join(d, "case2")))
             p = subprocess.run(cce + ["--shard", "2/2", d], capture_output=True, text=True)
             self.assertEqual(p.returncode, 2)
+            for bad in ("-1", "nan", "soon"):
+                p = subprocess.run(cce + ["--time-limit", bad, d], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 2, bad)
+                self.assertIn("--time-limit", p.stderr)
 
     def test_missing_library_is_a_clear_error(self):
         # A case TE could run, and no TE where --te points: exit 2 naming the folder, before torch.
@@ -137,6 +141,13 @@ class RunAllTest(unittest.TestCase):
                     self.assertTrue(os.path.exists(os.path.join(out, s, "case1", "out", "d_hidden.npy")))
             finally:
                 subprocess.run(["rm", "-rf", out])
+
+    def test_bad_time_limit_is_a_usage_error(self):
+        with export([dict(dtype="float32")]) as d:
+            p = subprocess.run(["bash", os.path.join(SUBJECTS, "run_all.sh"), "--no-install", "--subjects", "cce",
+                                "--time-limit", "-5", d], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("--time-limit wants a number of seconds", p.stderr)
 
     def test_jobs_share_the_cases(self):
         with export([dict(dtype="float32")] * 3) as d:
