@@ -31,6 +31,17 @@
  *   coh          u of the case dtype when one scale g is shared by every token (reduction sum or mean,
  *                with a valid token), else 0: the coherent relative rounding of g in low-precision
  *                d_logits, which scales a gradient whatever its condition
+ *   ms*cond/sqrtn  ms * kappa / sqrt(neff), ms = the bound of the same output's maxscaled entry on the
+ *                same case (whatever its terms): one element's worst error, spread over neff elements
+ *   cond*v       kappa * vs: the coherent part of a shard's running sums (rounding the same way in
+ *                every row), which grows with the row count, not its square root
+ *   h            H
+ *   cond*h       kappa * H: the tensor-core truncation of the logits' dot products, a shrink of
+ *                every logit by a slope per unit of H
+ *   rnd          |bias| of the output computed from the exact d_logits rounded to the format the
+ *                GEMMs read (everything else exact), over the judged elements: the coherent rounding
+ *                a correct kernel makes (lce_metric_values.rnd_bias); without it from the reference
+ *                tier, its bound u/2 * kappa (u of that format)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -58,7 +69,12 @@ typedef enum lce_bound_term {
   LCE_TERM_SQRTK = 7,
   LCE_TERM_K = 8,
   LCE_TERM_COH = 9,
-  LCE_TERM_COUNT = 10
+  LCE_TERM_MS_COND_RSQRTN = 10,
+  LCE_TERM_COND_V = 11,
+  LCE_TERM_H = 12,
+  LCE_TERM_COND_H = 13,
+  LCE_TERM_RND = 14,
+  LCE_TERM_COUNT = 15
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -69,6 +85,8 @@ typedef struct lce_bound_scales {
   double h;    /* H, the length of the logits' dot products */
   double k;    /* the inner size K of the subject's reduction */
   double coh;  /* u of the case dtype under a shared scale g (sum, mean with a valid token), else 0 */
+  double ms;   /* the same output's maxscaled bound on this case (0 until lce_bounds_apply sets it) */
+  double rnd;  /* |bias| of the output from exactly rounded d_logits (see the term rnd), else 0 */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

@@ -70,6 +70,7 @@ void lce_oracle_free(lce_oracle_result *res) {
     free(r->emag);
     free(r->rounded);
     free(r->decisive);
+    free(r->rnd);
   }
   memset(res, 0, sizeof *res);
 }
