@@ -63,10 +63,11 @@ def case_shape(case_id):
     return shape
 
 
-def output_scales(case_id, o):
+def output_scales(case_id, output, o):
     """The scales of the golden terms on one measured output (lce_bound_scales_of). Measurements from
     before neff was reported count one effective element (the loosest cond/sqrtn)."""
-    return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]), o.get("rnd") or 0.0)
+    rnd = (o.get("rnd") or 0.0) if output in ("d_hidden", "d_weight") else 0.0  # 0 unmeasured (tier 2)
+    return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]), rnd)
 
 
 def with_ms(entries, key, scales):
@@ -116,7 +117,7 @@ def collect_measurements(meas):
                 key = (cls, case["dtype"], out, metric)
                 samples.setdefault(key, []).append({"id": cid, "value": abs(float(v)), "k": int(o["inner"]),
                                                     "cond": float(cond), "shape": case_shape(cid),
-                                                    "scales": output_scales(cid, o)})
+                                                    "scales": output_scales(cid, out, o)})
         if status != "pass" and not class_failures:
             problems.append(f"{cid}: status '{status}' without a class failure named")
     if problems:
@@ -262,7 +263,7 @@ def check_mutant_runs(cls, runs, entries):
                     e, v = entries.get((cls, case.get("dtype"), out, metric)), (o or {}).get(metric)
                     key = (cls, case.get("dtype"), out, metric)
                     if e is not None and v is not None and abs(float(v)) > bound_at(
-                            e, with_ms(entries, key, output_scales(case["id"], o))):
+                            e, with_ms(entries, key, output_scales(case["id"], out, o))):
                         failed.append(f"{case['id']} {out} {metric}")
         verdict = "killed" if failed else "SURVIVED"
         rows.append({"mutant": run.get("subject"), "failed": len(failed), "verdict": verdict,

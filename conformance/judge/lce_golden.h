@@ -40,8 +40,8 @@
  *                every logit by a slope per unit of H
  *   rnd          |bias| of the output computed from the exact d_logits rounded to the format the
  *                GEMMs read (everything else exact), over the judged elements: the coherent rounding
- *                a correct kernel makes (lce_metric_values.rnd_bias); without it from the reference
- *                tier, its bound u/2 * kappa (u of that format)
+ *                a correct kernel makes (lce_metric_values.rnd_bias); 0 from a reference tier that
+ *                does not compute it (tier 2)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H

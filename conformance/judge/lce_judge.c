@@ -178,11 +178,11 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * that rounds g into low-precision d_logits scales every gradient by the same rounding. */
   s->coh = c->reduction == LCE_RED_NONE ? 0.0 : lce_dtype_unit_roundoff(c->dtype);
   s->ms = 0.0; /* lce_bounds_apply: the maxscaled entry's bound, once it is known */
-  /* The coherent rounding of the d_logits: the reference's own measure of it, or (a tier that does
-   * not compute it) its bound, u/2 of the format the GEMMs read per element's terms, times cond. */
+  /* The coherent rounding of the d_logits, as the reference measured it; 0 from a tier that does not
+   * (tier 2): goldens fitted on its measurements carry that part in their other terms, and its
+   * bound u/2·cond would make a bias bound vacuous at production cond (~230). */
   const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
-  const double u_op = lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
-  s->rnd = !gradient ? 0.0 : isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.5 * u_op * s->cond;
+  s->rnd = gradient && isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.0;
 }
 
 lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,

@@ -526,6 +526,30 @@ class PolicyTest(unittest.TestCase):
         self.assertGreaterEqual(c[0] + c[1] * 100, 4e-6 * (1 - 1e-12))
         self.assertLess(c[0], 2e-7)  # the length term carries the long row, not the constant
 
+    def test_a_reference_term_takes_no_margin(self):
+        # ref=rnd: the bound is rnd + margin * (value - rnd), so a value at its reference needs nothing
+        # of the fitted terms, and one above it needs the margin on the excess only.
+        cid = "bf16.untied.tp1.n16.h32.v300.vp300.vc300.mean.ign0.fresh.flat.s1"
+        s = lambda cond, v, rnd: {"id": cid, "value": v, "scales": lcecheck_golden_fit.scales_of(cid, cond, 64.0, 300, rnd)}
+        c = lcecheck_golden_fit.fit([s(1.0, 2e-3, 2e-3), s(2.0, 1.5e-3, 1e-3)], ("cond", "rnd"), {"rnd": 1.0},
+                                    2.5, [0.0, 0.0], "rnd")
+        self.assertEqual(c[1], 1.0)
+        self.assertAlmostEqual(c[0], 2.5 * 0.5e-3 / 2.0, delta=1e-12)
+        # The same samples without the reference: the margin covers the whole value.
+        d = lcecheck_golden_fit.fit([s(1.0, 2e-3, 2e-3), s(2.0, 1.5e-3, 1e-3)], ("cond", "rnd"), {"rnd": 1.0},
+                                    2.5, [0.0, 0.0])
+        self.assertGreater(d[0], 2 * c[0])
+
+    def test_relerr_couples_to_the_maxscaled_bound_at_the_case(self):
+        key = ("fused-host", "fp32", "d_hidden", "relerr")
+        ms = ("model", 0.0, 0.0, 0.0, (("1", 1e-7), ("sqrtv", 2e-8)))
+        rel = ("model", 0.0, 0.0, 0.0, (("cond", 0.0), ("ms*cond/sqrtn", 1.0)))
+        entries = {key[:3] + ("maxscaled",): ms, key: rel}
+        sc = lcecheck_golden.with_ms(entries, key, lcecheck_golden_fit.scales_of(
+            "fp32.untied.tp1.n1.h3.v400.vp400.vc1.none.ign0.fresh.flat.s1", 2.0, 4.0, 400))
+        self.assertEqual(sc["ms"], 1e-7 + 2e-8 * 20.0)
+        self.assertEqual(lcecheck_golden.bound_at(rel, sc), (1e-7 + 2e-8 * 20.0) * 2.0 / 2.0)
+
     def test_sm90_policy_is_the_base_plus_the_tensor_core_term(self):
         base = lcecheck_golden.load_policy(POLICY)
         arch = lcecheck_golden.load_policy(os.path.join(os.path.dirname(POLICY), "sm_90", "policy.txt"))
