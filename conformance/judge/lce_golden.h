@@ -42,6 +42,9 @@
  *                GEMMs read (everything else exact), over the judged elements: the coherent rounding
  *                a correct kernel makes (lce_metric_values.rnd_bias); 0 from a reference tier that
  *                does not compute it (tier 2)
+ *   pertok       u of the format the GEMMs read when every token has its own g (reduction none), else
+ *                0: how a kernel applies each token's g (folded into its d_logits, or a power of two
+ *                there and the rest in fp32) changes its rows' coherent rounding by up to u/2 each
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -74,7 +77,8 @@ typedef enum lce_bound_term {
   LCE_TERM_H = 12,
   LCE_TERM_COND_H = 13,
   LCE_TERM_RND = 14,
-  LCE_TERM_COUNT = 15
+  LCE_TERM_PERTOK = 15,
+  LCE_TERM_COUNT = 16
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -87,6 +91,7 @@ typedef struct lce_bound_scales {
   double coh;  /* u of the case dtype under a shared scale g (sum, mean with a valid token), else 0 */
   double ms;   /* the same output's maxscaled bound on this case (0 until lce_bounds_apply sets it) */
   double rnd;  /* |bias| of the output from exactly rounded d_logits (see the term rnd), else 0 */
+  double pertok; /* u of the GEMMs' d_logit format under reduction none, else 0 */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {
