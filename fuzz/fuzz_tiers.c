@@ -4,7 +4,9 @@
  *   - tier 1 as the engine runs it (with its escalations) against tier 0: the same decisive flag on
  *     every element, the same rounded value where decisive, values within both bounds;
  *   - tier 1 alone (no escalation: its own arithmetic and bounds) against tier 0: every value within
- *     both bounds, and the same rounded value wherever both are decisive.
+ *     both bounds, and the same rounded value wherever both are decisive;
+ *   - the same with every d_hidden and d_weight element through tier 1's double-double step
+ *     (lce_fast_options.refine_all), decided by double or not: that step's bounds.
  * Build: CC=clang cmake -DLCE_BUILD_FUZZERS=ON -DLCE_BUILD_TESTS=OFF; run: build/fuzz/fuzz_tiers
  * [corpus dir]. The same object links into fuzz_replay_tiers (replay_main.c), which ctest runs over
  * the subject seed corpus (the bytes → case mapping is shared). The session (lce_fuzz_session.h)
@@ -60,21 +62,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     abort();
   }
   lce_case_format(&c, s->last_id, sizeof s->last_id);
-  lce_oracle_result r0, r1, alone;
-  const lce_fast_options no_escalation = {0, 0};
+  lce_oracle_result r0, r1, alone, refined;
+  const lce_fast_options no_escalation = {0, 0, 0}, refine_all = {0, 0, 1};
   if (lce_oracle_run(&c, &t, &r0, &st) != LCE_OK || lce_fast_run(&c, &t, &r1, NULL, &st) != LCE_OK ||
-      lce_fast_run_opts(&c, &t, &no_escalation, &alone, NULL, &st) != LCE_OK) {
+      lce_fast_run_opts(&c, &t, &no_escalation, &alone, NULL, &st) != LCE_OK ||
+      lce_fast_run_opts(&c, &t, &refine_all, &refined, NULL, &st) != LCE_OK) {
     fprintf(stderr, "fuzz_tiers: %s: %s\n", s->last_id, st.msg);
     abort();
   }
-  lce_tier_diff d1, d2;
-  const int64_t bad = lce_tiers_differ(&r1, &r0, 1, &d1) + lce_tiers_differ(&alone, &r0, 0, &d2);
+  lce_tier_diff d1, d2, d3;
+  const int64_t bad = lce_tiers_differ(&r1, &r0, 1, &d1) + lce_tiers_differ(&alone, &r0, 0, &d2) +
+                      lce_tiers_differ(&refined, &r0, 0, &d3);
   if (d1.count) report(s->last_id, "tier 1", &r1, &r0, &d1);
   if (d2.count) report(s->last_id, "tier 1 without escalation", &alone, &r0, &d2);
+  if (d3.count) report(s->last_id, "tier 1 with every gradient element in double-double", &refined, &r0, &d3);
   s->stats.inconclusive += r0.total - r0.decisive;
   s->last_outcome = bad ? LCE_FUZZ_VIOLATION : LCE_FUZZ_PASS;
   bad ? s->stats.violations++ : s->stats.passed++;
-  lce_oracle_free(&r0), lce_oracle_free(&r1), lce_oracle_free(&alone);
+  lce_oracle_free(&r0), lce_oracle_free(&r1), lce_oracle_free(&alone), lce_oracle_free(&refined);
   lce_tensors_free(&t);
   if (bad && s->trap_on_violation) __builtin_trap();
   return 0;

@@ -5,7 +5,8 @@
 #    LD_LIBRARY_PATH extended; without .deps, the system's libraries are used;
 #  - the start of every script (`gpu_start`: --help, the output folder and log, the deadline), its
 #    stages (`has_stage`), the build (`gpu_build`);
-#  - the steps of a run under one deadline: `step`, `step_note` and `step_summary`.
+#  - the steps of a run under one deadline: `step`, `step_note` and `step_summary`; `bg_steps` and
+#    `bg_wait` for steps that run side by side.
 DEPS=$ROOT/.deps/root/usr
 CMAKE_DEPS=()
 if [ -d "$DEPS" ]; then
@@ -88,6 +89,44 @@ step() {
   [ "$verdict" != ok ] && FAILED=1
   SUMMARY+=("$(printf '%-52s %-6s %4s %4s  %s' "$name" "$expect" "$rc" "$(($(date +%s) - t0))" "$verdict")")
   return 0
+}
+
+# bg_steps <log> <command...>: runs the command (typically a function that calls step) in a background
+# subshell under the same deadline, everything it prints into <log>; bg_wait waits for every one
+# started, in the order they were started, prints each log and adds each one's summary lines and
+# failure to this run's. So several GPU processes (adapters of different subjects, their judges)
+# share the device and the host's cores instead of queueing.
+BG_PIDS=()
+BG_LOGS=()
+bg_steps() {
+  local log=$1
+  shift
+  (
+    SUMMARY=()
+    FAILED=0
+    "$@"
+    [ "${#SUMMARY[@]}" -gt 0 ] && printf '%s\n' "${SUMMARY[@]}" >"$log.summary"
+    exit "$FAILED"
+  ) >"$log" 2>&1 &
+  BG_PIDS+=($!)
+  BG_LOGS+=("$log")
+  echo "+ (background, log $log) $*"
+}
+bg_wait() {
+  local i lines=()
+  for i in "${!BG_PIDS[@]}"; do
+    wait "${BG_PIDS[$i]}" || FAILED=1
+    echo
+    echo "==== background log ${BG_LOGS[$i]} ===="
+    cat "${BG_LOGS[$i]}"
+    if [ -f "${BG_LOGS[$i]}.summary" ]; then
+      mapfile -t lines <"${BG_LOGS[$i]}.summary"
+      SUMMARY+=("${lines[@]}")
+      rm -f "${BG_LOGS[$i]}.summary"
+    fi
+  done
+  BG_PIDS=()
+  BG_LOGS=()
 }
 
 # step_summary <title> <log path>: the table that ends a run's log, and its overall verdict.

@@ -26,7 +26,9 @@
 #               regen (bench fuzz sanitizers) and a second gpu_run.sh in the same call judge with them
 #   bench       lcecheck bench
 #   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda; carry .gpufuzz)
-#   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda
+#   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda: every
+#               kernel path, the mean factor as the GEMMs' alpha (its 1/n_valid bias block, n_valid
+#               259) and reduction none's scaled hidden rows (fc_scale_rows_kernel, token chunks of 7)
 # Default: build gputests probe check medium compare bench sanitizers. Results other than the log
 # go into $OUT/results.tar (the device tool returns at most 8 files); a summary table ends the log.
 #
@@ -42,7 +44,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 39 540 "$@"
+gpu_start log 41 540 "$@"
 JOBS=${LCE_GPU_JOBS:-$(nproc)}
 STAGES=${LCE_GPU_STAGES:-build gputests probe check medium compare bench sanitizers}
 PREDICT_FACTOR=${LCE_PREDICT_FACTOR:-3}

@@ -40,7 +40,9 @@ def parse_expr(text, where):
     """Parses arithmetic (+ - * / parentheses, sqrt(), numbers, names) into an ast, or raises."""
     try:
         tree = ast.parse(text, mode="eval").body
-    except (SyntaxError, RecursionError):  # RecursionError: nesting or a sum too deep for the parser
+    # RecursionError: nesting or a sum too deep for the parser; ValueError: a NUL byte, on CPython
+    # 3.11 releases before the one that made it a SyntaxError (3.11.2 raises it, 3.11.7 does not).
+    except (SyntaxError, ValueError, RecursionError):
         raise ToolError(f"{where}: cannot parse expression '{text}'")
     for node in ast.walk(tree):
         ok = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load,

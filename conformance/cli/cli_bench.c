@@ -41,7 +41,8 @@
 #define BENCH_PEERS_SCRIPT LCE_SOURCE_DIR "/scripts/subjects/bench_peers.py"
 
 /* The peers bench_peers.py knows (its PEERS), in its order. */
-static const char *const PEER_NAMES[] = {"torch-eager", "torch-compile", "liger", "cce", "megatron-fused-lce"};
+static const char *const PEER_NAMES[] = {"torch-eager", "torch-compile", "liger", "cce", "megatron-fused-lce",
+                                         "te-parallel-ce"};
 enum { PEER_COUNT = sizeof PEER_NAMES / sizeof PEER_NAMES[0] };
 
 typedef struct bench_args {
@@ -82,7 +83,7 @@ static int bench_parse(bench_args *a) {
       const int p = peer_index(items[k]);
       if (p < 0)
         return cli_fail(CLI_USAGE, "--peers: unknown peer '%s' (known: torch-eager, torch-compile, liger, cce, "
-                        "megatron-fused-lce, or all)", items[k]);
+                        "megatron-fused-lce, te-parallel-ce, or all)", items[k]);
       if (a->peers >> p & 1u) return cli_fail(CLI_USAGE, "--peers: %s named twice", items[k]);
       a->peers |= 1u << p;
     }

@@ -96,7 +96,7 @@ static const cli_option PROBE_OPTIONS[] = {
 static const cli_option BENCH_OPTIONS[] = {
     {"--shapes", "NxHxV[,...]", "the shapes (default 8192x4096x128256,4096x4096x262144,16384x8192x152064; at most 8)"},
     {"--peers", "LIST", "also the external kernels in a Python process: torch-eager, torch-compile, liger, cce, "
-                        "megatron-fused-lce, or all"},
+                        "megatron-fused-lce, te-parallel-ce (from .subjects/transformer-engine), or all"},
     {"--reps", "N", "timed repetitions, median reported, 10..200 (default 20)"},
     {"--warmup", "N", "untimed repetitions first, 1..100 (default 3)"},
     {"--vocab-chunk", "C", "fused-cuda's vocab chunk (default 8192)"},

@@ -5,12 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_parallel.h"
 #include "lce_prng.h"
 #include "lce_time.h"
 
 enum { STREAM_OFFSET = 0x6301, STREAM_RANK = 0x6302, STREAM_INIT_E = 0x6303, STREAM_INIT_W = 0x6304 };
 #define ZIPF_EXPONENT 1.1
 #define CONTEXT_CLASSES 8
+/* The parameter loops run over V·H elements (half a billion at H 4096, V 128k): element-wise ones in
+ * parallel above this size, reductions in fixed blocks of it summed in block order, so that the result
+ * is the same bits for any thread count (and, below one block, the plain serial sum). */
+#define PARAM_BLOCK ((size_t)1 << 16)
 
 lce_converge_config lce_converge_defaults(void) {
   return (lce_converge_config){.dtype = LCE_BF16, .n = 64, .h = 32, .v = 256, .vocab_chunk = 4, .steps = 60,
@@ -59,6 +64,7 @@ typedef struct params {
 /* The step's tensors from parameters p and the batch's tokens: hidden rows E[x_i], the tables, the
  * labels x_{i+1}; grad_output 1, priors 0. */
 static void fill_tensors(const lce_case *c, const params *p, const int64_t *x, lce_tensors *in) {
+  LCE_PARALLEL_FOR_IF(p->size > PARAM_BLOCK)
   for (size_t k = 0; k < p->size; k++) {
     lce_store(c->dtype, in->embedding, k, p->e[k]);
     if (!c->tied) lce_store(c->dtype, in->weight, k, p->w[k]);
@@ -89,6 +95,7 @@ static double elem_dtype(const void *buf, lce_dtype t, size_t i) { return lce_lo
 
 static void assemble(const lce_case *c, const int64_t *x, const void *emb, const void *wgt, elem_fn head,
                      const void *dh, elem_fn dhf, params *g) {
+  LCE_PARALLEL_FOR_IF(g->size > PARAM_BLOCK)
   for (size_t k = 0; k < g->size; k++) {
     g->e[k] = head(emb, c->dtype, k);
     if (!c->tied) g->w[k] = head(wgt, c->dtype, k);
@@ -125,23 +132,42 @@ static lce_code subject_at(const lce_converge_config *cfg, const lce_case *c, co
   return rc;
 }
 
-static double dot(const params *a, const params *b) {
-  double s = 0;
-  for (size_t k = 0; k < a->size; k++) s += a->e[k] * b->e[k] + (a->w ? a->w[k] * b->w[k] : 0);
+/* sum over k of term(a, b, k), in PARAM_BLOCK blocks (see PARAM_BLOCK). */
+typedef double (*pair_term)(const params *a, const params *b, size_t k);
+static double blocked_sum(const params *a, const params *b, pair_term term) {
+  size_t nblocks = (a->size + PARAM_BLOCK - 1) / PARAM_BLOCK;
+  double *part = malloc(nblocks * sizeof *part), s = 0;
+  if (part == NULL) { /* no room for the partial sums: the same blocks, one after the other */
+    for (size_t k = 0; k < a->size; k++) s += term(a, b, k);
+    return s;
+  }
+  LCE_PARALLEL_FOR_IF(nblocks > 1)
+  for (size_t blk = 0; blk < nblocks; blk++) {
+    size_t end = (blk + 1) * PARAM_BLOCK < a->size ? (blk + 1) * PARAM_BLOCK : a->size;
+    double t = 0;
+    for (size_t k = blk * PARAM_BLOCK; k < end; k++) t += term(a, b, k);
+    part[blk] = t;
+  }
+  for (size_t blk = 0; blk < nblocks; blk++) s += part[blk];
+  free(part);
   return s;
 }
 
-/* ‖a − b‖ */
-static double dist(const params *a, const params *b) {
-  double s = 0;
-  for (size_t k = 0; k < a->size; k++) {
-    double de = a->e[k] - b->e[k], dw = a->w ? a->w[k] - b->w[k] : 0;
-    s += de * de + dw * dw;
-  }
-  return sqrt(s);
+static double dot_term(const params *a, const params *b, size_t k) {
+  return a->e[k] * b->e[k] + (a->w ? a->w[k] * b->w[k] : 0);
+}
+static double dist2_term(const params *a, const params *b, size_t k) {
+  double de = a->e[k] - b->e[k], dw = a->w ? a->w[k] - b->w[k] : 0;
+  return de * de + dw * dw;
 }
 
+static double dot(const params *a, const params *b) { return blocked_sum(a, b, dot_term); }
+
+/* ‖a − b‖ */
+static double dist(const params *a, const params *b) { return sqrt(blocked_sum(a, b, dist2_term)); }
+
 static void sgd(params *p, const params *g, double lr) {
+  LCE_PARALLEL_FOR_IF(p->size > PARAM_BLOCK)
   for (size_t k = 0; k < p->size; k++) {
     p->e[k] -= lr * g->e[k];
     if (p->w) p->w[k] -= lr * g->w[k];
@@ -171,6 +197,7 @@ static void params_copy(params *dst, const params *src) {
  * ‖E_x‖² ≈ sqrt(H)/4, starts small too. */
 static void params_init(const lce_converge_config *cfg, params *p) {
   double se = cfg->tied ? 0.5 / sqrt(sqrt((double)cfg->h)) : 1.0, sw = 0.5 / sqrt((double)cfg->h);
+  LCE_PARALLEL_FOR_IF(p->size > PARAM_BLOCK)
   for (size_t k = 0; k < p->size; k++) {
     p->e[k] = se * lce_rand_normal(cfg->seed, STREAM_INIT_E, k);
     if (p->w) p->w[k] = sw * lce_rand_normal(cfg->seed, STREAM_INIT_W, k);

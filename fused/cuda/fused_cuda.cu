@@ -170,23 +170,23 @@ static lce_code gemm_dhidden(fc_workspace *ws, const fc_problem *p, int64_t t0, 
 
 /* grad_W[row0 .. row0+rows) += alpha · ds^T · hidden[t0 .. t0+tok): column-major [h x rows] =
  * hidden^T(h x tok) · ds(tok x rows, the transposed column-major [rows x tok] tile). The hidden rows
- * are the token chunk's scaled copy when p->hw scales them (scale_hidden_rows). */
+ * are the token chunk's scaled copy when p->scale_rows says so (scale_hidden_rows). */
 static lce_code gemm_dweight(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
                              int64_t rows, lce_status *st) {
   const lce_case *c = p->c;
   const cudaDataType t = fc_cuda_type(c->dtype);
-  const void *hidden = p->hw ? ws->hidden_dw : fc_at(p->hidden, t0 * c->h, c->dtype);
+  const void *hidden = p->scale_rows ? ws->hidden_dw : fc_at(p->hidden, t0 * c->h, c->dtype);
   return fc_gemm(ws, c, CUBLAS_OP_N, CUBLAS_OP_T, c->h, rows, tok, p->alpha, hidden, t, c->h, ws->ds, t, rows, 1.0f,
                  p->grad_w + row0 * c->h, CUDA_R_32F, c->h, st);
 }
 
-/* The token chunk's hidden rows as the weight gradient reads them, when p->hw scales them. */
+/* The token chunk's hidden rows as the weight gradient reads them, when p->scale_rows says so. */
 static lce_code scale_hidden_rows(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, lce_status *st) {
   const lce_case *c = p->c;
-  if (p->hw == NULL) return LCE_OK;
+  if (!p->scale_rows) return LCE_OK;
   LCE_CHECK(st, ws->hidden_dw != NULL, LCE_EINTERNAL, "fused-cuda: hidden rows to scale without a buffer (reduction %d)",
             (int)c->reduction);
-  return fc_launch_scale_rows(fc_at(p->hidden, t0 * c->h, c->dtype), ws->hidden_dw, c->dtype, tok, c->h, p->hw + t0,
+  return fc_launch_scale_rows(fc_at(p->hidden, t0 * c->h, c->dtype), ws->hidden_dw, c->dtype, tok, c->h, p->rho + t0,
                               ws->o.tf32, ws->stream, st);
 }
 
@@ -234,7 +234,7 @@ static lce_code backward(fc_workspace *ws, const fc_problem *p, lce_status *st) 
   LCE_TRY(fc_launch_zero_ignored_rows(p->hidden, c->dtype, c->h, p->tk, ws->stream, st));
   LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->dh_acc, 0, (size_t)(c->n * c->h) * lce_dtype_size(ws->dh_dtype), ws->stream));
   LCE_TRY(run_tiles(ws, p, FC_BACKWARD, st));
-  return fc_launch_finish_dhidden(ws->dh_acc, ws->dh_dtype, p->dh, p->d_hidden, c->dtype, c->h, p->tk, ws->stream, st);
+  return fc_launch_finish_dhidden(ws->dh_acc, ws->dh_dtype, p->rho, p->d_hidden, c->dtype, c->h, p->tk, ws->stream, st);
 }
 
 /* ---- the subject: uploads, the two passes, downloads ----------------------------------------- */
@@ -242,7 +242,7 @@ static lce_code backward(fc_workspace *ws, const fc_problem *p, lce_status *st) 
 /* Device copies of one case's tensors and outputs. */
 typedef struct fc_device_case {
   void *hidden, *w;
-  float *grad_w, *class_weight, *dl, *dh, *hw, *lse, *loss_token;
+  float *grad_w, *class_weight, *dl, *rho, *lse, *loss_token;
   int64_t *labels;
   void *d_hidden;
 } fc_device_case;
@@ -263,9 +263,9 @@ static void select_output_weight(const lce_case *c, const lce_tensors *in, lce_o
 
 /* d loss / d loss_token on the host: g [n], and its split (lce_fused_grad_split). */
 typedef struct fc_grad {
-  float *g, *dl, *dh, *hw; /* [n] each, one allocation at g */
+  float *g, *dl, *rho; /* [n] each, one allocation at g */
   float alpha;
-  int scaled_rows;         /* some hw is not 1 */
+  int scale_rows;      /* some rho is not 1 */
 } fc_grad;
 
 /* fold_g: the whole g folded into d_logits (dl = g, no remainder), as an unfused PyTorch model's
@@ -273,14 +273,14 @@ typedef struct fc_grad {
 static lce_code grad_make(const lce_case *c, const lce_tensors *in, float weight_sum, int fold_g, fc_grad *gr,
                           lce_status *st) {
   const size_t n = (size_t)c->n;
-  gr->g = (float *)malloc(4 * n * sizeof(float));
+  gr->g = (float *)malloc(3 * n * sizeof(float));
   LCE_ALLOC_CHECK(st, gr->g);
-  gr->dl = gr->g + n, gr->dh = gr->dl + n, gr->hw = gr->dh + n;
+  gr->dl = gr->g + n, gr->rho = gr->dl + n;
   lce_fused_loss_gradient(c, in, weight_sum, gr->g);
-  gr->scaled_rows = lce_fused_grad_split(c, in, gr->g, gr->dl, gr->dh, gr->hw, &gr->alpha);
+  gr->scale_rows = lce_fused_grad_split(c, in, gr->g, gr->dl, gr->rho, &gr->alpha);
   if (fold_g) {
-    for (size_t i = 0; i < n; i++) gr->dl[i] = gr->g[i], gr->dh[i] = gr->hw[i] = 1.0f;
-    gr->alpha = 1.0f, gr->scaled_rows = 0;
+    for (size_t i = 0; i < n; i++) gr->dl[i] = gr->g[i], gr->rho[i] = 1.0f;
+    gr->alpha = 1.0f, gr->scale_rows = 0;
   }
   return LCE_OK;
 }
@@ -297,8 +297,8 @@ static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outp
   FC_ALLOC(ws, &d->w, vh * es, "the output weight");
   FC_ALLOC(ws, (void **)&d->grad_w, vh * sizeof(float), "the weight gradient");
   FC_ALLOC(ws, (void **)&d->labels, n * sizeof(int64_t), "labels");
-  FC_ALLOC(ws, (void **)&d->dl, 5 * n * sizeof(float), "g's split, lse, loss_token");
-  d->dh = d->dl + n, d->hw = d->dh + n, d->lse = d->hw + n, d->loss_token = d->lse + n;
+  FC_ALLOC(ws, (void **)&d->dl, 4 * n * sizeof(float), "g's split, lse, loss_token");
+  d->rho = d->dl + n, d->lse = d->rho + n, d->loss_token = d->lse + n;
   FC_ALLOC(ws, &d->d_hidden, nh * es, "d_hidden");
   if (c->class_weights) FC_ALLOC(ws, (void **)&d->class_weight, (size_t)c->v * sizeof(float), "class weights");
 
@@ -306,7 +306,7 @@ static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outp
   LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->w, w_host, vh * es, cudaMemcpyHostToDevice, stream));
   LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->grad_w, grad_host, vh * sizeof(float), cudaMemcpyHostToDevice, stream));
   LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->labels, in->labels, n * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
-  LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->dl, gr->dl, 3 * n * sizeof(float), cudaMemcpyHostToDevice, stream)); /* dl dh hw */
+  LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->dl, gr->dl, 2 * n * sizeof(float), cudaMemcpyHostToDevice, stream)); /* dl rho */
   if (c->class_weights)
     LCE_CUDA_CHECK(st, cudaMemcpyAsync(d->class_weight, in->class_weight, (size_t)c->v * sizeof(float),
                                        cudaMemcpyHostToDevice, stream));
@@ -317,7 +317,7 @@ static lce_code run_on_device(const lce_case *c, const lce_tensors *in, lce_outp
   fc_problem p;
   p.c = c, p.hidden = d->hidden, p.w = d->w, p.grad_w = d->grad_w;
   p.tk.labels = d->labels, p.tk.class_weight = d->class_weight, p.tk.n = c->n, p.tk.ignore_index = c->ignore_index;
-  p.dl = d->dl, p.dh = d->dh, p.hw = gr->scaled_rows ? d->hw : NULL, p.alpha = gr->alpha;
+  p.dl = d->dl, p.rho = d->rho, p.scale_rows = gr->scale_rows, p.alpha = gr->alpha;
   p.lse = d->lse, p.loss_token = d->loss_token, p.d_hidden = d->d_hidden;
   LCE_TRY(forward(ws, &p, st));
   LCE_TRY(backward(ws, &p, st));
@@ -408,11 +408,19 @@ lce_code lce_fused_cuda_run_folded(const lce_case *c, const lce_tensors *in, lce
   return fused_cuda_run_g(c, in, out, 1, st);
 }
 
-/* The production driver, for the bench (fused_cuda_bench.cu). */
+/* The production driver, for the bench (fused_cuda_bench.cu) and the epilogue test. */
 lce_code fused_cuda_workspace_create(fc_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
   return workspace_create(ws, c, stream, st);
 }
 void fused_cuda_workspace_destroy(fc_workspace *ws) { workspace_destroy(ws); }
 lce_code fused_cuda_forward(fc_workspace *ws, const fc_problem *p, lce_status *st) { return forward(ws, p, st); }
 lce_code fused_cuda_backward(fc_workspace *ws, const fc_problem *p, lce_status *st) { return backward(ws, p, st); }
+lce_code fused_cuda_gemm_dhidden(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                                 int64_t rows, lce_status *st) {
+  return gemm_dhidden(ws, p, t0, tok, row0, rows, st);
+}
+lce_code fused_cuda_gemm_dweight(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                                 int64_t rows, lce_status *st) {
+  return gemm_dweight(ws, p, t0, tok, row0, rows, st);
+}
 #endif

@@ -23,7 +23,7 @@ extern "C" {
 /* Device buffers of one bench shape: the problem, and the plain GEMMs' logits and d_logits. */
 typedef struct bench_buffers {
   void *hidden, *w, *d_hidden, *ref_dlogits;
-  float *grad_w, *dl, *dh, *lse, *loss_token, *ref_logits, *ref_dh;
+  float *grad_w, *dl, *rho, *lse, *loss_token, *ref_logits, *ref_dh;
   int64_t *labels;
 } bench_buffers;
 
@@ -36,7 +36,7 @@ static lce_code bench_buffers_alloc(const lce_case *c, bench_buffers *b, lce_sta
   BENCH_ALLOC(&b->d_hidden, nh * 2, "d_hidden");
   BENCH_ALLOC((void **)&b->grad_w, vh * 4, "grad_W");
   BENCH_ALLOC((void **)&b->dl, 4 * n * 4, "g's split, lse, loss_token");
-  b->dh = b->dl + n, b->lse = b->dh + n, b->loss_token = b->lse + n;
+  b->rho = b->dl + n, b->lse = b->rho + n, b->loss_token = b->lse + n;
   BENCH_ALLOC((void **)&b->labels, n * 8, "labels");
   BENCH_ALLOC((void **)&b->ref_logits, nv * 4, "the plain GEMMs' logits");
   BENCH_ALLOC(&b->ref_dlogits, nv * 2, "the plain GEMMs' d_logits");
@@ -97,11 +97,11 @@ static lce_code bench_shape(const lce_cuda_bench_config *cfg, const lce_case *c,
   float alpha;
   { /* g = grad_output / N for reduction mean with no ignored token, split as the subject splits it */
     const size_t n = (size_t)c->n;
-    float *g = (float *)malloc(4 * n * sizeof(float));
+    float *g = (float *)malloc(3 * n * sizeof(float));
     LCE_ALLOC_CHECK(st, g);
     for (size_t i = 0; i < n; i++) g[i] = 1.0f / (float)c->n;
-    lce_fused_grad_split(c, NULL, g, g + n, g + 2 * n, g + 3 * n, &alpha); /* mean: hidden rows are not read */
-    cudaError_t rc = cudaMemcpy(b->dl, g + n, 2 * n * sizeof(float), cudaMemcpyHostToDevice); /* dl, dh */
+    lce_fused_grad_split(c, NULL, g, g + n, g + 2 * n, &alpha); /* mean: hidden rows are not read */
+    cudaError_t rc = cudaMemcpy(b->dl, g + n, 2 * n * sizeof(float), cudaMemcpyHostToDevice); /* dl, rho */
     free(g);
     LCE_CUDA_CHECK(st, rc);
   }
@@ -112,7 +112,7 @@ static lce_code bench_shape(const lce_cuda_bench_config *cfg, const lce_case *c,
   fc_problem p;
   p.c = c, p.hidden = b->hidden, p.w = b->w, p.grad_w = b->grad_w;
   p.tk.labels = b->labels, p.tk.class_weight = NULL, p.tk.n = c->n, p.tk.ignore_index = c->ignore_index;
-  p.dl = b->dl, p.dh = b->dh, p.hw = NULL, p.alpha = alpha;
+  p.dl = b->dl, p.rho = b->rho, p.scale_rows = 0, p.alpha = alpha;
   p.lse = b->lse, p.loss_token = b->loss_token, p.d_hidden = b->d_hidden;
 
   double fwd[MAX_REPS], bwd[MAX_REPS], gm[4][MAX_REPS], gsum[MAX_REPS], gsum3[MAX_REPS];

@@ -22,8 +22,9 @@ typedef struct fc_problem {
   /* d loss / d loss_token, split as lce_fused_grad_split says (no common rounding error of g in
    * the bf16 d_logits): */
   const float *dl;    /* [n] the part folded into d_logits */
-  const float *dh;    /* [n] d_hidden's row scale, applied in fp32 after the all-reduce (1: mean, sum) */
-  const float *hw;    /* [n] the hidden rows' scale for the weight gradient, or NULL: all 1 */
+  const float *rho;   /* [n] the per-token remainder: d_hidden's row scale, applied in fp32 after the
+                         all-reduce, and the hidden rows' scale for the weight gradient (1: mean, sum) */
+  int scale_rows;     /* some rho is not 1: the weight gradient reads the hidden rows scaled by rho */
   float alpha;        /* the backward GEMMs' alpha (g under mean and sum, else 1) */
   float *lse;         /* [n] out */
   float *loss_token;  /* [n] out */
@@ -40,7 +41,7 @@ typedef struct fc_workspace {
   float *tile;               /* [tok_max*rows_max] fp32 logits of one tile */
   void *ds;                  /* [tok_max*rows_max] dtype d_logits of one tile */
   void *dh_acc;              /* [n*h] d_hidden accumulation buffer, in dh_dtype */
-  void *hidden_dw;           /* [tok_max*h] dtype: a token chunk's hidden rows scaled by hw (reduction none) */
+  void *hidden_dw;           /* [tok_max*h] dtype: a token chunk's hidden rows scaled by rho (reduction none) */
   lce_dtype dh_dtype;        /* fp32 (the policy) */
   fc_stats stats;            /* [tp*n] each */
   float *z_target, *smooth_a; /* [n] each */
@@ -58,5 +59,12 @@ lce_code fused_cuda_forward(fc_workspace *ws, const fc_problem *p, lce_status *s
 /* Backward (after the forward): logits recomputed per tile, d_logits, d_hidden into the fp32 buffer
  * (beta = 1), d_weight into grad_w (beta = 1); d_hidden converted to the dtype at the end. */
 lce_code fused_cuda_backward(fc_workspace *ws, const fc_problem *p, lce_status *st);
+/* The backward's two GEMMs on their own, for one tile (tokens [t0, t0+tok), rows [row0, row0+rows)) whose
+ * d_logits are in ws->ds: ws->dh_acc += alpha·ds·W_chunk and grad_w[chunk] += alpha·ds^T·hidden, with
+ * beta = 1, exactly as a run calls them (test_fused_cuda_epilogue.cu checks their epilogue's rounding). */
+lce_code fused_cuda_gemm_dhidden(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                                 int64_t rows, lce_status *st);
+lce_code fused_cuda_gemm_dweight(fc_workspace *ws, const fc_problem *p, int64_t t0, int64_t tok, int64_t row0,
+                                 int64_t rows, lce_status *st);
 
 #endif

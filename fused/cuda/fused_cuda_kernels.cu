@@ -9,9 +9,9 @@
  *                  all-reduce them; lse, the smoothing factor A and loss_token
  *   chunk_dlogits  one thread per tile element: d_logits in the input dtype (then tf32 with tf32 GEMMs),
  *                  with only the exact part dl of g folded in (lce_fused_grad_split)
- *   scale_rows     a token chunk's hidden rows scaled by hw and rounded to the dtype (then tf32): the
+ *   scale_rows     a token chunk's hidden rows scaled by rho and rounded to the dtype (then tf32): the
  *                  weight gradient's operand under reduction none
- *   finish_dhidden the fp32 d_hidden buffer scaled by dh in fp32 and converted to the dtype, ignored
+ *   finish_dhidden the fp32 d_hidden buffer scaled by rho in fp32 and converted to the dtype, ignored
  *                  rows exactly 0
  *   helpers        stats init, zero ignored hidden rows, tf32 rounding, bench input fills
  * Built with nvcc's defaults (no --use_fast_math): expf, logf, tanhf are the accurate library
@@ -222,9 +222,9 @@ __global__ void __launch_bounds__(FC_BLOCK) fc_round_tf32_kernel(float *x, int64
 }
 
 template <typename T>
-__global__ void __launch_bounds__(FC_BLOCK) fc_scale_rows_kernel(const T *x, T *out, int64_t h, const float *hw, int tf32) {
+__global__ void __launch_bounds__(FC_BLOCK) fc_scale_rows_kernel(const T *x, T *out, int64_t h, const float *rho, int tf32) {
   const int64_t i = blockIdx.x;
-  const float r = hw[i];
+  const float r = rho[i];
   for (int64_t e = blockIdx.y * (int64_t)FC_BLOCK + threadIdx.x; e < h; e += (int64_t)gridDim.y * FC_BLOCK) {
     T v = x[i * h + e];
     if (r != 1.0f) {
@@ -237,10 +237,10 @@ __global__ void __launch_bounds__(FC_BLOCK) fc_scale_rows_kernel(const T *x, T *
 
 template <typename A, typename T>
 __global__ void __launch_bounds__(FC_BLOCK) fc_finish_dhidden_kernel(const A *acc, T *out, int64_t h, fc_tokens tk,
-                                                                     const float *dh) {
+                                                                     const float *rho) {
   const int64_t i = blockIdx.x;
   const int valid = fc_valid(tk, i);
-  const float r = valid ? dh[i] : 0.0f;
+  const float r = valid ? rho[i] : 0.0f;
   for (int64_t e = blockIdx.y * (int64_t)FC_BLOCK + threadIdx.x; e < h; e += (int64_t)gridDim.y * FC_BLOCK)
     out[i * h + e] = fc_from_float<T>(valid ? r * fc_to_float(acc[i * h + e]) : 0.0f);
 }
@@ -346,39 +346,39 @@ lce_code fc_launch_round_tf32(float *x, int64_t count, cudaStream_t stream, lce_
   return LCE_OK;
 }
 
-lce_code fc_launch_scale_rows(const void *x, void *out, lce_dtype dtype, int64_t tok, int64_t h, const float *hw,
+lce_code fc_launch_scale_rows(const void *x, void *out, lce_dtype dtype, int64_t tok, int64_t h, const float *rho,
                               int tf32, cudaStream_t stream, lce_status *st) {
   LCE_TRY(fc_check_tokens(tok, st));
   const dim3 grid((unsigned)tok, fc_row_blocks(h));
   switch (dtype) {
     case LCE_BF16:
-      fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const __nv_bfloat16 *)x, (__nv_bfloat16 *)out, h, hw, tf32);
+      fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const __nv_bfloat16 *)x, (__nv_bfloat16 *)out, h, rho, tf32);
       break;
-    case LCE_FP16: fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const __half *)x, (__half *)out, h, hw, tf32); break;
-    default: fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const float *)x, (float *)out, h, hw, tf32); break;
+    case LCE_FP16: fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const __half *)x, (__half *)out, h, rho, tf32); break;
+    default: fc_scale_rows_kernel<<<grid, FC_BLOCK, 0, stream>>>((const float *)x, (float *)out, h, rho, tf32); break;
   }
   LCE_CUDA_LAUNCH_CHECK(st, "fc_scale_rows_kernel");
   return LCE_OK;
 }
 
 template <typename A>
-static void fc_finish_typed(const A *acc, void *out, lce_dtype dtype, int64_t h, fc_tokens tk, const float *dh,
+static void fc_finish_typed(const A *acc, void *out, lce_dtype dtype, int64_t h, fc_tokens tk, const float *rho,
                             dim3 grid, cudaStream_t stream) {
   switch (dtype) {
-    case LCE_BF16: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (__nv_bfloat16 *)out, h, tk, dh); break;
-    case LCE_FP16: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (__half *)out, h, tk, dh); break;
-    default: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (float *)out, h, tk, dh); break;
+    case LCE_BF16: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (__nv_bfloat16 *)out, h, tk, rho); break;
+    case LCE_FP16: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (__half *)out, h, tk, rho); break;
+    default: fc_finish_dhidden_kernel<<<grid, FC_BLOCK, 0, stream>>>(acc, (float *)out, h, tk, rho); break;
   }
 }
 
-lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, const float *dh, void *d_hidden,
+lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, const float *rho, void *d_hidden,
                                   lce_dtype dtype, int64_t h, fc_tokens tk, cudaStream_t stream, lce_status *st) {
   LCE_TRY(fc_check_tokens(tk.n, st));
   const dim3 grid((unsigned)tk.n, fc_row_blocks(h));
   switch (acc_dtype) {
-    case LCE_BF16: fc_finish_typed((const __nv_bfloat16 *)acc, d_hidden, dtype, h, tk, dh, grid, stream); break;
-    case LCE_FP16: fc_finish_typed((const __half *)acc, d_hidden, dtype, h, tk, dh, grid, stream); break;
-    default: fc_finish_typed((const float *)acc, d_hidden, dtype, h, tk, dh, grid, stream); break;
+    case LCE_BF16: fc_finish_typed((const __nv_bfloat16 *)acc, d_hidden, dtype, h, tk, rho, grid, stream); break;
+    case LCE_FP16: fc_finish_typed((const __half *)acc, d_hidden, dtype, h, tk, rho, grid, stream); break;
+    default: fc_finish_typed((const float *)acc, d_hidden, dtype, h, tk, rho, grid, stream); break;
   }
   LCE_CUDA_LAUNCH_CHECK(st, "fc_finish_dhidden_kernel");
   return LCE_OK;

@@ -78,15 +78,15 @@ lce_code fc_launch_zero_ignored_rows(void *x, lce_dtype dtype, int64_t h, fc_tok
 /* x [count] fp32 rounded in place to tf32 (cvt.rna.tf32.f32: ties away from zero). */
 lce_code fc_launch_round_tf32(float *x, int64_t count, cudaStream_t stream, lce_status *st);
 
-/* out [tok x h] = x [tok x h] (dtype) with row i scaled by hw[i] in fp32 and rounded to the dtype
- * (then to tf32 when tf32 is set); rows with hw[i] = 1 copied as they are. */
-lce_code fc_launch_scale_rows(const void *x, void *out, lce_dtype dtype, int64_t tok, int64_t h, const float *hw,
+/* out [tok x h] = x [tok x h] (dtype) with row i scaled by rho[i] in fp32 and rounded to the dtype
+ * (then to tf32 when tf32 is set); rows with rho[i] = 1 copied as they are. */
+lce_code fc_launch_scale_rows(const void *x, void *out, lce_dtype dtype, int64_t tok, int64_t h, const float *rho,
                               int tf32, cudaStream_t stream, lce_status *st);
 
 /* d_hidden [n x h] in dtype from the accumulation buffer acc (fp32, or in acc_dtype), each row scaled
- * by dh [n] in fp32 first; ignored tokens' rows exactly 0 (a non-finite W row times their zero
+ * by rho [n] in fp32 first; ignored tokens' rows exactly 0 (a non-finite W row times their zero
  * d_logits must not reach them). */
-lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, const float *dh, void *d_hidden,
+lce_code fc_launch_finish_dhidden(const void *acc, lce_dtype acc_dtype, const float *rho, void *d_hidden,
                                   lce_dtype dtype, int64_t h, fc_tokens tk, cudaStream_t stream, lce_status *st);
 
 /* Fills x [count] of dtype with values uniform in [-scale, scale) from a counter-based hash of

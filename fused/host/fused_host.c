@@ -14,9 +14,9 @@
  *     bf16/fp16 and tf32 GEMMs (Hopper tensor-core steps of 16 / 8 products), and ieee for plain
  *     fp32 (CUDA cores), as fused-cuda's cuBLAS GEMMs do. Each GEMM starts from 0 and its result is
  *     added to a buffer by cuBLAS's beta = 1 epilogue, alpha·acc + C in one fmaf (the single fp32
- *     add acc + C when alpha = 1); K is blocked from 0 in order
- *     exactly as fused-cuda's GEMMs see it (logits: K = H; d_hidden: the chunk's rows; d_weight: the
- *     token chunk, ignored tokens included as zero rows).
+ *     add acc + C when alpha = 1; lce_gemm_epilogue, which test_fused_cuda_epilogue checks on the
+ *     GPU); K is blocked from 0 in order exactly as fused-cuda's GEMMs see it (logits: K = H;
+ *     d_hidden: the chunk's rows; d_weight: the token chunk, ignored tokens included as zero rows).
  *   Both passes walk token chunks (token_chunk tokens, 0: all), then shards r (their rows below V;
  *   padded rows are skipped entirely), then vocab chunks; per chunk:
  *     s        = hidden · W_chunk^T, an fp32-accumulate GEMM over k = 0..H-1
@@ -115,7 +115,7 @@ typedef struct fused_host {
   float *z_target;           /* [n] the label's logit, from the shard that owns it */
   float *lse, *smooth_a, *smooth_b; /* [n] lse, A and B of the smoothing term (see the top) */
   float *g;                  /* [n] d loss / d loss_token (0 for ignored tokens) */
-  float *dl, *dh, *hw;       /* [n] g split (lce_fused_grad_split): into d_logits, d_hidden's row, hidden's row */
+  float *dl, *rho;           /* [n] g split (lce_fused_grad_split): into d_logits; d_hidden's and hidden's row */
   float alpha;               /* the backward GEMMs' alpha */
   float *dh_part;            /* [tok_max*h] one chunk's contribution to d_hidden */
   float *dh_shard;           /* [tok_max*h] one shard's fp32 d_hidden buffer for the token chunk */
@@ -195,8 +195,9 @@ static void chunk_logits(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
   for (int64_t i = t0; i < t1; i++) {
     const float *a = f->hidden + i * h;
     float *zi = f->z + (i - t0) * rows;
+    lce_gemm_dots(f->arch, f->fmt, 0.0f, a, 1, f->w_chunk, 1, h, h, rows, zi);
     for (int64_t j = 0; j < rows; j++) {
-      float acc = lce_gemm_dot(f->arch, f->fmt, 0.0f, a, 1, f->w_chunk + j * h, 1, h);
+      float acc = zi[j];
       if (!isfinite(acc)) acc = NAN;
       zi[j] = f->plan.cap > 0.0f ? f->plan.cap * tanhf(acc / f->plan.cap) : acc;
     }
@@ -274,16 +275,12 @@ static void chunk_dlogits(fused_host *f, int r, int64_t t0, int64_t t1, int64_t 
   }
 }
 
-/* cuBLAS's epilogue alpha·acc + beta·C with beta = 1, in fp32 as CUTLASS's LinearCombination
- * evaluates it: one fused multiply-add. With alpha = 1 it is the single addition acc + C. */
-static float gemm_epilogue(float alpha, float acc, float c) { return fmaf(alpha, acc, c); }
-
 /* One addition into the d_hidden accumulation buffer (a chunk's GEMM, alpha·partial, into its
  * shard's buffer, or a shard into the all-reduced total with alpha = 1). The buffer is fp32:
  * rounding it to bf16 after every chunk is what made d_hidden's error grow with the chunk count
  * upstream. */
 static float dhidden_accumulate(lce_dtype dtype, float buffer, float alpha, float addend) {
-  float sum = gemm_epilogue(alpha, addend, buffer);
+  float sum = lce_gemm_epilogue(alpha, addend, buffer);
 #if defined(LCE_MUTANT_BF16_DHIDDEN_ACCUM)
   /* Megatron-LM PR #2739, seed bug 2: d_hidden += d_logits_chunk @ W_chunk held in the input
    * dtype, so every chunk's addition (and every reduction step) rounded the buffer to bf16. */
@@ -303,15 +300,16 @@ static void chunk_dhidden(fused_host *f, int64_t t0, int64_t t1, int64_t rows) {
   for (int64_t i = t0; i < t1; i++) {
     float *part = f->dh_part + (i - t0) * h;
     const float *ds = f->z + (i - t0) * rows;
-    for (int64_t k = 0; k < h; k++)
-      part[k] = token_valid(f, i) ? lce_gemm_dot(f->arch, f->fmt, 0.0f, ds, 1, f->w_chunk + k, h, rows) : 0.0f;
+    if (token_valid(f, i)) lce_gemm_dots(f->arch, f->fmt, 0.0f, ds, 1, f->w_chunk, h, 1, rows, h, part);
+    else
+      for (int64_t k = 0; k < h; k++) part[k] = 0.0f;
   }
   for (int64_t e = 0; e < (t1 - t0) * h; e++)
     f->dh_shard[e] = dhidden_accumulate(f->c->dtype, f->dh_shard[e], f->alpha, f->dh_part[e]);
 }
 
 /* gradW[row0+j] += alpha · ds[:, j]^T · hidden over the tokens of [t0, t1): per row an
- * fp32-accumulate GEMM over the tokens in order (hidden rows scaled by hw under reduction none),
+ * fp32-accumulate GEMM over the tokens in order (hidden rows scaled by rho under reduction none),
  * ignored tokens taking part as zero d_logits and zero hidden rows (as fused-cuda zeroes them: they
  * occupy positions of K, and 0·0 adds nothing to an fmaf chain that starts from +0), then ADDED by
  * the epilogue into the fp32 gradient buffer (which holds the prior gradient, or the embedding
@@ -324,19 +322,21 @@ static void chunk_dweight(fused_host *f, int64_t t0, int64_t t1, int64_t row0, i
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
     dst = f->gw_dtype + (row0 + j) * h; /* the mutant's buffer in the weight's dtype (below) */
 #endif
+    float g8[8]; /* the GEMM results of columns k - k % 8 .. + 7, computed together (lce_gemm_dots) */
     for (int64_t k = 0; k < h; k++) {
-      const float g = lce_gemm_dot(f->arch, f->fmt, 0.0f, f->z + j, rows, f->hidden_dw + t0 * h + k, h, t1 - t0);
+      if (k % 8 == 0) lce_gemm_dots(f->arch, f->fmt, 0.0f, f->z + j, rows, f->hidden_dw + t0 * h + k, h, 1, t1 - t0, h - k < 8 ? h - k : 8, g8);
+      const float g = g8[k % 8];
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
       /* Liger-Kernel fused_linear_cross_entropy: grad_weight = zeros_like(weight) in the weight's
        * dtype, grad_weight += grad_logits_chunk^T @ input_chunk per token chunk (rounded every
        * time), only added to the fp32 gradient at the end (backward()). */
-      dst[k] = (float)lce_round_to(f->c->dtype, (double)gemm_epilogue(f->alpha, g, dst[k]));
+      dst[k] = (float)lce_round_to(f->c->dtype, (double)lce_gemm_epilogue(f->alpha, g, dst[k]));
 #elif defined(LCE_MUTANT_TIED_GRAD_OVERWRITTEN)
       /* The tied embedding's gradient buffer is written with = (a copy into main_grad) instead of
        * +=: the embedding lookup's gradient (and earlier token chunks) is lost. */
-      dst[k] = f->c->tied ? f->alpha * g : gemm_epilogue(f->alpha, g, dst[k]);
+      dst[k] = f->c->tied ? f->alpha * g : lce_gemm_epilogue(f->alpha, g, dst[k]);
 #else
-      dst[k] = gemm_epilogue(f->alpha, g, dst[k]);
+      dst[k] = lce_gemm_epilogue(f->alpha, g, dst[k]);
 #endif
     }
   }
@@ -445,24 +445,24 @@ static void loss_gradient(fused_host *f) {
    * grad_output[0]. */
   for (int64_t i = 0; i < c->n; i++) f->g[i] = token_valid(f, i) ? f->in->grad_output[0] : 0.0f;
 #endif
-  lce_fused_grad_split(c, f->in, f->g, f->dl, f->dh, f->hw, &f->alpha);
+  lce_fused_grad_split(c, f->in, f->g, f->dl, f->rho, &f->alpha);
 #if defined(LCE_MUTANT_MEAN_FACTOR_IN_DLOGITS)
   /* What every bf16 fused kernel in conformance/EXTERNAL.md does: the whole g (grad_output /
    * n_valid under mean) is folded into d_logits before they are rounded to the input dtype, so the
    * label term -g(1 - p_y) of every token carries the same relative rounding error of g. */
-  for (int64_t i = 0; i < c->n; i++) f->dl[i] = f->g[i], f->dh[i] = f->hw[i] = 1.0f;
+  for (int64_t i = 0; i < c->n; i++) f->dl[i] = f->g[i], f->rho[i] = 1.0f;
   f->alpha = 1.0f;
 #endif
 }
 
 /* hidden as the weight-gradient GEMMs read it: ignored tokens' rows 0, every other row scaled by
- * its hw and rounded to the dtype (then tf32) as fused-cuda's scaled copy is; hw = 1 leaves it. */
+ * its rho and rounded to the dtype (then tf32) as fused-cuda's scaled copy is; rho = 1 leaves it. */
 static void scale_hidden_rows(fused_host *f) {
   const lce_case *c = f->c;
   for (int64_t e = 0; e < c->n * c->h; e++) {
     const int64_t i = e / c->h;
     float x = token_valid(f, i) ? f->hidden[e] : 0.0f;
-    if (f->hw[i] != 1.0f) x = gemm_operand(f, (float)lce_round_to(c->dtype, (double)(f->hw[i] * x)));
+    if (f->rho[i] != 1.0f) x = gemm_operand(f, (float)lce_round_to(c->dtype, (double)(f->rho[i] * x)));
     f->hidden_dw[e] = x;
   }
 }
@@ -506,7 +506,7 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   const lce_case *c = f->c;
   const size_t n = (size_t)c->n, h = (size_t)c->h, rows = (size_t)f->plan.rows_max, tok = (size_t)f->plan.tok_max;
   const size_t tpn = (size_t)c->tp * n;
-  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 8 * n;
+  size_t total = 3 * n * h + 2 * tok * h + rows * h + tok * rows + 4 * tpn + 7 * n;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   total += (size_t)(c->vp * c->h);
 #endif
@@ -530,8 +530,7 @@ static lce_code workspace_alloc(fused_host *f, lce_status *st) {
   f->smooth_b = p, p += n;
   f->g = p, p += n;
   f->dl = p, p += n;
-  f->dh = p, p += n;
-  f->hw = p, p += n;
+  f->rho = p, p += n;
 #if defined(LCE_MUTANT_DWEIGHT_DTYPE_ACROSS_TOKEN_CHUNKS)
   f->gw_dtype = p;
 #endif
@@ -588,7 +587,7 @@ static lce_code fused_host_run(const lce_gemm_arch *arch, const lce_case *c, con
   loss_gradient(&f);
   backward(&f);
   for (int64_t e = 0; e < c->n * c->h; e++) /* the remainder of g, in fp32, then the dtype */
-    lce_store(c->dtype, out->d_hidden, (size_t)e, (double)(f.dh[e / c->h] * f.dh_total[e]));
+    lce_store(c->dtype, out->d_hidden, (size_t)e, (double)(f.rho[e / c->h] * f.dh_total[e]));
   free(f.block_);
   return LCE_OK;
 }

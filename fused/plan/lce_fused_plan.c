@@ -61,7 +61,7 @@ static int row_scales_normally(const lce_case *c, const lce_tensors *in, int64_t
   return 1;
 }
 
-int lce_fused_grad_split(const lce_case *c, const lce_tensors *in, const float *g, float *dl, float *dh, float *hw,
+int lce_fused_grad_split(const lce_case *c, const lce_tensors *in, const float *g, float *dl, float *rho,
                          float *alpha) {
   const int whole = c->reduction != LCE_RED_NONE;
   int scaled_rows = 0;
@@ -70,8 +70,8 @@ int lce_fused_grad_split(const lce_case *c, const lce_tensors *in, const float *
     float r;
     split_one(g[i], whole, &dl[i], &r);
     if (!whole && r != 1.0f && !row_scales_normally(c, in, i, r)) dl[i] = g[i], r = 1.0f;
-    dh[i] = hw[i] = whole ? 1.0f : r;
-    scaled_rows |= hw[i] != 1.0f;
+    rho[i] = whole ? 1.0f : r;
+    scaled_rows |= rho[i] != 1.0f;
     if (whole && r != 1.0f) *alpha = r; /* the one g of every valid token */
   }
   return scaled_rows;

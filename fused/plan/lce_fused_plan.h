@@ -57,20 +57,22 @@ void lce_fused_loss_gradient(const lce_case *c, const lce_tensors *in, float wei
 /* How g reaches the gradients without the 1/n_valid bias. Folding g into d_logits before they are
  * rounded to the input dtype gives every token's label term -g(1 - p_y) ~ -g the same relative
  * rounding error of g, which scales d_hidden and the weight gradient coherently (DESIGN.md "The
- * 1/n_valid bias": up to 2^-8 in bf16). So g is split, g = dl·rho, into a factor dl folded into
- * d_logits exactly and a remainder rho applied in fp32 after the GEMM reductions, per token i:
- *   mean, sum  dl = 1 (d_logits unscaled: no underflow of small p·g in fp16 either), dh = hw = 1,
+ * 1/n_valid bias": up to 2^-8 in bf16). So g is split, g_i = dl_i·rho_i·alpha, into a factor dl_i
+ * folded into d_logits exactly and a remainder applied in fp32 after the GEMM reductions: rho_i per
+ * token, or alpha, one for all tokens:
+ *   mean, sum  dl = 1 (d_logits unscaled: no underflow of small p·g in fp16 either), rho = 1,
  *              alpha = g: the one scalar g is the alpha of both backward GEMMs (the epilogue
  *              alpha·acc + C into the fp32 d_hidden buffer and the fp32 weight gradient, one
  *              rounding as without it), so both gradients are multiples of the exact fp32 g up to
  *              unbiased fp32 roundings;
- *   none       g_i = rho_i 2^e_i, |rho_i| in [1, 2): dl = 2^e_i, dh = hw = rho_i, alpha = 1 (a GEMM
- *              has one alpha, not one per token).
+ *   none       g_i = rho_i 2^e_i, |rho_i| in [1, 2): dl_i = 2^e_i, alpha = 1 (a GEMM has one
+ *              alpha, not one per token).
  *              2^e_i·t is exact unless it falls below the dtype's normal range (2^-126 for bf16
  *              and fp32, 2^-14 for fp16): there it is rounded to the subnormal grid or flushed to
  *              0, as g_i·t was before, at most one binade earlier (2^e_i <= |g_i|). d_hidden's row
- *              is scaled by rho_i in fp32 after the all-reduce, before the dtype rounding. In the weight gradient sum_n ds_n h_n rho_n, rho_n
- *              cannot be factored out of the sum over tokens, so the token's hidden row is scaled
+ *              is scaled by rho_i in fp32 after the all-reduce, before the dtype rounding. In the
+ *              weight gradient sum_n ds_n h_n rho_n, rho_n cannot be factored out of the sum over
+ *              tokens, so the token's hidden row is scaled
  *              and rounded to the dtype, h'_nk = rho_n h_nk (1 + d_nk), |d_nk| <= u (2^-8 bf16,
  *              2^-11 fp16, 2^-24 fp32). That adds sum_n ds_nj rho_n h_nk d_nk to element (j, k):
  *              d_nk is the rounding error of one product, its sign independent of the sign of
@@ -79,13 +81,15 @@ void lce_fused_loss_gradient(const lce_case *c, const lce_tensors *in, float wei
  *              already has (u per term). It is 0 where rho_n = 1 (power-of-two g_n). Where
  *              rho_n·h_nk would leave the dtype's normal range for some k (subnormal hidden values,
  *              whose rounding is absolute, not relative; an fp16 |h| near 65504 that would
- *              overflow), the token keeps the old arithmetic instead: dl = g_n, dh = hw = 1, its
+ *              overflow), the token keeps the old arithmetic instead: dl = g_n, rho_n = 1, its
  *              rounding of g_n its own (under none the g_n differ, so it is not shared);
- *   dl = g, dh = hw = 1 where g is 0 or not finite (ignored tokens, a zero grad_output): the old
+ *   dl = g, rho = 1 where g is 0 or not finite (ignored tokens, a zero grad_output): the old
  *              arithmetic, whose zeros and NaNs the kernels keep.
- * in's hidden is read under reduction none only (NULL is fine otherwise). Returns 1 when some hw
- * is not 1 (hidden rows must be scaled for the weight gradient). */
-int lce_fused_grad_split(const lce_case *c, const lce_tensors *in, const float *g, float *dl, float *dh, float *hw,
+ * rho [n] serves both uses: the scale of d_hidden's row and of the hidden row the weight gradient
+ * reads are the same remainder. in's hidden is read under reduction none only (NULL is fine
+ * otherwise). Returns 1 when some rho is not 1: the hidden rows must then be scaled for the weight
+ * gradient (never under mean and sum). */
+int lce_fused_grad_split(const lce_case *c, const lce_tensors *in, const float *g, float *dl, float *rho,
                          float *alpha);
 
 /* sum_i loss_token[i] in fp32, token order. */

@@ -2,7 +2,8 @@
  *   without a GPU: run() returns LCE_ENODEV with a message and leaves every output as it was (still
  *     poisoned), then the test exits 77 (skipped);
  *   accuracy: every base semantic (dtypes, tied/untied, tp, padding, reductions with per-token
- *     grad_output, ignore_index, prior gradients) and every option (smoothing pytorch/megatron,
+ *     grad_output, the latter also in token chunks of 7 (the scaled hidden rows of each chunk),
+ *     ignore_index, prior gradients) and every option (smoothing pytorch/megatron,
  *     z-loss, softcap, class weights, token chunks, tf32) against the unfused double computation
  *     with the bounds of the fused-host tests (fused_test_accuracy.h), through the registry;
  *   the CPU twin: non-finite classes (NaN/Inf positions and signs) equal fused-host's on the same
@@ -25,6 +26,7 @@
 #include "fused_test_accuracy.h"
 #include "fused_test_bias.h"
 #include "fused_test_util.h"
+#include "lce_fused_plan.h"
 
 /* A small case: bf16, untied, tp 2, padded vocab, odd vocab chunk, mean, 25% ignored, prior. */
 static lce_case base_case(void) {
@@ -80,12 +82,29 @@ static void expect_same_classes(const char *what, lce_dtype t, const void *gpu, 
          at < count ? lce_load(t, gpu, (size_t)at) : 0.0, at < count ? lce_load(t, host, (size_t)at) : 0.0);
 }
 
+/* Reduction none must reach the hidden-row scaling (lce_fused_grad_split scales some row), so that
+ * this test, and the compute-sanitizer runs over it (scripts/gpu_run.sh, stage sanitizers), cover
+ * fc_scale_rows_kernel and its rho offsets in every token chunk. */
+static void expect_scaled_rows(const lce_case *c, const lce_tensors *in) {
+  const size_t n = (size_t)c->n;
+  float *g = malloc(3 * n * sizeof *g), alpha = 0.0f;
+  if (g == NULL) {
+    EXPECT(0, "out of memory");
+    return;
+  }
+  lce_fused_loss_gradient(c, in, lce_fused_weight_sum(c, in), g);
+  EXPECT(lce_fused_grad_split(c, in, g, g + n, g + 2 * n, &alpha) == 1 && alpha == 1.0f,
+         "reduction none scales no hidden row: fc_scale_rows_kernel would go untested");
+  free(g);
+}
+
 static void compare_with_host(const lce_case *c) {
   fused_run h = {0};
   if (!fused_run_case(fused_test_subject("fused-host"), c, &h)) {
     fused_run_free(&h);
     return;
   }
+  if (c->reduction == LCE_RED_NONE) expect_scaled_rows(c, &h.in);
   lce_outputs g1 = {0}, g2 = {0};
   const int64_t nh = c->n * c->h, vh = c->vp * c->h;
   if (fused_run_on(&lce_fused_cuda_subject, c, &h.in, &g1) && fused_run_on(&lce_fused_cuda_subject, c, &h.in, &g2)) {
@@ -126,6 +145,7 @@ static void v_fp16(lce_case *c) { c->dtype = LCE_FP16; }
 static void v_fp32(lce_case *c) { c->dtype = LCE_FP32; }
 static void v_tied_tp4_sum(lce_case *c) { c->tied = 1, c->tp = 4, c->reduction = LCE_RED_SUM; }
 static void v_none_fresh(lce_case *c) { c->reduction = LCE_RED_NONE, c->prior_grad = 0, c->tp = 1; }
+static void v_none_token_chunks(lce_case *c) { c->reduction = LCE_RED_NONE, c->token_chunk = 7; }
 static void v_one_chunk(lce_case *c) { c->vocab_chunk = c->vp, c->tp = 1, c->vp = c->v; }
 static void v_all_ignored(lce_case *c) { c->ignore_pct = 100; }
 static void v_hard(lce_case *c) { c->dist = LCE_DIST_HARD; }
@@ -144,7 +164,8 @@ static void v_poison_ignored(lce_case *c) { c->dist = LCE_DIST_POISON, c->ignore
 static const variant VARIANTS[] = {
     {"base", v_base, 1},           {"fp16", v_fp16, 1},
     {"fp32", v_fp32, 1},           {"tied tp4 sum", v_tied_tp4_sum, 1},
-    {"none fresh", v_none_fresh, 1}, {"one chunk", v_one_chunk, 1},
+    {"none fresh", v_none_fresh, 1}, {"none token chunks", v_none_token_chunks, 1},
+    {"one chunk", v_one_chunk, 1},
     {"all ignored", v_all_ignored, 1}, {"hard", v_hard, 1},
     {"negative", v_negative, 1},   {"smoothing pytorch", v_ls, 1},
     {"smoothing megatron", v_lsm, 1}, {"z-loss", v_zl, 1},

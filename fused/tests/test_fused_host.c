@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "fused_test_accuracy.h"
+#include "lce_gemm_model.h"
 
 static const double U32 = 0x1p-24; /* unit roundoff of fp32 */
 
@@ -155,7 +156,7 @@ static void direct_single_chunk(const lce_case *c, const lce_tensors *in, float 
     for (int64_t k = 0; k < h; k++) {
       float acc = 0.0f;
       for (int64_t i = 0; i < n; i++) acc = fmaf(z[i * v + j], x[i * h + k], acc);
-      grad_w[j * h + k] = fmaf(alpha, acc, grad_w[j * h + k]);
+      grad_w[j * h + k] = lce_gemm_epilogue(alpha, acc, grad_w[j * h + k]); /* cuBLAS's beta = 1 epilogue */
     }
 }
 

@@ -11,21 +11,50 @@ An include outside D (a path with '/') is not followed: the input is skipped (/d
 
   fuzz_parse_policy.py replay PATH...        every file (directories: their files), no atheris needed;
                                              exit 2 when no input was found
-  fuzz_parse_policy.py fuzz [libFuzzer flags] corpus...   atheris (scripts/requirements.txt)"""
+  fuzz_parse_policy.py [fuzz] [libFuzzer flags] corpus...   atheris (scripts/requirements.txt)
+The `fuzz` word is optional because libFuzzer starts its own children (-fork, -jobs, -merge=1) with
+its own flags only, as OSS-Fuzz and ClusterFuzzLite start every target. Those children run a launcher
+that re-executes this interpreter on this file, so they find the same atheris. Frozen by PyInstaller
+(.clusterfuzzlite/build.sh, compile_python_fuzzer), the modules and golden/policy.txt come from the
+bundle (sys._MEIPASS) and the children run the frozen binary itself."""
 import argparse
 import ast
+import atexit
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
 import warnings
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The checkout, or the PyInstaller bundle that holds scripts/ and golden/policy.txt in the same layout.
+REPO = getattr(sys, "_MEIPASS", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
 gf = None  # scripts/lcecheck_golden_files.py, imported by main (instrumented when fuzzing)
-ROOT = tempfile.mkdtemp(prefix="lce-fuzz-policy-")
+
+
+def private_dir():
+    """<tmp>/lce-fuzz-policy/<pid>, after removing those of processes that have ended: libFuzzer ends a
+    fuzzing process through C's exit(), which runs no Python clean-up, and -fork starts many."""
+    parent = os.path.join(tempfile.gettempdir(), "lce-fuzz-policy")
+    os.makedirs(parent, exist_ok=True)
+    for name in os.listdir(parent):
+        try:
+            os.kill(int(name), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except (ValueError, PermissionError):
+            pass
+    path = os.path.join(parent, str(os.getpid()))
+    shutil.rmtree(path, ignore_errors=True)
+    os.mkdir(path)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)  # replay ends normally
+    return path
+
+
+ROOT = private_dir()
 POLICY = os.path.join(ROOT, "policy.txt")
 shutil.copyfile(os.path.join(REPO, "golden", "policy.txt"), os.path.join(ROOT, "base.txt"))
 REFUSAL = re.compile(r"^(cannot read policy )?" + re.escape(ROOT) + r"/")
@@ -90,7 +119,9 @@ def test_one_input(data):
             raise Violation(f"refusal names no file of the policy: {e}")
         return
     exprs = list(pol["defines"].values()) + list(pol["ceilings"].values())
-    exprs += [v for b in pol["bounds"].values() for k, v in b.items() if k != "form"]
+    for rule in pol["bounds"].values():  # parse_bound_rule's fields: terms are names, the rest expressions
+        exprs += [rule[k] for k in ("margin", "min") if k in rule]
+        exprs += list(rule["fix"].values()) + list(rule["max"].values())
     for expr in exprs:
         check_tree(expr[0], expr[1])
         evaluate(pol, expr)
@@ -111,28 +142,37 @@ def replay(paths):
     return 0
 
 
+def child_launcher():
+    """The argv[0] that libFuzzer's children are started with: the frozen binary, or an executable in
+    ROOT that re-executes this interpreter on this file (the file itself need not be executable, and a
+    `python3` found on PATH might lack atheris)."""
+    if getattr(sys, "frozen", False):
+        return sys.executable  # the frozen binary, by its absolute path
+    path = os.path.join(ROOT, "fuzz_parse_policy")
+    with open(path, "w") as f:
+        f.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(__file__))} \"$@\"\n")
+    os.chmod(path, 0o755)
+    return path
+
+
 def main():
     global gf
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("replay", help="run the inputs without atheris").add_argument("paths", nargs="+")
-    sub.add_parser("fuzz", help="atheris; the other arguments are libFuzzer's flags and corpus directories")
-    args, flags = p.parse_known_args()
-    if flags and args.command != "fuzz":
-        p.error(f"unrecognized arguments: {' '.join(flags)}")
-    try:
-        if args.command == "replay":
-            import lcecheck_golden_files
-            gf = lcecheck_golden_files
-            return replay(args.paths)
+    argv = sys.argv[1:]
+    if argv[:1] not in (["replay"], ["-h"], ["--help"]):  # libFuzzer's argv, after an optional `fuzz`
+        flags = argv[1:] if argv[:1] == ["fuzz"] else argv
         import atheris
         with atheris.instrument_imports(include=["lcecheck_golden_files"]):
             import lcecheck_golden_files
         gf = lcecheck_golden_files
-        atheris.Setup([sys.argv[0]] + flags, test_one_input)
-        atheris.Fuzz()
-    finally:
-        shutil.rmtree(ROOT, ignore_errors=True)
+        atheris.Setup([child_launcher()] + flags, test_one_input)
+        atheris.Fuzz()  # never returns: libFuzzer exits the process
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("replay", help="run the inputs without atheris").add_argument("paths", nargs="+")
+    args = p.parse_args()
+    import lcecheck_golden_files
+    gf = lcecheck_golden_files
+    return replay(args.paths)
 
 
 if __name__ == "__main__":

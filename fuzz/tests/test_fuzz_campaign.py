@@ -7,12 +7,16 @@ error, exit 2, naming the option); a fuzzer that cannot start shows why. `run --
 target with its .options and seed corpus over --jobs cores, prints progress and a table, merges the
 working corpus into a fresh directory (the seed corpus only with --update-seeds) and triages each
 finding into a regression input, a repro line and a --record entry."""
+import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -141,6 +145,7 @@ class Options(FakeBuild):
 class Targets(FakeBuild):
     def run_targets(self, *args, **env):
         argv_log = self.tmp / "argv.jsonl"
+        argv_log.unlink(missing_ok=True)
         proc = self.script("run", "--seconds", "3", "--jobs", "3", "--json", *args, FAKE_ARGV_LOG=str(argv_log), **env)
         calls = [json.loads(line) for line in argv_log.read_text().splitlines()] if argv_log.is_file() else []
         return proc, calls
@@ -230,6 +235,62 @@ class Targets(FakeBuild):
         self.assertIn("| fuzz_parse_npy | 5000 |", text)
         self.assertIn(f"repro `{npy['repro']}`", text)
         self.assertIn("case `fp32.tied", text)
+
+    def test_deadline_shortens_and_kills(self):
+        t0 = time.monotonic()
+        proc, calls = self.run_targets("--target", "fuzz_parse_npy", "--seconds", "50", "--deadline", "12",
+                                       FAKE_SLEEP="60")
+        self.assertLess(time.monotonic() - t0, 40, "the deadline did not end the command")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("-max_total_time=9", calls[0]["argv"], "the target kept its --seconds past the deadline")
+        r = json.loads(proc.stdout)["rows"][0]
+        self.assertTrue(r["killed"])
+        self.assertIn("killed at", proc.stderr)
+        proc, calls = self.run_targets("--target", "fuzz_parse_npy,fuzz_parse_json", "--deadline", "1")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(calls, [], "a target ran that the deadline had no time for")
+        self.assertTrue(all(r["error"].startswith("not run: --deadline") for r in json.loads(proc.stdout)["rows"]))
+
+    def test_out_holds_what_comes_back(self):
+        out = self.tmp / "results"
+        proc, _ = self.run_targets("--target", "fuzz_parse_npy,fuzz_parse_json", "--out", str(out),
+                                   FAKE_FUZZ_KILLS="fuzz_parse_npy")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertEqual(sorted(p.name for p in out.iterdir()),
+                         ["fuzz-results.tar.gz", "regressions", "report.json", "report.md"])
+        self.assertIn("| fuzz_parse_npy | 5000 |", (out / "report.md").read_text())
+        self.assertEqual(len(json.loads((out / "report.json").read_text())["rows"]), 2)
+        with tarfile.open(out / "fuzz-results.tar.gz") as tar:
+            names = tar.getnames()
+        self.assertTrue(any(n.startswith("regressions/fuzz_parse_npy/regression-crash-") for n in names), names)
+        self.assertIn("corpora/fuzz_parse_json/" + hashlib.sha1(b"new fuzz_parse_json").hexdigest(), names)
+        self.assertIn("report.md", names)
+
+
+class PythonTarget(FakeBuild):
+    """fuzz_parse_policy without a binary in --build: its harness under this interpreter (atheris)."""
+
+    def test_repro_of_a_python_target_is_its_replay(self):
+        sys.path.insert(0, str(REPO / "scripts"))
+        import fuzz_targets
+        script = fuzz_targets.TARGETS["fuzz_parse_policy"].script
+        self.assertEqual(script, REPO / "fuzz" / "parsers" / "fuzz_parse_policy.py")
+        self.assertEqual(fuzz_targets.repro_command("fuzz_parse_policy", ["py", script], "r"), ["py", script, "replay", "r"])
+        self.assertEqual(fuzz_targets.repro_command("fuzz_parse_npy", ["b"], "r"), ["b", "r"])
+
+    @unittest.skipUnless(importlib.util.find_spec("atheris"), "atheris is not installed (scripts/requirements.txt)")
+    def test_harness_runs_with_progress_and_merge(self):
+        (self.build / "fuzz_parse_policy").unlink()
+        proc = self.script("targets", "--json")
+        row = next(r for r in json.loads(proc.stdout)["targets"] if r["target"] == "fuzz_parse_policy")
+        self.assertEqual(row["runner"], "python harness")
+        proc = self.script("run", "--target", "fuzz_parse_policy", "--seconds", "3", "--jobs", "1", "--json")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        r = json.loads(proc.stdout)["rows"][0]
+        self.assertTrue(r["command"].startswith(f"{sys.executable} {REPO}/fuzz/parsers/fuzz_parse_policy.py -max_total_time=3"))
+        self.assertGreater(r["executions"], 0)
+        self.assertGreater(r["coverage"], 0)
+        self.assertGreater(r["merge"]["files"], 0)
 
 
 if __name__ == "__main__":

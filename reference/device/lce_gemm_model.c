@@ -213,6 +213,19 @@ __attribute__((target("fma"))) static float fmaf_chain_hw(float c, const float *
   for (int64_t i = 0; i < k; i++) c = __builtin_fmaf(a[i * sa], b[i * sb], c);
   return c;
 }
+
+/* Eight chains at once, each its own sequence of fmaf in order (the same bits as one at a time): a
+ * chain waits on its previous fmaf's latency, eight independent ones fill that wait. */
+__attribute__((target("fma"))) static void fmaf_chains8_hw(float c, const float *a, ptrdiff_t sa, const float *b,
+                                                           ptrdiff_t sb, ptrdiff_t step, int64_t k, float *out) {
+  float r[8];
+  for (int j = 0; j < 8; j++) r[j] = c;
+  for (int64_t i = 0; i < k; i++) {
+    const float x = a[i * sa], *bi = b + i * sb;
+    for (int j = 0; j < 8; j++) r[j] = __builtin_fmaf(x, bi[j * step], r[j]);
+  }
+  for (int j = 0; j < 8; j++) out[j] = r[j];
+}
 #endif
 
 static float fmaf_chain(float c, const float *a, ptrdiff_t sa, const float *b, ptrdiff_t sb, int64_t k) {
@@ -228,6 +241,16 @@ float lce_mma_step(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const
   return fused_step(arch, fmt, c, a, 1, b, 1, k);
 }
 
+void lce_gemm_dots(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
+                   const float *b, ptrdiff_t stride_b, ptrdiff_t step_b, int64_t k, int64_t count, float *out) {
+  int64_t j = 0;
+#ifdef FMAF_DISPATCH
+  if (arch->ieee && __builtin_cpu_supports("fma"))
+    for (; j + 8 <= count; j += 8) fmaf_chains8_hw(c, a, stride_a, b + j * step_b, stride_b, step_b, k, out + j);
+#endif
+  for (; j < count; j++) out[j] = lce_gemm_dot(arch, fmt, c, a, stride_a, b + j * step_b, stride_b, k);
+}
+
 float lce_gemm_dot(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
                    const float *b, ptrdiff_t stride_b, int64_t k) {
   if (arch->ieee) return fmaf_chain(c, a, stride_a, b, stride_b, k);
@@ -238,3 +261,17 @@ float lce_gemm_dot(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const
   }
   return c;
 }
+
+/* ---- the epilogue ---------------------------------------------------------------------------- */
+
+float lce_gemm_epilogue_as(lce_epilogue_rounding r, float alpha, float acc, float c) {
+  if (r == LCE_EPILOGUE_FMA) return fmaf(alpha, acc, c);
+  const float scaled = alpha * acc; /* rounded here: the build never contracts (-ffp-contract=off) */
+  return scaled + c;
+}
+
+const char *lce_epilogue_rounding_name(lce_epilogue_rounding r) {
+  return r == LCE_EPILOGUE_FMA ? "fma(alpha, acc, C)" : "round(round(alpha*acc) + C)";
+}
+
+float lce_gemm_epilogue(float alpha, float acc, float c) { return lce_gemm_epilogue_as(LCE_GEMM_EPILOGUE, alpha, acc, c); }

@@ -62,4 +62,25 @@ float lce_mma_step(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const
 float lce_gemm_dot(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
                    const float *b, ptrdiff_t stride_b, int64_t k);
 
+/* The epilogue of a GEMM that adds its result acc to an fp32 buffer c (cuBLAS beta = 1), d = alpha·acc
+ * + c, evaluated one of the two ways a device could: */
+typedef enum lce_epilogue_rounding {
+  LCE_EPILOGUE_FMA = 0,           /* fmaf(alpha, acc, c): one rounding (CUTLASS's LinearCombination) */
+  LCE_EPILOGUE_TWO_ROUNDINGS = 1  /* alpha·acc rounded to fp32, then + c rounded again */
+} lce_epilogue_rounding;
+float lce_gemm_epilogue_as(lce_epilogue_rounding r, float alpha, float acc, float c);
+const char *lce_epilogue_rounding_name(lce_epilogue_rounding r);
+
+/* The rounding the host twin (fused-host, fused-host-sm90) gives cuBLAS's epilogue, and the epilogue
+ * it evaluates with it; with alpha = 1 both candidates are the one addition acc + c. cuBLAS on sm_90
+ * rounds alpha·acc to fp32 before adding C (every tile of every GEMM shape measured), not one fma;
+ * fused/tests/test_fused_cuda_epilogue.cu fails on the GPU when cuBLAS rounds otherwise. */
+#define LCE_GEMM_EPILOGUE LCE_EPILOGUE_TWO_ROUNDINGS
+float lce_gemm_epilogue(float alpha, float acc, float c);
+
+/* out[j] = lce_gemm_dot(arch, fmt, c, a, stride_a, b + j * step_b, stride_b, k) for j < count, the
+ * same bits, several at once where the model allows (the ieee model's fmaf chains interleaved). */
+void lce_gemm_dots(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
+                   const float *b, ptrdiff_t stride_b, ptrdiff_t step_b, int64_t k, int64_t count, float *out);
+
 #endif

@@ -37,8 +37,8 @@
 
 /* ---- certification ---------------------------------------------------------------------------- */
 
-static void put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
-                double mag, double emag) {
+void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
+              double mag, double emag) {
   lce_ref_output *r = &res->out[o];
   const lce_dtype fmt = lce_output_format(c, o);
   if (!isfinite(value) || !(err >= 0.0)) err = INFINITY;
@@ -93,10 +93,11 @@ static void work_free(fast_work *w) {
 
 /* The exponent of the lowest set bit of a finite non-zero double. */
 static int lsb_exp(double x) {
-  int e;
-  double f = frexp(fabs(x), &e);
-  uint64_t m = (uint64_t)ldexp(f, 53);
-  return e - 53 + __builtin_ctzll(m);
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  const int be = (int)((b >> 52) & 0x7ff);
+  const uint64_t m = (b & (((uint64_t)1 << 52) - 1)) | (be ? (uint64_t)1 << 52 : 0); /* the integer significand */
+  return (be ? be : 1) - 1075 + __builtin_ctzll(m);
 }
 
 static int row_lsb(const double *x, int64_t n) {
@@ -246,16 +247,17 @@ static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double
     if (count == FAST_TERMS || v == V - 1) fast_grad_step2(s, x, count, H, hi, lo, t1, E), count = 0;
   }
   const double cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
+  const fast_dot_k dot = fast_dot_factors(V);
   for (int64_t k = 0; k < H; k++) {
     const double mag = t1[k] + fl * w->w1[k], emag = cond * t1[k] + fl * w->w1[k] + gf;
     if (w->col_zero[k]) { /* exactly 0, err 2^-1074 (lce_zero_d_hidden_columns) */
-      put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, LCE_EXACT_ZERO_ERR, mag, emag);
+      fast_put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, LCE_EXACT_ZERO_ERR, mag, emag);
       continue;
     }
     const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V);
     const double prop = isnan(E[k]) ? INFINITY : lce_sum_bound(E[k], V);
-    const double err = lce_add_up(prop, fast_dot_bound(value, lce_add_up(lce_mul_up(1.01, t1u), prop), V));
-    put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, mag, emag);
+    const double err = lce_add_up(prop, fast_dot_bound_k(value, lce_add_up(lce_mul_up(1.01, t1u), prop), dot));
+    fast_put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, mag, emag);
   }
 }
 
@@ -277,11 +279,11 @@ static void run_row(fast_work *w, int64_t n) {
   double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H, *E = t1 + H;
   fast_row_logits(&r, &w->fin, &w->opts, n);
   fast_row_forward(&r, &w->opts, valid ? y : -1);
-  put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
+  fast_put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
       lce_add_up(r.mag_lse, r.term_max));
   if (valid) {
     fast_row_loss(&r, &w->opts, y);
-    put(c, w->res, LCE_OUT_LOSS_TOKEN, n, r.loss, r.err_loss, r.mag_loss, r.mag_loss);
+    fast_put(c, w->res, LCE_OUT_LOSS_TOKEN, n, r.loss, r.err_loss, r.mag_loss, r.mag_loss);
     w->loss[n] = r.loss, w->loss_err[n] = r.err_loss;
   } else {
     put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, 0.0);
@@ -326,7 +328,7 @@ static void run_loss(fast_work *w, int poisoned) {
     e = fast_add_err(value, e, 0.0);
     mag /= w->sw;
   }
-  put(c, w->res, LCE_OUT_LOSS, 0, value, e, mag, mag);
+  fast_put(c, w->res, LCE_OUT_LOSS, 0, value, e, mag, mag);
 }
 
 /* d_weight is streamed: the result's own arrays of row j hold its running sums while the token
@@ -364,26 +366,39 @@ static void weight_accumulate(fast_work *w, int64_t j) {
 }
 
 /* Row j of d_weight from its running sums (a real vocab row). The propagated error is
- * sum_n e_nj |h_nk| (E); C = sum_n floor_n |h_nk| is the same for every row (w->cfl). */
+ * sum_n e_nj |h_nk| (E); C = sum_n floor_n |h_nk| is the same for every row (w->cfl). The bound
+ *     err = EU + (u |value| + g24 (|prior| + 1.01 AU + EU)) (1 + 2^-50) + tiny,
+ * AU = (A + tiny_na) grow_na and EU likewise (lce_sum_bound, fast_dot_bound as real expressions), is
+ * evaluated in round-to-nearest in a loop the compiler vectorizes, and then inflated: its 13
+ * operations on non-negative operands each lose at most a relative u, so the exact expression is
+ * below the computed one times (1 - u)^-13 < 1 + 2^-48, which the final multiplication by 1 + 2^-47
+ * covers with its own rounding; 2^-1060 covers the subnormal range. */
 static void weight_finish(fast_work *w, int64_t j, int poisoned) {
   const lce_case *c = w->c;
   const int64_t H = c->h, na = w->na;
-  const float *prior = lce_output_weight_prior(c, w->in);
-  const lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
+  const float *prior = lce_output_weight_prior(c, w->in) + j * H;
+  lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
+  double *restrict value = r->value + j * H, *restrict lo = r->err + j * H, *restrict bound = r->rounded + j * H;
+  const double *restrict A = r->mag + j * H, *restrict B = r->emag + j * H;
   const double gf = gemm_floor(c, LCE_OUT_D_WEIGHT, na);
+  const fast_dot_k dot = fast_dot_factors(na + 1); /* once per row: a division */
+  const double tiny_na = lce_tiny_multiple(na), grow_na = 1.0 + (double)(na + 2) * 0x1p-52;
+  for (int64_t k = 0; k < H; k++) { /* value = hi + lo; bound (over E): err */
+    const double v = value[k] + lo[k], E = bound[k], p = fabs((double)prior[k]);
+    const double au = (A[k] + tiny_na) * grow_na, eu = E != E ? INFINITY : (E + tiny_na) * grow_na;
+    const double e = FAST_U * fabs(v) + dot.g24 * (p + 1.01 * au + eu);
+    value[k] = v;
+    bound[k] = (eu + (e * (1.0 + 0x1p-50) + dot.tiny)) * (1.0 + 0x1p-47) + 0x1p-1060;
+  }
   for (int64_t k = 0; k < H; k++) {
     const int64_t i = j * H + k;
-    const double p = prior[i], hi = r->value[i], lo = r->err[i], A = r->mag[i], B = r->emag[i], E = r->rounded[i];
-    const double C = w->cfl[k];
+    const double p = prior[k], C = w->cfl[k];
     if (poisoned || !isfinite(p)) {
       put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, poisoned ? NAN : p);
       continue;
     }
-    const double value = hi + lo, au = lce_sum_bound(A, na);
-    const double prop = isnan(E) ? INFINITY : lce_sum_bound(E, na);
-    const double m = lce_add_up(lce_add_up(fabs(p), lce_mul_up(1.01, au)), prop);
-    const double err = na == 0 ? 0.0 : lce_add_up(prop, fast_dot_bound(value, m, na + 1));
-    put(c, w->res, LCE_OUT_D_WEIGHT, i, value, err, fabs(p) + A + C, fabs(p) + B + C + gf);
+    fast_put(c, w->res, LCE_OUT_D_WEIGHT, i, value[k], na == 0 ? 0.0 : bound[k], fabs(p) + A[k] + C,
+             fabs(p) + B[k] + C + gf);
   }
 }
 
@@ -564,6 +579,12 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   for (int64_t i = V * H; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, prior[i]);
   if (!c->tied)
     for (int64_t i = 0; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_EMBEDDING, i, w->in->grad_embedding_prior[i]);
+  if (!poisoned) {
+    const double t_refine = lce_now_seconds();
+    const fast_refine_in refine = {c, w->in, &w->fin, w->active, opt->refine_all};
+    const int64_t refined = fast_refine(&refine, w->res);
+    if (stats) stats->refined = refined, stats->refine_seconds = lce_now_seconds() - t_refine;
+  }
   const double t_escalate = lce_now_seconds();
   if (opt->escalate) LCE_TRY(escalate(w, stats, st));
   if (stats) stats->escalation_seconds = lce_now_seconds() - t_escalate;
@@ -591,6 +612,6 @@ lce_code lce_fast_run_opts(const lce_case *c, const lce_tensors *in, const lce_f
 
 lce_code lce_fast_run(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_fast_stats *stats,
                       lce_status *st) {
-  const lce_fast_options opt = {1, 0};
+  const lce_fast_options opt = {1, 0, 0};
   return lce_fast_run_opts(c, in, &opt, res, stats, st);
 }

@@ -7,7 +7,8 @@
  * are Dot2 (FMA TwoProduct, TwoSum). The derivation of every bound is in lce_fast_row.c (row math)
  * and lce_fast.c (gradients, reduction). Each element is then certified exactly as tier 0 does
  * (lce_round_certain): an element whose bound cannot make its rounded value certain is recomputed
- * by tier 0 (lce_oracle_run_subset) and takes tier 0's value, bound and flags, so the result is as
+ * in double-double where the case allows (d_hidden and d_weight, lce_fast_refine.c), and what that
+ * cannot decide by tier 0 (lce_oracle_run_subset) and takes tier 0's value, bound and flags, so the result is as
  * decisive as tier 0's. mag and emag are tier 0's definitions, equal to them to rounding. The
  * non-finite semantics are tier 0's (lce_oracle.c). Token rows run in blocks, each block's rows in
  * parallel and then its d_weight contributions in parallel over vocab rows (OpenMP), with the same
@@ -20,6 +21,8 @@
 
 typedef struct lce_fast_stats {
   int64_t escalated;   /* elements tier 1 could not decide, recomputed by tier 0 */
+  int64_t refined;     /* elements its double-double step decided (lce_fast_refine.c), not escalated */
+  double refine_seconds; /* wall time of that step */
   int64_t recomputed_rows; /* token forwards tier 0 ran for them (all N when a d_weight or the loss escalated) */
   int64_t inexact_logits;  /* logits not proven exact in plain double (compensated instead) */
   int64_t logits;
@@ -33,6 +36,8 @@ typedef struct lce_fast_options {
                        * non-decisive, with their tier-1 value and bound) */
   int64_t block_rows; /* token rows in flight (their dz kept for d_weight); 0: about 64 MiB of them.
                        * The results are the same bits for any value. */
+  int refine_all;     /* for tests: every d_hidden and d_weight element not exact goes through the
+                       * double-double step (lce_fast_refine.c), decided by double or not */
 } lce_fast_options;
 
 /* What a case costs tier 1, estimated from its shape before anything is allocated. */

@@ -11,6 +11,16 @@
 #define FAST_LIBM (5.0 * FAST_U) /* relative accuracy taken for libm's exp, log, log1p, tanh, cosh */
 #define FAST_TINY 0x1p-1074     /* absolute error of one rounding into the subnormal range */
 
+/* Functions cloned per instruction set (GCC's target_clones: the loader picks the clone the CPU
+ * runs); every clone computes the same IEEE operations, so the same bits. GCC only: clang 14 leaves
+ * the clones' dispatcher undefined at link time. LCE_FAST_NO_CLONES builds the baseline alone. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(LCE_FAST_NO_CLONES) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define FAST_TARGET_CLONES(...) __attribute__((target_clones(__VA_ARGS__)))
+#else
+#define FAST_TARGET_CLONES(...)
+#endif
+
 /* TwoSum (Knuth): s + e = a + b exactly, also with gradual underflow. */
 static inline double fast_two_sum(double a, double b, double *e) {
   double s = a + b, bb = s - a;
@@ -39,10 +49,19 @@ static inline double fast_sum2_bound(double res, double m, int64_t n) {
  * 2n additions: |lo - LO| <= gamma_2n (sum |TwoSum errors| + sum |dl x|) <= gamma_2n (n u (1 + gamma_n)
  * + 2^-25) m <= gamma_2n 2^-24 m (n u <= 2^-29), and res = RN(hi + lo) adds u |res|; products
  * below the normal range add 2^-1074 each. m >= sum |terms|. */
+typedef struct fast_dot_k { /* the factors of fast_dot_bound that depend on n alone */
+  double g24, tiny;
+} fast_dot_k;
+static inline fast_dot_k fast_dot_factors(int64_t n) {
+  const double g = lce_next_up((double)(2 * n) * FAST_U / (1.0 - (double)(2 * n) * FAST_U));
+  return (fast_dot_k){lce_mul_up(g, 0x1p-24), lce_tiny_multiple(2 * n + 1)};
+}
+static inline double fast_dot_bound_k(double res, double m, fast_dot_k k) {
+  double e = lce_add_up(lce_mul_up(FAST_U, fabs(res)), lce_mul_up(k.g24, m));
+  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), k.tiny);
+}
 static inline double fast_dot_bound(double res, double m, int64_t n) {
-  double g = lce_next_up((double)(2 * n) * FAST_U / (1.0 - (double)(2 * n) * FAST_U));
-  double e = lce_add_up(lce_mul_up(FAST_U, fabs(res)), lce_mul_up(lce_mul_up(g, 0x1p-24), m));
-  return lce_add_up(lce_mul_up(e, 1.0 + 0x1p-50), lce_tiny_multiple(2 * n + 1));
+  return fast_dot_bound_k(res, m, fast_dot_factors(n));
 }
 
 /* The vectorized inner loops (lce_fast_kernels.c), the same bits as their scalar reading. */
@@ -114,6 +133,12 @@ void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t
  * double (the test of lce_fast_row.c's Logits) as its value, the others NaN (for tier 0: not known);
  * returns how many are known. */
 int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s);
+/* Logit v of row n as the unevaluated sum hi + lo (the return value and *lo) within *err of the exact
+ * logit: the plain sum with lo = err = 0 where proven exact, else Sum2's two accumulators before
+ * their final addition, within gamma_(H-1)^2 sum |h_k w_k| (Ogita, Rump, Oishi 2005, the proof of
+ * Prop. 4.5: the TwoSum errors sum to at most gamma_(H-1) sum |h_k w_k| in magnitude, and their
+ * plain sum lo is within gamma_(H-1) of that). */
+double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double *lo, double *err);
 void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y);
 void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);
 /* ds (dz times f) of a valid label with g != 0 (relative error g_rel) into ds[0..v), bounds into
@@ -129,5 +154,26 @@ void fast_rnd_row(const lce_case *c, double g, const double *ds, int64_t v, doub
 void fast_rnd_hidden(const double *dzr, const double *w, int64_t v, int64_t h, double *out);
 void fast_rnd_weight(const double *dzr, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
                      int64_t n1, const double *hidden, int64_t h, double *out);
+
+/* Stores one element and certifies it as tier 0 does (lce_fast.c). */
+void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
+              double mag, double emag);
+
+/* Tier 1's second step (lce_fast_refine.c): the undecided d_hidden and d_weight elements of res
+ * recomputed in double-double and certified again (mag and emag kept); returns how many it
+ * decided. A case it does not cover (softcap, z-loss, non-finite inputs, its rows beyond its memory
+ * budget) is left as it was. active[n]: the token's g is non-zero. */
+typedef struct fast_refine_in {
+  const lce_case *c;
+  const lce_tensors *in;
+  const fast_in *fin;
+  const unsigned char *active;
+  int all;    /* every element not exact, decided or not (lce_fast_options.refine_all) */
+} fast_refine_in;
+int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res);
+
+/* exp(x) in double-double for x = hi + lo, -600 <= hi <= 2^-30, within FAST_DD_EXP relatively. */
+#define FAST_DD_EXP 0x1p-98
+double fast_exp_dd(double hi, double lo, double *out_lo);
 
 #endif

@@ -23,16 +23,7 @@
 
 #include "lce_fast_internal.h"
 
-/* GCC only: clang 14 leaves the clones' dispatcher undefined at link time. LCE_FAST_NO_CLONES
- * builds the baseline alone (the same bits: see above). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(LCE_FAST_NO_CLONES)
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
-#define FAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef FAST_CLONES
-#define FAST_CLONES
-#endif
+#define FAST_CLONES FAST_TARGET_CLONES("avx512f", "avx2", "default")
 
 /* Eight doubles as one value (GCC and clang vector extensions): element-wise IEEE operations, lowered
  * to whatever vector width the clone has (AVX-512: one register; the baseline: four SSE2 pairs). */

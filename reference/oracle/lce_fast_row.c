@@ -85,6 +85,18 @@ void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight) 
  * 2^lsb below 2^53 2^lsb in magnitude, whatever the order of the sum. */
 static int sum_proven_exact(double m, int lsb) { return lsb > 900 || m * (1.0 + 0x1p-28) < lce_pow2(53 + lsb); }
 
+/* Sum2's two accumulators over the exact products h_k w_k: the TwoSum chain hi and the plain sum lo
+ * of its errors, before their final addition. */
+static double sum2_pair(const double *h, const double *w, int64_t H, double *lo_out) {
+  double hi = 0.0, lo = 0.0, e;
+  for (int64_t k = 0; k < H; k++) {
+    hi = fast_two_sum(hi, h[k] * w[k], &e);
+    lo += e;
+  }
+  *lo_out = lo;
+  return hi;
+}
+
 /* Logit v of the row: the plain sum when it is proven exact, Sum2 otherwise; sets *es. */
 static double logit(const double *h, const double *w, int64_t H, int lsb, double *m_out, double *es, int *inexact) {
   double m, s = fast_dot_lanes(h, w, H, &m);
@@ -92,15 +104,22 @@ static double logit(const double *h, const double *w, int64_t H, int lsb, double
   *es = 0.0;
   *inexact = 0;
   if (sum_proven_exact(m, lsb)) return s;
-  double hi = 0.0, lo = 0.0, e;
-  for (int64_t k = 0; k < H; k++) {
-    hi = fast_two_sum(hi, h[k] * w[k], &e);
-    lo += e;
-  }
+  double lo, hi = sum2_pair(h, w, H, &lo);
   s = hi + lo;
   *es = fast_sum2_bound(s, lce_sum_bound(m, H), H);
   *inexact = 1;
   return s;
+}
+
+double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double *lo, double *err) {
+  const int64_t H = in->h;
+  const double *h = in->hidden + n * H, *w = in->w + v * H;
+  double m, s = fast_dot_lanes(h, w, H, &m);
+  *lo = 0.0, *err = 0.0;
+  if (sum_proven_exact(m, in->lsb_h[n] + in->lsb_w[v])) return s;
+  const double hi = sum2_pair(h, w, H, lo);
+  *err = lce_add_up(lce_mul_up(fast_gamma2(H), lce_sum_bound(m, H)), lce_tiny_multiple(H));
+  return hi;
 }
 
 int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s) {

@@ -316,7 +316,9 @@ static lce_code alloc_work(const lce_case *c, mpfr_prec_t prec, lce_oracle_resul
                            oracle_work *w, lce_status *st) {
   const int64_t block = w->jb * w->na;
   LCE_TRY(lce_mp_array_init(&w->loss_token, c->n, prec, st));
-  LCE_TRY(lce_mp_array_init(&w->dz, block, prec, st));
+  /* At least one element, as below: with no active token the rows still form w->dz.x + 0, and
+   * arithmetic on a null pointer is undefined even for an offset of zero. */
+  LCE_TRY(lce_mp_array_init(&w->dz, block > 0 ? block : 1, prec, st));
   w->loss_err = malloc((size_t)c->n * sizeof *w->loss_err);
   w->dz_err = malloc((size_t)(block > 0 ? block : 1) * sizeof *w->dz_err);
   w->dz_mag = malloc((size_t)(block > 0 ? block : 1) * sizeof *w->dz_mag);

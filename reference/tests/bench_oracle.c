@@ -11,9 +11,11 @@
  *   ratios        tier 1 / plain double and tier 1 / tier 0, side by side, from the rates above
  *   per matrix    tier 1 over every case of each named matrix (default: default and wide): the
  *                 fraction of elements it escalated to tier 0, the cases that escalated (and those
- *                 where tier 0 ran every token), its seconds and the part spent escalating
+ *                 where tier 0 ran every token), its seconds and the part spent escalating, and the
+ *                 elements its double-double step decided instead
  *   judged        fused-host judged over the first matrix as `lcecheck check` does, with tier 1 and
- *                 with tier 0: wall seconds and their ratio
+ *                 with tier 0: wall seconds and their ratio, and where each run's time went (tensors,
+ *                 the subject, the reference tier, the judge): the parts common to both runs cap the ratio
  *   fuzz          executions per second of the small class with each tier
  *   --threads     tier 1 and tier 0 at each thread count listed: seconds, speedup, and the same bits
  *                 or not (exit 1 when not)
@@ -95,7 +97,7 @@ static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats, 
   for (int rep = 0; rep < 3; rep++) {
     lce_oracle_result r;
     double t0 = lce_now_seconds();
-    const lce_fast_options opt = {escalate, 0};
+    const lce_fast_options opt = {escalate, 0, 0};
     if (lce_fast_run_opts(c, &t, &opt, &r, stats, &st) != LCE_OK) {
       fprintf(stderr, "bench_oracle: %s\n", st.msg);
       exit(1);
@@ -111,7 +113,7 @@ static double time_fast(const lce_case *c, int escalate, lce_fast_stats *stats, 
 
 /* Tier 1 over every case of a matrix: elements escalated, elements, seconds, cases. */
 typedef struct matrix_stats {
-  int64_t escalated, total, cases, refused;
+  int64_t escalated, refined, total, cases, refused;
   int64_t escalating_cases, all_rows_cases; /* cases with an escalation; those where tier 0 ran every token */
   double seconds, escalation_seconds;
 } matrix_stats;
@@ -143,7 +145,7 @@ static matrix_stats time_matrix(const char *name) {
     const double t0 = lce_now_seconds();
     if (lce_fast_run(&cases[i], &t, &r, &fs, &st) == LCE_OK) {
       ms.seconds += lce_now_seconds() - t0;
-      ms.escalated += fs.escalated, ms.total += r.total, ms.cases++;
+      ms.escalated += fs.escalated, ms.refined += fs.refined, ms.total += r.total, ms.cases++;
       ms.escalating_cases += fs.escalated > 0, ms.all_rows_cases += fs.all_rows;
       ms.escalation_seconds += fs.escalation_seconds;
       lce_oracle_free(&r);
@@ -159,20 +161,37 @@ static matrix_stats time_matrix(const char *name) {
 /* Fuzz executions per second of the small class: what one fuzz_subject input costs without libFuzzer
  * (bytes -> case, tensors, fused-host, the reference tier, the metrics), over `count` inputs of 16
  * pseudo-random bytes each, run through the engine as the fuzz session runs them. */
-static void ignore_case(void *ctx, const lce_engine_case *ec) { (void)ctx, (void)ec; }
+/* Where an engine run's wall time went: the tensors, the subject, the reference tier; the rest is
+ * the judge (metrics, class checks) and the loop. */
+typedef struct judged_split {
+  double seconds, generate, subject, reference;
+} judged_split;
 
-/* Wall seconds of the engine judging fused-host over cases with a tier; exits on error. */
-static double engine_seconds(const lce_case *cases, size_t count, const char *tier_name) {
+static void add_case(void *ctx, const lce_engine_case *ec) {
+  judged_split *js = ctx;
+  js->generate += ec->gen_seconds;
+  js->subject += ec->res[0].subject_seconds;
+  js->reference += ec->res[0].oracle_seconds;
+}
+
+/* The engine judging fused-host over cases with a tier; exits on error. */
+static judged_split engine_run(const lce_case *cases, size_t count, const char *tier_name) {
   lce_status st = {0};
+  judged_split js = {0};
   const lce_subject *s = lce_subject_find("fused-host");
   const lce_engine_config cfg = {.cases = cases, .ncases = count, .subjects = &s, .nsubjects = 1,
                                  .tier = lce_reference_tier_find(tier_name)};
   const double t0 = lce_now_seconds();
-  if (lce_engine_run(&cfg, ignore_case, NULL, &st) != LCE_OK) {
+  if (lce_engine_run(&cfg, add_case, &js, &st) != LCE_OK) {
     fprintf(stderr, "bench_oracle: engine: %s\n", st.msg);
     exit(2);
   }
-  return lce_now_seconds() - t0;
+  js.seconds = lce_now_seconds() - t0;
+  return js;
+}
+
+static double engine_seconds(const lce_case *cases, size_t count, const char *tier_name) {
+  return engine_run(cases, count, tier_name).seconds;
 }
 
 static double fuzz_rate(const char *tier_name, int count) {
@@ -194,12 +213,12 @@ static double fuzz_rate(const char *tier_name, int count) {
 /* Wall seconds of judging fused-host over every case of a matrix with a tier, as `lcecheck check
  * --subject fused-host --matrix NAME --oracle TIER` does (tensors, the subject, the tier, the
  * metrics; no golden file: the bounds cost nothing next to the rest). */
-static double judge_matrix(const char *name, const char *tier_name) {
+static judged_split judge_matrix(const char *name, const char *tier_name) {
   size_t count;
   lce_case *cases = matrix_cases(name, &count);
-  const double seconds = engine_seconds(cases, count, tier_name);
+  const judged_split js = engine_run(cases, count, tier_name);
   free(cases);
-  return seconds;
+  return js;
 }
 
 /* Multiply-adds per second of a plain double dot product over 256 bf16 values. */
@@ -363,12 +382,13 @@ int main(int argc, char **argv) {
     p += len + (p[len] == ',');
   }
   /* The first matrix judged as `lcecheck check` judges it, with each tier: the speedup a user sees. */
-  double judge_fast = 0.0, judge_mpfr = 0.0;
+  judged_split jf = {0}, jm = {0};
   if (nm > 0) {
     fprintf(stderr, "bench_oracle: fused-host judged over the %s matrix with tier 1, then tier 0 ...\n", names[0]);
-    judge_fast = judge_matrix(names[0], "fast");
-    judge_mpfr = judge_matrix(names[0], "mpfr");
+    jf = judge_matrix(names[0], "fast");
+    jm = judge_matrix(names[0], "mpfr");
   }
+  const double judge_fast = jf.seconds, judge_mpfr = jm.seconds;
   int same_bits = 1;
   for (int i = 0; i < npts; i++) same_bits &= pts[i].fast_same && pts[i].mpfr_same;
 
@@ -385,14 +405,17 @@ int main(int argc, char **argv) {
            (long long)fs.escalated, alone_rate, plain_rate, fast_rate / plain_rate, fast_rate / oracle_rate, fuzz_fast,
            fuzz_mpfr);
     for (int m = 0; m < nm; m++)
-      printf("%s{\"name\": \"%s\", \"cases\": %lld, \"escalated\": %lld, \"elements\": %lld, \"fast_seconds\": %.3f, "
-             "\"escalating_cases\": %lld, \"all_rows_cases\": %lld, \"escalation_seconds\": %.3f}",
-             m ? ", " : "", names[m], (long long)per[m].cases, (long long)per[m].escalated, (long long)per[m].total,
+      printf("%s{\"name\": \"%s\", \"cases\": %lld, \"escalated\": %lld, \"refined\": %lld, \"elements\": %lld, "
+             "\"fast_seconds\": %.3f, \"escalating_cases\": %lld, \"all_rows_cases\": %lld, \"escalation_seconds\": %.3f}",
+             m ? ", " : "", names[m], (long long)per[m].cases, (long long)per[m].escalated, (long long)per[m].refined,
+             (long long)per[m].total,
              per[m].seconds, (long long)per[m].escalating_cases, (long long)per[m].all_rows_cases,
              per[m].escalation_seconds);
     printf("], \"judged_matrix\": \"%s\", \"judged_seconds_fast\": %.3f, \"judged_seconds_mpfr\": %.3f, "
-           "\"judged_mpfr_over_fast\": %.3f, \"threads\": [", nm ? names[0] : "", judge_fast, judge_mpfr,
-           judge_fast > 0 ? judge_mpfr / judge_fast : 0.0);
+           "\"judged_mpfr_over_fast\": %.3f, \"judged_split_fast\": [%.3f, %.3f, %.3f], "
+           "\"judged_split_mpfr\": [%.3f, %.3f, %.3f], \"threads\": [", nm ? names[0] : "", judge_fast, judge_mpfr,
+           judge_fast > 0 ? judge_mpfr / judge_fast : 0.0, jf.generate, jf.subject, jf.reference, jm.generate,
+           jm.subject, jm.reference);
     for (int i = 0; i < npts; i++)
       printf("%s{\"threads\": %d, \"fast_seconds\": %.6f, \"fast_same_bits\": %s, \"mpfr_seconds\": %.6f, "
              "\"mpfr_same_bits\": %s}", i ? ", " : "", pts[i].threads, pts[i].fast_seconds,
@@ -415,15 +438,22 @@ int main(int argc, char **argv) {
          plain_rate / fast_rate, fast_rate / oracle_rate);
   for (int m = 0; m < nm; m++)
     printf("  matrix %-8s tier 1: %lld cases in %.2f s, %lld of %lld elements escalated to tier 0 (%.4f%%) in %lld "
-           "cases (%lld running tier 0 on every token), %.2f s of it escalating\n", names[m], (long long)per[m].cases,
-           per[m].seconds, (long long)per[m].escalated, (long long)per[m].total,
-           100.0 * (double)per[m].escalated / (double)(per[m].total ? per[m].total : 1),
-           (long long)per[m].escalating_cases, (long long)per[m].all_rows_cases, per[m].escalation_seconds);
+           "cases (%lld running tier 0 on every token), %.2f s of it escalating; %lld decided by its double-double "
+           "step\n", names[m], (long long)per[m].cases, per[m].seconds, (long long)per[m].escalated,
+           (long long)per[m].total, 100.0 * (double)per[m].escalated / (double)(per[m].total ? per[m].total : 1),
+           (long long)per[m].escalating_cases, (long long)per[m].all_rows_cases, per[m].escalation_seconds,
+           (long long)per[m].refined);
   printf("  fuzz executions of the small class (fused-host, no libFuzzer): tier 1 %.1f/s, tier 0 %.1f/s (%.1fx)\n",
          fuzz_fast, fuzz_mpfr, fuzz_fast / fuzz_mpfr);
-  if (nm > 0)
+  if (nm > 0) {
     printf("  matrix %-8s judged (fused-host, as lcecheck check): tier 1 %.2f s, tier 0 %.2f s: %.2fx faster with "
            "tier 1\n", names[0], judge_fast, judge_mpfr, judge_mpfr / judge_fast);
+    for (int t = 0; t < 2; t++) {
+      const judged_split *js = t ? &jm : &jf;
+      printf("    with tier %d: tensors %.2f s, fused-host %.2f s, reference %.2f s, judge and loop %.2f s\n", t ? 0 : 1,
+             js->generate, js->subject, js->reference, js->seconds - js->generate - js->subject - js->reference);
+    }
+  }
   printf("  case %s: %.3f s, decisive %lld/%lld\n", id, oracle_s, (long long)d, (long long)tot);
   for (int i = 0; i < npts; i++)
     printf("  on %2d thread(s): tier 1 %.4f s (speedup %.2f, %s), tier 0 %.3f s (speedup %.2f, %s)\n", pts[i].threads,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_peers.py — the Python side of `lcecheck bench --peers`: times the external FLCE kernels, each
 through its adapter's loss function (torch_eager.py, torch_compile.py, liger.py, cce.py,
-megatron_fused_lce.py), beside torch.matmul's three GEMMs (logits = h·Wᵀ, d_hidden = d_logits·W,
+megatron_fused_lce.py, te_parallel_ce.py), beside torch.matmul's three GEMMs (logits = h·Wᵀ, d_hidden = d_logits·W,
 d_weight = d_logitsᵀ·h; bf16 in and out), all in this one process, at the shapes and seeds lcecheck
 gives it. bf16, untied, reduction mean, no ignored label; every repetition draws fresh inputs (hidden
 uniform in [-1, 1), W in [-0.15, 0.15), uniform labels, as fused/cuda/fused_cuda_bench.cu does), warm-up
@@ -10,7 +10,7 @@ Extra memory: the peak of torch's allocator during forward+backward beyond what 
 (the inputs), less the gradients the kernel returns (its outputs). Glue only: no threshold, no verdict.
 
     python3 scripts/subjects/bench_peers.py --shapes 8192x4096x128256[,...] --peers torch-eager,liger|all
-        [--reps 20] [--warmup 3] [--seed 0] [--megatron PATH] [--device cuda] --json FILE
+        [--reps 20] [--warmup 3] [--seed 0] [--megatron PATH] [--te PATH] [--device cuda] --json FILE
 
 Rows, one per shape and peer (the floor first), in FILE (rewritten after every row, so that a crash
 keeps the rows before it): {"n","h","v","subject","process":"python","role":"floor"|"subject",
@@ -36,10 +36,11 @@ VERSION = 1
 # name -> (adapter module, adapter class, the adapter's settings as its own command line would give them)
 PEERS = {
     "torch-eager": ("torch_eager", "TorchEager", {}),
-    "torch-compile": ("torch_compile", "TorchCompile", {"mode": "default"}),
+    "torch-compile": ("torch_compile", "TorchCompile", {"mode": "default", "dynamic": "false"}),
     "liger": ("liger", "Liger", {"setting": "default"}),
     "cce": ("cce", "CutCrossEntropy", {"setting": "default"}),
     "megatron-fused-lce": ("megatron_fused_lce", "MegatronFusedLCE", {}),
+    "te-parallel-ce": ("te_parallel_ce", "TEParallelCE", {}),
 }
 FLOOR = "three-GEMM floor"
 
@@ -100,6 +101,8 @@ def build_parser():
     ap.add_argument("--seed", type=int, default=0, help="shape i, repetition r draws seed + 1000 (i + 1) + r")
     ap.add_argument("--megatron", default=default_megatron(), metavar="PATH",
                     help="Megatron-LM tree of PR 3345 for megatron-fused-lce (default %(default)s)")
+    ap.add_argument("--te", default=os.path.join(ROOT, ".subjects", "transformer-engine"), metavar="PATH",
+                    help="TransformerEngine files for te-parallel-ce (te_parallel_ce.py --help; default %(default)s)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", required=True, metavar="FILE", help="where the rows go")
     return ap
@@ -149,7 +152,7 @@ def load_adapter(name, args):
     """(adapter, its argument namespace) with the library imported; raises when it cannot import."""
     module, cls, settings = PEERS[name]
     adapter = getattr(__import__(module), cls)()
-    ns = types.SimpleNamespace(tf32="case", device=args.device, megatron=args.megatron, **settings)
+    ns = types.SimpleNamespace(tf32="case", device=args.device, megatron=args.megatron, te=args.te, **settings)
     adapter.prepare(ns)
     return adapter, ns
 

@@ -8,8 +8,15 @@
 #               GPU tier kept on the device against golden/production/sm_90/fused-cuda.golden (loss,
 #               d_hidden, d_weight, d_embedding: what production judges), and fused-cuda and
 #               unfused-cuda judged the same way on the same inputs
-#   matrix      the same over a matrix (default `default`), judged by the fp64 GPU tier against
-#               golden/sm_90/fused-cuda.golden (the bounds fused-cuda is held to)
+#   matrix      the same over matrices, judged against golden/sm_90/fused-cuda.golden (the bounds
+#               fused-cuda is held to). LCE_EXT_MATRIX lists them, space-separated, each
+#               NAME[@ORACLE][=SUBJECT[:JOBS],...]: the oracle the judge uses (fast: tier 1 on the CPU,
+#               undecided elements by MPFR; or fp64-gpu, the default), the subjects (default
+#               LCE_EXT_SUBJECTS) and how many adapter processes share each one's cases (default
+#               LCE_EXT_JOBS, 1). Every (matrix, subject) runs side by side with the others: its
+#               adapters under a time limit that leaves its judge LCE_EXT_JUDGE_S (default 40 s for
+#               fast, 100 s for fp64-gpu), the cases not reached skipped as such ("reached K of N" in
+#               the log), then its judge. Default `default@fast`.
 #   unit-test   Megatron-LM's own test_correctness of its fused LCE (megatron_fused_lce.py unit-test)
 #   bench       `lcecheck bench --peers` (the carried wheels installed first): fused-cuda and the external
 #               kernels side by side, each beside its process's three-GEMM floor; bench.json, its table
@@ -22,7 +29,8 @@
 #
 #   OUT=/tmp/out bash scripts/subjects/gpu_external.sh
 # Environment: LCE_EXT_SUBJECTS (run_all.sh names, default torch-eager,liger,liger-fp32-accum,cce,
-#   cce-exact,megatron-vocab-parallel), LCE_EXT_CASE (the production case id), LCE_EXT_MATRIX,
+#   cce-exact,megatron-vocab-parallel), LCE_EXT_CASE (the production case id), LCE_EXT_MATRIX, LCE_EXT_JOBS,
+#   LCE_EXT_JUDGE_S, TORCHINDUCTOR_COMPILE_THREADS (default 1 in the matrix stage: many compiling processes),
 #   LCE_EXT_BENCH_PEERS (default all), LCE_EXT_BENCH_ARGS (more bench options, e.g. "--shapes 8192x4096x128256
 #   --reps 10"), LCE_EXT_BIAS_SHAPE (default n8192.h4096.v128256.vp128256), LCE_EXT_BIAS_SEED (default 98: its
 #   grad_output 0.98048 makes go/8192 a bf16 number to 1.1e-5, so that at n_valid = 8192 the folded factor's
@@ -33,11 +41,11 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 31 560 "$@"
+gpu_start log 39 560 "$@"
 STAGES=${LCE_EXT_STAGES:-build production matrix}
 SUBJECTS=${LCE_EXT_SUBJECTS:-torch-eager,liger,liger-fp32-accum,cce,cce-exact,megatron-vocab-parallel}
 CASE=${LCE_EXT_CASE:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
-MATRIX=${LCE_EXT_MATRIX:-default}
+MATRIX=${LCE_EXT_MATRIX:-default@fast}
 RES=$(mktemp -d /tmp/lce-ext-results.XXXXXX)
 WORK=$(mktemp -d /tmp/lce-ext-work.XXXXXX)
 LCECHECK=$BUILD/lcecheck
@@ -47,7 +55,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 has_stage build && gpu_build build 300 -DLCE_BUILD_TESTS=OFF -- -j "$(nproc)" --target lcecheck
 
 # judge_all <tag> <export dir> <golden> <subjects> <judge options...>: every answered copy of the export
-# (of the run_all.sh subjects named) judged.
+# (of the run_all.sh subjects named) judged (the options name the oracle).
 judge_all() {
   local tag=$1 dir=$2 golden=$3 subjects=$4
   shift 4
@@ -55,7 +63,7 @@ judge_all() {
   IFS=, read -r -a list <<< "$subjects"
   for s in "${list[@]}"; do
     step "judge $s ($tag)" any 120 "${TO[@]}" "$RES/$tag-$s.json" "$LCECHECK" judge --dir "$dir.results/$s" \
-      --subject-name "$s" --golden-class fused-cuda --golden "$golden" --oracle fp64-gpu --quiet --json "$@"
+      --subject-name "$s" --golden-class fused-cuda --golden "$golden" --quiet --json "$@"
     mkdir -p "$RES/meta-$tag-$s"
     (cd "$dir.results/$s" && find . -name meta.json -o -name skip.txt | tar -cf - -T -) | tar -xf - -C "$RES/meta-$tag-$s"
   done
@@ -84,8 +92,8 @@ judge_case() {
       --golden "$ROOT/golden/production/sm_90/$s.golden" --oracle fp64-gpu --on-device \
       --outputs loss,d_hidden,d_weight,d_embedding --quiet --json
   done
-  judge_all "$tag" "$WORK/$tag" "$ROOT/golden/production/sm_90/fused-cuda.golden" "$subjects" --on-device \
-    --outputs loss,d_hidden,d_weight,d_embedding
+  judge_all "$tag" "$WORK/$tag" "$ROOT/golden/production/sm_90/fused-cuda.golden" "$subjects" --oracle fp64-gpu \
+    --on-device --outputs loss,d_hidden,d_weight,d_embedding
 }
 
 if has_stage production; then
@@ -105,11 +113,58 @@ if has_stage bias; then
   step "bias table" pass 30 python3 "$ROOT/scripts/subjects/bias_table.py" "$RES" --json "$RES/bias.json"
 fi
 
+# matrix_subject <matrix> <oracle> <subject> <jobs>: one subject's adapters over the exported matrix as
+# <jobs> processes, starting no case after the time that leaves the judge its share (the step's own
+# limit adds the last case's grace), a summary line with the cases they reached, then the judge; run
+# side by side with the others (bg_steps).
+# shellcheck disable=SC2317 # called through bg_steps
+matrix_subject() {
+  local m=$1 oracle=$2 s=$3 jobs=$4 judge_s grace=45 limit
+  judge_s=${LCE_EXT_JUDGE_S:-$([ "$oracle" = fast ] && echo 40 || echo 100)}
+  limit=$(($(left) - judge_s))
+  step "adapters $s ($m, $jobs processes, time limit $((limit - grace)) s)" any "$limit" \
+    bash "$ROOT/scripts/subjects/run_all.sh" --no-install --subjects "$s" --jobs "$jobs" \
+    --time-limit $((limit - grace)) "$WORK/matrix-$m"
+  local c out total=0 reached=0
+  for c in "$WORK/matrix-$m.results/$s"/*/case.json; do
+    [ -f "$c" ] || continue # no copy: the adapters did not run
+    out=${c%/case.json}/out total=$((total + 1))
+    if [ -f "$out/meta.json" ] || { [ -f "$out/skip.txt" ] && ! grep -q '^not reached' "$out/skip.txt"; }; then
+      reached=$((reached + 1))
+    fi
+  done
+  step_note "cases reached: $s ($m)" any "$reached of $total (run or skipped for cause)"
+  judge_all "$m" "$WORK/matrix-$m" "$ROOT/golden/sm_90/fused-cuda.golden" "$s" --oracle "$oracle"
+}
+
 if has_stage matrix; then
-  step "export $MATRIX" pass 60 "$LCECHECK" export --matrix "$MATRIX" --dir "$WORK/matrix" --quiet
-  step "adapters ($MATRIX)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$SUBJECTS" \
-    "$WORK/matrix"
-  judge_all "$MATRIX" "$WORK/matrix" "$ROOT/golden/sm_90/fused-cuda.golden" "$SUBJECTS"
+  # shellcheck source=scripts/subjects/site_wheels.sh
+  . "$ROOT/scripts/subjects/site_wheels.sh"
+  site_wheels /tmp/site 1 || step_note "install the carried wheels" pass "pip failed"
+  # Inductor's default is a pool of compile workers per process; the matrix runs many processes.
+  export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-1}
+  for entry in $MATRIX; do
+    m=${entry%%[@=]*}
+    if [ -d "$WORK/matrix-$m" ]; then # its results and logs are named by the matrix
+      echo "gpu_external.sh: matrix $m listed twice in LCE_EXT_MATRIX" >&2
+      step_note "export $m" pass "listed twice: not run"
+      MATRIX=${MATRIX/"$entry"/}
+      continue
+    fi
+    step "export $m" pass 120 "$LCECHECK" export --matrix "$m" --dir "$WORK/matrix-$m" --quiet
+  done
+  for entry in $MATRIX; do
+    spec=${entry%%=*} m=${entry%%[@=]*} oracle=fp64-gpu names=$SUBJECTS
+    case "$spec" in *@*) oracle=${spec#*@} ;; esac
+    case "$entry" in *=*) names=${entry#*=} ;; esac
+    IFS=, read -r -a items <<< "$names"
+    for item in "${items[@]}"; do
+      s=${item%%:*} jobs=${LCE_EXT_JOBS:-1}
+      case "$item" in *:*) jobs=${item#*:} ;; esac
+      bg_steps "$RES/log-$m-$s.txt" matrix_subject "$m" "$oracle" "$s" "$jobs"
+    done
+  done
+  bg_wait
 fi
 
 if has_stage unit-test; then

@@ -1,7 +1,10 @@
 """lce_torch_common.py — what every GPU adapter shares: the declared option set and its visible skip
 rule, a case loaded into torch tensors, the GEMM mode of fp32 cases, the timed and memory-measured
 forward+backward, the outputs (gradient buffers = fp32 prior + the kernel's weight gradient, as a
-framework's main_grad accumulation does), meta.json, and the per-case loop over an export.
+framework's main_grad accumulation does), meta.json, and the per-case loop over an export (or one
+shard of it, so that several processes share it; with --time-limit, the cases not reached are skips
+that say so). The seconds in meta.json are measured wherever the process ran: with shards or other
+subjects on the same GPU they include the contention.
 
 An adapter script defines an Adapter (name, settings, Supported, version(), run()) and calls
 main(adapter). torch is imported only when a case runs, so `--help` works anywhere."""
@@ -212,15 +215,17 @@ def device_name(device):
     return "cpu"
 
 
-# ---- importing from a Megatron-LM checkout -----------------------------------------------------
+# ---- importing a subtree of a package from a source tree ----------------------------------------
 
 def import_from_checkout(root, module, light_packages):
-    """Imports `module` from the source tree `root` without running the __init__.py of the
-    packages in light_packages (megatron/core/__init__.py pulls in the whole framework): they
-    become empty packages whose __path__ points into root."""
+    """Imports `module` from the source tree `root` (a Megatron-LM checkout, the files extracted from
+    a wheel) without running the __init__.py of the packages in light_packages
+    (megatron/core/__init__.py pulls in the whole framework, transformer_engine/__init__.py a compiled
+    library): they become empty packages whose __path__ points into root."""
     root = os.path.abspath(root)
-    if not os.path.isdir(os.path.join(root, "megatron")):
-        raise ImportError(f"{root} holds no megatron/ package (want a Megatron-LM checkout)")
+    top = module.split(".")[0]
+    if not os.path.isdir(os.path.join(root, top)):
+        raise ImportError(f"{root} holds no {top}/ package")
     for pkg in light_packages:
         if pkg in sys.modules:
             continue
@@ -313,6 +318,13 @@ class LossFunctionAdapter(Adapter):
         return r if isinstance(r, tuple) else (r, None)
 
 
+def parse_shard(text):
+    i, _, n = text.partition("/")
+    if not (i.isdigit() and n.isdigit() and 0 <= int(i) < int(n)):
+        raise argparse.ArgumentTypeError(f"'{text}' is not I/N with 0 <= I < N")
+    return int(i), int(n)
+
+
 def build_parser(adapter):
     ap = argparse.ArgumentParser(
         prog=adapter.prog, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -324,6 +336,12 @@ def build_parser(adapter):
         ap.add_argument("--setting", choices=adapter.settings, default=adapter.settings[0],
                         help="library configuration to run (default %(default)s)")
     ap.add_argument("--case", action="append", metavar="ID", help="run only this case (repeatable)")
+    ap.add_argument("--shard", type=parse_shard, metavar="I/N",
+                    help="only the cases whose manifest index is I modulo N, so that N processes share an export "
+                         "(the others' out/ is left alone)")
+    ap.add_argument("--time-limit", type=float, metavar="S",
+                    help="start no case after S seconds of this runner; the cases not reached get a skip.txt "
+                         "that says so (a matrix run within a device call's deadline)")
     ap.add_argument("--device", default="cuda", help="torch device (default %(default)s)")
     ap.add_argument("--warmup", type=int, default=1,
                     help="untimed forward+backward runs before the timed one (compilation, autotuning; default %(default)s)")
@@ -369,6 +387,7 @@ def run_one(adapter, case, args):
 
 
 def main(adapter, argv=None):
+    start = time.monotonic()
     args = build_parser(adapter).parse_args(argv)
     try:
         cases = lx.load_manifest(args.export_dir)
@@ -377,7 +396,10 @@ def main(adapter, argv=None):
         return 2
     if args.case:
         cases = [(cid, d) for cid, d in cases if cid in args.case]
-    log(f"{adapter.name}: {len(cases)} case(s) in {args.export_dir}; setting {adapter.setting(args)}")
+    if args.shard:
+        cases = cases[args.shard[0]::args.shard[1]]
+    shard = f" (shard {args.shard[0]}/{args.shard[1]})" if args.shard else ""
+    log(f"{adapter.name}: {len(cases)} case(s) in {args.export_dir}{shard}; setting {adapter.setting(args)}")
     log(f"{adapter.name}: supports {adapter.supported.describe()}")
     loaded = []
     for cid, d in cases:
@@ -398,8 +420,16 @@ def main(adapter, argv=None):
             return 2
         log(f"{adapter.name}: version {adapter.version(args)}")
     counts = {"ran": 0, "skipped": 0, "error": 0}
+    reached = len(loaded)
     for k, c in enumerate(loaded, 1):
+        if args.time_limit is not None and time.monotonic() - start > args.time_limit:
+            reached = k - 1
+            break
         log(f"[{k}/{len(loaded)}] {c.id}")
         counts[run_one(adapter, c, args)] += 1
-    log(f"{adapter.name}: {counts['ran']} ran, {counts['skipped']} skipped, {counts['error']} failed in the kernel")
+    for c in loaded[reached:]:
+        c.write_skip(f"not reached: the runner's --time-limit of {args.time_limit:g} s ran out after "
+                     f"{reached} of {len(loaded)} cases{shard}")
+    log(f"{adapter.name}: reached {reached} of {len(loaded)} cases{shard} in {time.monotonic() - start:.0f} s: "
+        f"{counts['ran']} ran, {counts['skipped']} skipped, {counts['error']} failed in the kernel")
     return 0

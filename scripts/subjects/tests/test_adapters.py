@@ -19,11 +19,12 @@ from cce import CutCrossEntropy  # noqa: E402
 from liger import Liger  # noqa: E402
 from megatron_fused_lce import MegatronFusedLCE  # noqa: E402
 from megatron_vocab_parallel import MegatronVocabParallel  # noqa: E402
+from te_parallel_ce import TEParallelCE  # noqa: E402
 from torch_compile import TorchCompile  # noqa: E402
 from torch_eager import TorchEager  # noqa: E402
 
 SCRIPTS = ["reference_runner.py", "torch_eager.py", "torch_compile.py", "liger.py", "cce.py",
-           "megatron_vocab_parallel.py", "megatron_fused_lce.py"]
+           "megatron_vocab_parallel.py", "megatron_fused_lce.py", "te_parallel_ce.py"]
 
 
 def export(cases):
@@ -70,6 +71,11 @@ class SkipRuleTest(unittest.TestCase):
         self.assertIn("class-weight", self.reasons(CutCrossEntropy(), class_weights=True))
         self.assertIn("z-loss", self.reasons(MegatronVocabParallel(), z_loss=1e-4))
         self.assertIsNone(self.reasons(MegatronVocabParallel(), label_smoothing={"form": "pytorch", "eps": 0.1}))
+        self.assertIn("BF16/FP32", self.reasons(TEParallelCE(), dtype="float16"))
+        self.assertIn("z-loss", self.reasons(TEParallelCE(), z_loss=1e-4))
+        self.assertIn("class weights", self.reasons(TEParallelCE(), class_weights=True))
+        self.assertIsNone(self.reasons(TEParallelCE(), dtype="float32", gemm="tf32", reduction="sum",
+                                       label_smoothing={"form": "megatron", "eps": 0.1}))
         self.assertIn("softcap", self.reasons(MegatronFusedLCE(), softcap=5))
         self.assertIn("bf16/fp16", self.reasons(MegatronFusedLCE(), dtype="float32"))
         self.assertIsNone(self.reasons(MegatronFusedLCE(), dtype="float16", reduction="sum", ignore_index=-7, h=128))
@@ -93,6 +99,31 @@ class SkipRuleTest(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(d, "case0", "out", "meta.json")))
 
 
+    def test_shards_and_time_limit(self):
+        # Four all-skipped cases: shard 1/2 touches cases 1 and 3 only; a limit of 0 s reaches none.
+        with export([dict(dtype="float32")] * 4) as d:
+            cce = [sys.executable, os.path.join(SUBJECTS, "cce.py")]
+            p = subprocess.run(cce + ["--shard", "1/2", d], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("reached 2 of 2 cases (shard 1/2)", p.stdout)
+            got = [case_factory.read_skip(os.path.join(d, f"case{k}")) for k in range(4)]
+            self.assertEqual([g is not None for g in got], [False, True, False, True])
+            p = subprocess.run(cce + ["--time-limit", "0", d], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("reached 0 of 4 cases", p.stdout)
+            self.assertIn("not reached", case_factory.read_skip(os.path.join(d, "case2")))
+            p = subprocess.run(cce + ["--shard", "2/2", d], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2)
+
+    def test_missing_library_is_a_clear_error(self):
+        # A case TE could run, and no TE where --te points: exit 2 naming the folder, before torch.
+        with export([dict(), dict(dtype="float16")]) as d, tempfile.TemporaryDirectory() as empty:
+            p = subprocess.run([sys.executable, os.path.join(SUBJECTS, "te_parallel_ce.py"), "--te", empty, d],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn(f"TransformerEngine not found at {os.path.abspath(empty)}", p.stderr)
+
+
 class RunAllTest(unittest.TestCase):
     def test_reference_subjects(self):
         with export([dict(), dict(tied=True, reduction="none")]) as d:
@@ -104,6 +135,20 @@ class RunAllTest(unittest.TestCase):
                 self.assertIn("+ cp -r", p.stdout)
                 for s in ("reference", "reference-bug"):
                     self.assertTrue(os.path.exists(os.path.join(out, s, "case1", "out", "d_hidden.npy")))
+            finally:
+                subprocess.run(["rm", "-rf", out])
+
+    def test_jobs_share_the_cases(self):
+        with export([dict(dtype="float32")] * 3) as d:
+            out = d + ".results"
+            p = subprocess.run(["bash", os.path.join(SUBJECTS, "run_all.sh"), "--no-install", "--subjects", "cce",
+                                "--jobs", "2", "--time-limit", "300", "--out", out, d], capture_output=True, text=True)
+            try:
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertIn("--time-limit 300 --shard 1/2", p.stdout)
+                self.assertIn("reached 1 of 1 cases (shard 1/2)", p.stdout)
+                for k in range(3):
+                    self.assertIn("bf16/fp16", case_factory.read_skip(os.path.join(out, "cce", f"case{k}")))
             finally:
                 subprocess.run(["rm", "-rf", out])
 
