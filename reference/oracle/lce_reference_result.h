@@ -75,6 +75,8 @@ typedef struct lce_comparison {
   double sum_dr;           /* sum (x - r) r */
   double sum_r4;           /* sum r^4: bias's effective element count (sum r^2)^2 / sum r^4 */
   double sum_rnd_r;        /* sum (rnd - r) r: the rounded-d_logit reference's own bias (has_rnd) */
+  double sum_out_r;        /* sum (rounded - r) r: the bias of the exact value rounded to the output's
+                            * format, where a kernel without low-precision d_logits sits (has_rnd) */
   double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
   double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
   int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */
