@@ -46,10 +46,6 @@
  *   pertok       u of the format the GEMMs read when every token has its own g (reduction none), else
  *                0: how a kernel applies each token's g (folded into its d_logits, or a power of two
  *                there and the rest in fp32) changes its rows' coherent rounding by up to u/2 each
- *   dlse         max_n |lse error of the subject| * sum_i lsens_i |r_i| / <r, r> (gradients, host
- *                reference; else 0): the backward reads lse back, and an lse off by delta scales
- *                every p_v of its token by e^-delta, a coherent error of the gradients that the
- *                forward's running sums make (lce_metric_values.lse_image)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -83,8 +79,7 @@ typedef enum lce_bound_term {
   LCE_TERM_COND_H = 13,
   LCE_TERM_RND = 14,
   LCE_TERM_PERTOK = 15,
-  LCE_TERM_DLSE = 16,
-  LCE_TERM_COUNT = 17
+  LCE_TERM_COUNT = 16
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -98,7 +93,6 @@ typedef struct lce_bound_scales {
   double ms;   /* the same output's maxscaled bound on this case (0 until lce_bounds_apply sets it) */
   double rnd;  /* |bias| of the output from exactly rounded d_logits (see the term rnd), else 0 */
   double pertok; /* u of the GEMMs' d_logit format under reduction none, else 0 */
-  double dlse; /* the bias a uniform lse error of the subject's size can make (lce_metric_values.lse_image) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

@@ -183,7 +183,6 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * bound u/2·cond would make a bias bound vacuous at production cond (~230). */
   const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
   s->rnd = gradient && isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.0;
-  s->dlse = gradient ? ov->metrics.lse_image : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0
               : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
 }
@@ -339,22 +338,6 @@ static lce_code compare_output(const lce_case *c, const lce_reference *ref, cons
   return LCE_OK;
 }
 
-/* The subject's largest |lse error| over the judged tokens (decisive, finite on both sides), which the
- * gradients' term dlse scales: a backward reads lse back (host path only; 0 otherwise). */
-static double lse_shift_of(const lce_case *c, const lce_reference *ref, const lce_outputs *out,
-                           const judge_masks *masks) {
-  if (ref->mode != LCE_REF_HOST || !lce_output_applies(c, LCE_OUT_LSE) || (out->not_provided >> LCE_OUT_LSE & 1u))
-    return 0.0;
-  const lce_ref_output *r = &ref->host.out[LCE_OUT_LSE];
-  double shift = 0.0;
-  for (int64_t i = 0; i < r->count; i++) {
-    if ((masks->lse != NULL && !masks->lse[i]) || !r->decisive[i] || !isfinite(r->value[i])) continue;
-    const double x = lce_output_get(c, out, LCE_OUT_LSE, i);
-    if (isfinite(x)) shift = fmax(shift, fabs(x - r->value[i]));
-  }
-  return shift;
-}
-
 static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lce_reference *ref,
                               const lce_outputs *out, const lce_golden *g, const char *subject_class,
                               const int64_t *inner, unsigned outputs, const judge_masks *masks, lce_verdict *v,
@@ -362,7 +345,6 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   char guard_msg[256];
   const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
   lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
-  const double lse_shift = lse_shift_of(c, ref, out, masks);
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];
@@ -374,7 +356,6 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
     lce_comparison cmp;
     memset(&cmp, 0, sizeof cmp);
     if (o != LCE_OUT_D_EMBEDDING) LCE_TRY(compare_output(c, ref, out, o, masks, ov, &cmp, st));
-    if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) cmp.lse_shift = lse_shift;
     class_checks_unreferenced(c, in, out, o, guard, guard_out, ov);
     if (o == LCE_OUT_D_EMBEDDING) { /* bit-identical to its prior, nothing to measure */
       if (!ov->class_ok) ov->pass = 0;

@@ -53,7 +53,7 @@ void lce_metrics_undefined(lce_metric_values *mv) {
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
                       const unsigned char *mask, lce_comparison *cmp) {
   lce_dtype fmt = lce_output_format(c, o);
-  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, mag2 = {0, 0}, ref4 = {0, 0}, rnd = {0, 0}, outr = {0, 0}, lsens = {0, 0};
+  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, mag2 = {0, 0}, ref4 = {0, 0}, rnd = {0, 0}, outr = {0, 0};
   long double maxscaled = 0;
   cmp->judged = cmp->inconclusive = cmp->well_conditioned = cmp->beyond_ulps = 0;
   cmp->has_emag = cmp->has_ulps = 1;
@@ -86,7 +86,6 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
     if (cmp->has_rnd) {
       comp_add(&rnd, ((long double)ref->rnd[i] - (long double)r) * r);
       comp_add(&outr, ((long double)ref->rounded[i] - (long double)r) * r);
-      if (ref->lsens != NULL) comp_add(&lsens, (long double)ref->lsens[i] * fabs(r));
     }
     if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) cmp->beyond_ulps++;
     long double scaled;
@@ -98,7 +97,6 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
   cmp->sum_dr = (double)comp_value(&cross), cmp->sum_r4 = (double)comp_value(&ref4);
   cmp->sum_emag2 = (double)comp_value(&mag2), cmp->max_scaled = (double)maxscaled;
   cmp->sum_rnd_r = (double)comp_value(&rnd), cmp->sum_out_r = (double)comp_value(&outr);
-  cmp->sum_lsens_r = (double)comp_value(&lsens);
 }
 
 void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *mv) {
@@ -120,9 +118,6 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   } else {
     mv->rnd_bias = NAN;
   }
-  /* |<e, r>| <= max|delta| sum_i lsens_i |r_i| for the error e a backward reading lse off by at most
-   * the subject's own lse error makes (lce_ref_output.lsens). */
-  mv->lse_image = cmp->has_rnd && rr > 0 && isfinite(cmp->lse_shift) ? cmp->lse_shift * cmp->sum_lsens_r / rr : 0.0;
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
   if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no metric exists */
     lce_metrics_undefined(mv);

@@ -75,8 +75,6 @@ typedef struct lce_metric_values {
                         * (lce_ref_output.rnd) over the same elements, or <rounded - r, r> / <r, r>
                         * (the exact value rounded to the output's format) where that is larger in
                         * magnitude; NaN when the reference has no rnd */
-  double lse_image;    /* the most a uniform lse error of the subject's own size (lse_shift) can move the
-                        * bias: lse_shift sum_i lsens_i |r_i| / <r, r> (gradients with lsens), else 0 */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;

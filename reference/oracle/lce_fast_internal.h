@@ -153,13 +153,6 @@ void fast_row_dz(fast_row *r, const fast_opts *o, int64_t y, double g, double g_
  * of length stride, from n0) added into out[0..h). */
 void fast_rnd_row(const lce_case *c, const fast_row *r, const fast_opts *o, int64_t y, double g, double *dzr);
 void fast_rnd_hidden(const lce_case *c, const double *dzr, const double *w, int64_t v, int64_t h, double *out);
-/* The first-order sensitivity to a uniform shift of the row's lse (lce_ref_output.lsens): dzq_v =
- * |g| p_v (|K| + 2 lambda) f_v, then d_hidden's row sum_j dzq_j |w_jk| and vocab row col's d_weight
- * contributions sum_n dzq_nj |h_nk| (as fast_rnd_weight) added into out. */
-void fast_lsens_row(const fast_row *r, const fast_opts *o, double g, double *dzq);
-void fast_lsens_hidden(const double *dzq, const double *w, int64_t v, int64_t h, double *out);
-void fast_lsens_weight(const double *dzq, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
-                       int64_t n1, const double *hidden, int64_t h, double *out);
 void fast_rnd_weight(const double *dzr, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
                      int64_t n1, const double *hidden, int64_t h, double *out);
 

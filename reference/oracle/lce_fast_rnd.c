@@ -54,30 +54,3 @@ void fast_rnd_weight(const double *dzr, int64_t stride, int64_t col, const unsig
     for (int64_t k = 0; k < h; k++) out[k] += d * hidden[n * h + k];
   }
 }
-
-/* The lse sensitivity (lce_ref_output.lsens). A backward that reads lse + delta computes p_v e^-delta
- * and, under z-loss, K + 2 lambda delta: to first order ds_v moves by -delta g f_v p_v (K - 2 lambda),
- * bounded by delta |g| f_v p_v (|K| + 2 lambda). The gradient elements' sums of those magnitudes
- * times |W| (d_hidden) or |h| (d_weight) bound how far a uniform lse error moves each element. */
-void fast_lsens_row(const fast_row *r, const fast_opts *o, double g, double *dzq) {
-  double k = r->cy;
-  if (o->smoothing) k += o->ev * o->sw;
-  if (o->lambda > 0.0) k += 2.0 * o->lambda * r->lse;
-  const double scale = fabs(g) * (fabs(k) + 2.0 * o->lambda);
-  for (int64_t v = 0; v < r->v; v++) dzq[v] = scale * (r->t[v] / r->s) * (o->softcap > 0.0 ? r->f[v] : 1.0);
-}
-
-void fast_lsens_hidden(const double *dzq, const double *w, int64_t v, int64_t h, double *out) {
-  for (int64_t k = 0; k < h; k++) out[k] = 0.0;
-  for (int64_t j = 0; j < v; j++)
-    for (int64_t k = 0; k < h; k++) out[k] += dzq[j] * fabs(w[j * h + k]);
-}
-
-void fast_lsens_weight(const double *dzq, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
-                       int64_t n1, const double *hidden, int64_t h, double *out) {
-  for (int64_t n = n0; n < n1; n++) {
-    if (!active[n]) continue;
-    const double d = dzq[(n - n0) * stride + col];
-    for (int64_t k = 0; k < h; k++) out[k] += d * fabs(hidden[n * h + k]);
-  }
-}

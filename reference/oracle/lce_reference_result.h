@@ -38,10 +38,7 @@ static inline double lce_dz_floor_of(double g_abs, double unit) {
  * input dtype; tf32 after it), times g, everything else exact, in plain double, d_hidden then
  * rounded to its output dtype (no bound: it is the reference of the coherent format roundings that
  * every kernel storing low-precision d_logits makes, lce_metric_values.rnd_bias, not a certified
- * value; lce_fast_rnd.c). lsens[i] (with rnd): the element's first-order sensitivity to a uniform
- * shift of its tokens' lse, sum over its terms of |g p_v (|K| + 2 lambda) f_v| times the other
- * operand's magnitude (a backward that reads an lse off by delta scales every p_v of the token by
- * e^-delta; lce_fast_rnd.c). */
+ * value; lce_fast_rnd.c). */
 typedef struct lce_ref_output {
   int64_t count;
   double *value;
@@ -51,7 +48,6 @@ typedef struct lce_ref_output {
   double *rounded;
   unsigned char *decisive;
   double *rnd;
-  double *lsens;
 } lce_ref_output;
 
 typedef struct lce_oracle_result {
@@ -79,8 +75,6 @@ typedef struct lce_comparison {
   double sum_dr;           /* sum (x - r) r */
   double sum_r4;           /* sum r^4: bias's effective element count (sum r^2)^2 / sum r^4 */
   double sum_rnd_r;        /* sum (rnd - r) r: the rounded-d_logit reference's own bias (has_rnd) */
-  double sum_lsens_r;      /* sum lsens |r| (has_rnd): with the subject's lse error, the term dlse */
-  double lse_shift;        /* the subject's largest |lse error| over the judged tokens (gradients only) */
   double sum_out_r;        /* sum (rounded - r) r: the bias of the exact value rounded to the output's
                             * format, where a kernel without low-precision d_logits sits (has_rnd) */
   double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
