@@ -301,7 +301,7 @@ static void run_row(fast_work *w, int64_t n) {
     row_d_hidden(w, n, ds, term, err, hi, lo, t1, E);
     double *dzr = w->dzr + (n - w->n0) * V;
     fast_rnd_row(c, &r, &w->opts, y, g, dzr);
-    fast_rnd_hidden(c, dzr, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H);
+    fast_rnd_hidden(dzr, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H);
   }
   w->inexact[n] = r.inexact_logits;
   free(buf);

@@ -35,8 +35,7 @@ static inline double lce_dz_floor_of(double g_abs, double unit) {
  * when the output does not apply to the case. rnd[i] (gradients only, NULL where the tier does not
  * compute it): the element computed from the exact d_logits t = dz / g (with the option constants
  * rounded to fp32, as kernel arguments), each rounded to the format the backward GEMMs read (the
- * input dtype; tf32 after it), times g, everything else exact, in plain double, d_hidden then
- * rounded to its output dtype (no bound: it is the reference of the coherent format roundings that
+ * input dtype; tf32 after it), times g, everything else exact, in plain double (no bound: it is the reference of the coherent format roundings that
  * every kernel storing low-precision d_logits makes, lce_metric_values.rnd_bias, not a certified
  * value; lce_fast_rnd.c). */
 typedef struct lce_ref_output {
