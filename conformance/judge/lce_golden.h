@@ -39,10 +39,9 @@
  *   cond*h       kappa * H: the tensor-core truncation of the logits' dot products, a shrink of
  *                every logit by a slope per unit of H
  *   rnd          |bias| of the output computed from the exact d_logits rounded to the format the
- *                GEMMs read (fp32 option constants, everything else exact), or of the exact value
- *                rounded to the output's format where that is larger, over the judged elements:
- *                the coherent rounding a correct kernel makes (lce_metric_values.rnd_bias); 0 from a reference tier that does not compute it
- *                (tier 2)
+ *                GEMMs read (everything else exact), over the judged elements: the coherent rounding
+ *                a correct kernel makes (lce_metric_values.rnd_bias); 0 from a reference tier that
+ *                does not compute it (tier 2)
  *   pertok       u of the format the GEMMs read when every token has its own g (reduction none), else
  *                0: how a kernel applies each token's g (folded into its d_logits, or a power of two
  *                there and the rest in fp32) changes its rows' coherent rounding by up to u/2 each

@@ -72,9 +72,7 @@ typedef struct lce_metric_values {
   double cond;         /* max(1, ||mag||_2 / ||r||_2) over judged elements; 1 when r == 0 */
   double neff;         /* effective element count (sum r^2)^2 / sum r^4; 0 when r == 0 */
   double rnd_bias;     /* the bias <rnd - r, r> / <r, r> of the reference's rounded-d_logit values
-                        * (lce_ref_output.rnd) over the same elements, or <rounded - r, r> / <r, r>
-                        * (the exact value rounded to the output's format) where that is larger in
-                        * magnitude; NaN when the reference has no rnd */
+                        * (lce_ref_output.rnd) over the same elements; NaN when it has none */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;

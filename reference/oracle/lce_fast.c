@@ -300,7 +300,7 @@ static void run_row(fast_work *w, int64_t n) {
     row_slopes(w, n, y, term, err);
     row_d_hidden(w, n, ds, term, err, hi, lo, t1, E);
     double *dzr = w->dzr + (n - w->n0) * V;
-    fast_rnd_row(c, &r, &w->opts, y, g, dzr);
+    fast_rnd_row(c, g, ds, V, dzr);
     fast_rnd_hidden(dzr, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H);
   }
   w->inexact[n] = r.inexact_logits;

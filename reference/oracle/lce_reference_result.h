@@ -33,11 +33,10 @@ static inline double lce_dz_floor_of(double g_abs, double unit) {
  * of the rows it depends on (1 + the largest logit's sum of |terms|, for gradients; equal to mag for
  * the forward outputs, whose mag already counts the logits' terms). Arrays are NULL and count 0
  * when the output does not apply to the case. rnd[i] (gradients only, NULL where the tier does not
- * compute it): the element computed from the exact d_logits t = dz / g (with the option constants
- * rounded to fp32, as kernel arguments), each rounded to the format the backward GEMMs read (the
- * input dtype; tf32 after it), times g, everything else exact, in plain double (no bound: it is the reference of the coherent format roundings that
- * every kernel storing low-precision d_logits makes, lce_metric_values.rnd_bias, not a certified
- * value; lce_fast_rnd.c). */
+ * compute it): the element computed from the exact d_logits t = dz / g, each rounded to the format
+ * the backward GEMMs read (the input dtype; tf32 after it), times g, everything else exact, in plain
+ * double (no bound: it is the reference of the coherent d_logit rounding that every kernel storing
+ * low-precision d_logits makes, lce_metric_values.rnd_bias, not a certified value). */
 typedef struct lce_ref_output {
   int64_t count;
   double *value;
@@ -74,8 +73,6 @@ typedef struct lce_comparison {
   double sum_dr;           /* sum (x - r) r */
   double sum_r4;           /* sum r^4: bias's effective element count (sum r^2)^2 / sum r^4 */
   double sum_rnd_r;        /* sum (rnd - r) r: the rounded-d_logit reference's own bias (has_rnd) */
-  double sum_out_r;        /* sum (rounded - r) r: the bias of the exact value rounded to the output's
-                            * format, where a kernel without low-precision d_logits sits (has_rnd) */
   double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
   double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
   int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */
