@@ -66,8 +66,11 @@ def case_shape(case_id):
 def output_scales(case_id, output, o):
     """The scales of the golden terms on one measured output (lce_bound_scales_of). Measurements from
     before neff was reported count one effective element (the loosest cond/sqrtn)."""
-    rnd = (o.get("rnd") or 0.0) if output in ("d_hidden", "d_weight") else 0.0  # 0 unmeasured (tier 2)
-    return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]), rnd)
+    grad = output in ("d_hidden", "d_weight")
+    rnd = (o.get("rnd") or 0.0) if grad else 0.0  # 0 unmeasured (tier 2)
+    flip = (o.get("flip") or 0.0) if grad else 0.0
+    outr = (o.get("outr") or 0.0) if grad else 0.0
+    return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]), rnd, flip, outr)
 
 
 def with_ms(entries, key, scales):

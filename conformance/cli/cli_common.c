@@ -384,6 +384,10 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
       lce_bound_scales_of(&r->c, (lce_output_id)o, ov, &scales);
       fputs(",\"rnd\":", f);
       cli_json_number(f, scales.rnd);
+      fputs(",\"flip\":", f);
+      cli_json_number(f, scales.flip);
+      fputs(",\"outr\":", f);
+      cli_json_number(f, scales.outr);
     }
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));

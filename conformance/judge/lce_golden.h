@@ -45,6 +45,11 @@
  *   pertok       u of the format the GEMMs read when every token has its own g (reduction none), else
  *                0: how a kernel applies each token's g (folded into its d_logits, or a power of two
  *                there and the rest in fp32) changes its rows' coherent rounding by up to u/2 each
+ *   flip         sum_i flip_i |r_i| / <r, r> (gradients, from a reference with rnd; else 0): the
+ *                most the roundings that the kernel's own fp32 d_logit errors can change move the
+ *                bias from rnd's, all taken the same way (lce_ref_output.flip)
+ *   outr         sum_i |rounded_i - r_i| |r_i| / <r, r> (gradients, from a reference with rnd; else 0):
+ *                the most the rounding of the output to its format moves the bias, taken one way
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -78,7 +83,9 @@ typedef enum lce_bound_term {
   LCE_TERM_COND_H = 13,
   LCE_TERM_RND = 14,
   LCE_TERM_PERTOK = 15,
-  LCE_TERM_COUNT = 16
+  LCE_TERM_FLIP = 16,
+  LCE_TERM_OUTR = 17,
+  LCE_TERM_COUNT = 18
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -92,6 +99,8 @@ typedef struct lce_bound_scales {
   double ms;   /* the same output's maxscaled bound on this case (0 until lce_bounds_apply sets it) */
   double rnd;  /* |bias| of the output from exactly rounded d_logits (see the term rnd), else 0 */
   double pertok; /* u of the GEMMs' d_logit format under reduction none, else 0 */
+  double outr;   /* the bias the output's own rounding can add (term outr) */
+  double flip;   /* the bias the roundings a kernel's fp32 d_logit errors can change can add (term flip) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

@@ -183,6 +183,8 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * bound u/2·cond would make a bias bound vacuous at production cond (~230). */
   const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
   s->rnd = gradient && isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.0;
+  s->flip = gradient && isfinite(ov->metrics.flip_bias) ? ov->metrics.flip_bias : 0.0;
+  s->outr = gradient && isfinite(ov->metrics.outr_bias) ? ov->metrics.outr_bias : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0
               : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
 }

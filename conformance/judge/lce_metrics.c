@@ -53,7 +53,7 @@ void lce_metrics_undefined(lce_metric_values *mv) {
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
                       const unsigned char *mask, lce_comparison *cmp) {
   lce_dtype fmt = lce_output_format(c, o);
-  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, mag2 = {0, 0}, ref4 = {0, 0}, rnd = {0, 0};
+  comp_sum err2 = {0, 0}, ref2 = {0, 0}, cross = {0, 0}, mag2 = {0, 0}, ref4 = {0, 0}, rnd = {0, 0}, flip = {0, 0}, outr = {0, 0};
   long double maxscaled = 0;
   cmp->judged = cmp->inconclusive = cmp->well_conditioned = cmp->beyond_ulps = 0;
   cmp->has_emag = cmp->has_ulps = 1;
@@ -84,6 +84,8 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
     comp_add(&ref4, (long double)r * r * r * r);
     comp_add(&cross, d * r);
     if (cmp->has_rnd) comp_add(&rnd, ((long double)ref->rnd[i] - (long double)r) * r);
+    if (cmp->has_rnd && ref->flip != NULL) comp_add(&flip, (long double)ref->flip[i] * fabs(r));
+    if (cmp->has_rnd) comp_add(&outr, fabsl((long double)ref->rounded[i] - (long double)r) * fabs(r));
     if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) cmp->beyond_ulps++;
     long double scaled;
     if (emag > 0) scaled = fabsl(d) / emag;
@@ -93,7 +95,8 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
   cmp->sum_d2 = (double)comp_value(&err2), cmp->sum_r2 = (double)comp_value(&ref2);
   cmp->sum_dr = (double)comp_value(&cross), cmp->sum_r4 = (double)comp_value(&ref4);
   cmp->sum_emag2 = (double)comp_value(&mag2), cmp->max_scaled = (double)maxscaled;
-  cmp->sum_rnd_r = (double)comp_value(&rnd);
+  cmp->sum_rnd_r = (double)comp_value(&rnd), cmp->sum_flip_r = (double)comp_value(&flip);
+  cmp->sum_outr_r = (double)comp_value(&outr);
 }
 
 void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *mv) {
@@ -106,6 +109,12 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   mv->cond = rr > 0 && m2 > 0 ? fmax(1.0, sqrt(m2 / rr)) : 1.0;
   mv->neff = cmp->sum_r4 > 0 ? rr * rr / cmp->sum_r4 : 0.0;
   mv->rnd_bias = cmp->has_rnd && rr > 0 ? cmp->sum_rnd_r / rr : NAN;
+  /* |<e, r>| <= sum_i flip_i |r_i| for the error e the roundings a kernel's fp32 d_logit errors can
+   * change make (lce_ref_output.flip): the bias they can add to rnd's. */
+  mv->flip_bias = cmp->has_rnd && rr > 0 ? cmp->sum_flip_r / rr : 0.0;
+  /* |<R(x) - x, r>| <= sum_i |R(r_i) - r_i| |r_i| to first order: the most the output's own rounding
+   * (R, to the output's format) moves the bias of a kernel's result x ~ r (term outr). */
+  mv->outr_bias = cmp->has_rnd && rr > 0 ? cmp->sum_outr_r / rr : 0.0;
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
   if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no metric exists */
     lce_metrics_undefined(mv);

@@ -73,6 +73,10 @@ typedef struct lce_metric_values {
   double neff;         /* effective element count (sum r^2)^2 / sum r^4; 0 when r == 0 */
   double rnd_bias;     /* the bias <rnd - r, r> / <r, r> of the reference's rounded-d_logit values
                         * (lce_ref_output.rnd) over the same elements; NaN when it has none */
+  double outr_bias;    /* sum_i |rounded_i - r_i| |r_i| / <r, r>: the most the output's own rounding moves the
+                        * bias (gradients with rnd), else 0 */
+  double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
+                        * kernel's fp32 d_logit errors can change move the bias from rnd_bias; else 0 */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;

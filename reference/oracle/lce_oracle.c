@@ -71,6 +71,7 @@ void lce_oracle_free(lce_oracle_result *res) {
     free(r->rounded);
     free(r->decisive);
     free(r->rnd);
+    free(r->flip);
   }
   memset(res, 0, sizeof *res);
 }

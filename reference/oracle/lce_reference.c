@@ -38,7 +38,8 @@ static lce_code mpfr_prepare(const lce_case *c, const lce_tensors *in, lce_ref_m
   lce_status fast_st;
   if (lce_fast_run(c, in, &fast, NULL, &fast_st) == LCE_OK)
     for (int o = LCE_OUT_D_HIDDEN; o <= LCE_OUT_D_WEIGHT; o++)
-      ref->host.out[o].rnd = fast.out[o].rnd, fast.out[o].rnd = NULL;
+      ref->host.out[o].rnd = fast.out[o].rnd, fast.out[o].rnd = NULL,
+      ref->host.out[o].flip = fast.out[o].flip, fast.out[o].flip = NULL;
   lce_oracle_free(&fast);
   lce_reference_adopt_host(ref);
   return LCE_OK;

@@ -36,7 +36,10 @@ static inline double lce_dz_floor_of(double g_abs, double unit) {
  * compute it): the element computed from the exact d_logits t = dz / g, each rounded to the format
  * the backward GEMMs read (the input dtype; tf32 after it), times g, everything else exact, in plain
  * double (no bound: it is the reference of the coherent d_logit rounding that every kernel storing
- * low-precision d_logits makes, lce_metric_values.rnd_bias, not a certified value). */
+ * low-precision d_logits makes, lce_metric_values.rnd_bias, not a certified value). flip[i] (with rnd):
+ * how far the element can move when the kernel's fp32 d_logits, each within a modelled error delta of
+ * the exact t, round to other neighbours than t does: sum over its terms of |g| (R(t + delta) -
+ * R(t - delta)) times the other operand's magnitude (R the rounding rnd applies; lce_fast_rnd.c). */
 typedef struct lce_ref_output {
   int64_t count;
   double *value;
@@ -46,6 +49,7 @@ typedef struct lce_ref_output {
   double *rounded;
   unsigned char *decisive;
   double *rnd;
+  double *flip;
 } lce_ref_output;
 
 typedef struct lce_oracle_result {
@@ -73,6 +77,8 @@ typedef struct lce_comparison {
   double sum_dr;           /* sum (x - r) r */
   double sum_r4;           /* sum r^4: bias's effective element count (sum r^2)^2 / sum r^4 */
   double sum_rnd_r;        /* sum (rnd - r) r: the rounded-d_logit reference's own bias (has_rnd) */
+  double sum_flip_r;       /* sum flip |r| (has_rnd and flip): the term flip's numerator */
+  double sum_outr_r;       /* sum |rounded - r| |r| (has_rnd): the term outr's numerator */
   double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
   double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
   int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */
