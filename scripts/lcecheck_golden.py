@@ -63,10 +63,22 @@ def case_shape(case_id):
     return shape
 
 
-def output_scales(case_id, o):
+def output_scales(case_id, output, o):
     """The scales of the golden terms on one measured output (lce_bound_scales_of). Measurements from
     before neff was reported count one effective element (the loosest cond/sqrtn)."""
-    return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]))
+    grad = output in ("d_hidden", "d_weight")
+    rnd = (o.get("rnd") or 0.0) if grad else 0.0  # 0 unmeasured (tier 2)
+    flip = (o.get("flip") or 0.0) if grad else 0.0
+    outr = (o.get("outr") or 0.0) if grad else 0.0
+    return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]), rnd, flip, outr)
+
+
+def with_ms(entries, key, scales):
+    """scales with ms set: the bound of the maxscaled entry of key's (class, dtype, output) at them
+    (lce_bounds_apply), which the term ms*cond/sqrtn of the other metrics scales with."""
+    ms = entries.get(tuple(key[:3]) + ("maxscaled",))
+    scales["ms"] = bound_at(ms, scales) if ms is not None and key[3] != "maxscaled" else 0.0
+    return scales
 
 
 def collect_measurements(meas):
@@ -108,7 +120,7 @@ def collect_measurements(meas):
                 key = (cls, case["dtype"], out, metric)
                 samples.setdefault(key, []).append({"id": cid, "value": abs(float(v)), "k": int(o["inner"]),
                                                     "cond": float(cond), "shape": case_shape(cid),
-                                                    "scales": output_scales(cid, o)})
+                                                    "scales": output_scales(cid, out, o)})
         if status != "pass" and not class_failures:
             problems.append(f"{cid}: status '{status}' without a class failure named")
     if problems:
@@ -140,18 +152,23 @@ def propose(pol, samples):
             raise Refusal(f"{pol['path']}: no bound rule for {output} {metric}")
         ceiling = policy_ceiling(pol, dtype, output, metric)
 
+        for s in ss:
+            with_ms(entries, key, s["scales"])
+
         def value(expr, s):
             return policy_value(pol, expr, dtype, s["shape"], s["k"], extra=extra)
         margin = value(rule["margin"], ss[0])
         fixed = {t: value(e, ss[0]) * margin for t, e in rule["fix"].items()}
+        if "ref" in rule:
+            fixed[rule["ref"]] = 1.0
         floors = [value(rule["min"], s) if "min" in rule else 0.0 for s in ss]
         caps = {t: value(e, ss[0]) for t, e in rule["max"].items()}
         try:
-            coefs = fit(ss, rule["terms"], fixed, margin, floors)
+            coefs = fit(ss, rule["terms"], fixed, margin, floors, rule.get("ref"))
             over = {t: caps[t] for t, c in zip(rule["terms"], coefs) if t in caps and c > caps[t]}
             if over and set(rule["terms"]) - set(fixed) - set(over):
                 # a capped term is held at its cap, and the other terms refitted around it
-                coefs = fit(ss, rule["terms"], {**fixed, **over}, margin, floors)
+                coefs = fit(ss, rule["terms"], {**fixed, **over}, margin, floors, rule.get("ref"))
             coefs = [min(c, caps[t]) if t in caps else c for t, c in zip(rule["terms"], coefs)]
         except FitError as e:
             raise Refusal(f"{' '.join(key)}: {e}")
@@ -247,7 +264,9 @@ def check_mutant_runs(cls, runs, entries):
             for out, o in (case.get("outputs") or {}).items():
                 for metric in METRICS:
                     e, v = entries.get((cls, case.get("dtype"), out, metric)), (o or {}).get(metric)
-                    if e is not None and v is not None and abs(float(v)) > bound_at(e, output_scales(case["id"], o)):
+                    key = (cls, case.get("dtype"), out, metric)
+                    if e is not None and v is not None and abs(float(v)) > bound_at(
+                            e, with_ms(entries, key, output_scales(case["id"], out, o))):
                         failed.append(f"{case['id']} {out} {metric}")
         verdict = "killed" if failed else "SURVIVED"
         rows.append({"mutant": run.get("subject"), "failed": len(failed), "verdict": verdict,

@@ -139,8 +139,9 @@ def load_policy(path, _included=None):
 
 def parse_bound_rule(tok, where, own):
     """`bound <output> <metric> model terms=<t>,<t>... margin=<expr> [min=<expr>] [fix.<t>=<expr>]
-    [max.<t>=<expr>]`: the terms (TERMS, in their order), the margin, the least bound, coefficients
-    given by the policy instead of fitted (times the margin), and caps on fitted ones."""
+    [max.<t>=<expr>] [ref=<t>]`: the terms (TERMS, in their order), the margin, the least bound,
+    coefficients given by the policy instead of fitted (times the margin), caps on fitted ones, and a
+    reference term (coefficient 1; the margin applies to what a measurement exceeds it by)."""
     if tok[3] != "model":
         raise ToolError(f"{where}: bound form '{tok[3]}': policies write `model terms=...` (golden files "
                         "may still hold the fixed forms const, sqrtk, lineark, cond, condk)")
@@ -153,6 +154,9 @@ def parse_bound_rule(tok, where, own):
                     {TERMS.index(t) for t in terms}):
                 raise ToolError(f"{where}: terms= wants known terms ({' '.join(TERMS)}), in that order, once each")
             rule["terms"] = tuple(terms)
+            continue
+        if key == "ref" and val in TERMS and "ref" not in rule:
+            rule["ref"] = val
             continue
         group, _, term = key.partition(".")
         if not val or (group in ("fix", "max") and term not in TERMS) or (
@@ -172,6 +176,8 @@ def parse_bound_rule(tok, where, own):
         raise ToolError(f"{where}: bound needs terms= and margin= and must not repeat a key")
     if any(t not in rule["terms"] for t in list(rule["fix"]) + list(rule["max"])):
         raise ToolError(f"{where}: fix. and max. name terms of the rule's terms=")
+    if "ref" in rule and (rule["ref"] not in rule["terms"] or rule["ref"] in rule["fix"] or rule["ref"] in rule["max"]):
+        raise ToolError(f"{where}: ref= names a term of the rule's terms= that no fix. or max. names")
     own.add(("bound", tok[1], tok[2]))
     return rule
 

@@ -15,7 +15,8 @@ gets 0."""
 import math
 
 # The model form's terms in file order, and what each scales with (lce_bound_term_scale).
-TERMS = ("1", "cond", "cond/sqrtn", "cond*sqrtv", "cond*sqrth", "sqrtv", "sqrth", "sqrtk", "k", "coh")
+TERMS = ("1", "cond", "cond/sqrtn", "cond*sqrtv", "cond*sqrth", "sqrtv", "sqrth", "sqrtk", "k", "coh",
+         "ms*cond/sqrtn", "cond*v", "h", "cond*h", "rnd", "pertok", "flip", "outr")
 _EPS = 1e-12  # simplex tolerance on reduced costs and pivots (the tableau's numbers are near 1)
 UNIT_ROUNDOFF_INPUT = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24}
 
@@ -24,9 +25,11 @@ class FitError(Exception):
     """No bound of the rule's terms covers a sample (every scale of its terms is 0 there)."""
 
 
-def scales_of(case_id, cond, neff, k):
+def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0):
     """The scales of one judged output (lce_bound_scales_of): cond, neff >= 1, the shard's rows vs,
-    the inner size k, and coh = u of the input dtype when one scale g serves every token."""
+    the inner size k, coh = u of the input dtype when one scale g serves every token, and rnd as
+    lcecheck reports it. ms (the same output's maxscaled bound on the case) is 0 until the caller
+    knows that bound (lcecheck_golden.with_ms)."""
     tok = case_id.split(".")
     dims = {}
     for t in tok:
@@ -37,7 +40,9 @@ def scales_of(case_id, cond, neff, k):
         raise ValueError(f"case id '{case_id}' does not name its dtype, tp, h and v")
     shared = "sum" in tok or "mean" in tok
     return {"cond": float(cond), "neff": max(1.0, float(neff)), "vs": float(-(-dims["v"] // dims["tp"])),
-            "h": float(dims["h"]), "k": float(k), "coh": UNIT_ROUNDOFF_INPUT[tok[0]] if shared else 0.0}
+            "h": float(dims["h"]), "k": float(k), "coh": UNIT_ROUNDOFF_INPUT[tok[0]] if shared else 0.0,
+            "ms": 0.0, "rnd": float(rnd), "flip": float(flip), "outr": float(outr),
+            "pertok": 0.0 if "none" not in tok else 2.0**-11 if "tf32" in tok else UNIT_ROUNDOFF_INPUT[tok[0]]}
 
 
 def term_scale(term, s):
@@ -45,7 +50,10 @@ def term_scale(term, s):
     return {"1": 1.0, "cond": s["cond"], "cond/sqrtn": s["cond"] / math.sqrt(max(1.0, s["neff"])),
             "cond*sqrtv": s["cond"] * math.sqrt(s["vs"]), "cond*sqrth": s["cond"] * math.sqrt(s["h"]),
             "sqrtv": math.sqrt(s["vs"]), "sqrth": math.sqrt(s["h"]),
-            "sqrtk": math.sqrt(s["k"]), "k": s["k"], "coh": s["coh"]}[term]
+            "sqrtk": math.sqrt(s["k"]), "k": s["k"], "coh": s["coh"],
+            "ms*cond/sqrtn": s["ms"] * s["cond"] / math.sqrt(max(1.0, s["neff"])),
+            "cond*v": s["cond"] * s["vs"], "h": s["h"], "cond*h": s["cond"] * s["h"], "rnd": s["rnd"],
+            "pertok": s["pertok"], "flip": s.get("flip", 0.0), "outr": s.get("outr", 0.0)}[term]
 
 
 def model_bound(coefs, s):
@@ -85,15 +93,20 @@ def _simplex_dual(a, w):
     raise FitError("the simplex did not terminate")
 
 
-def fit(samples, terms, fixed, margin, floors):
+def fit(samples, terms, fixed, margin, floors, ref=None):
     """Coefficients (floats, in the order of terms) of the fitted terms: samples are dicts with
     'value' and 'scales'; fixed maps a term to its coefficient (policy-given, not fitted); floors[i]
-    is the least bound sample i may get (the rule's min). Raises FitError when a sample's target
-    cannot be met by the fitted terms."""
+    is the least bound sample i may get (the rule's min); ref, a term of fixed (coefficient 1), is
+    the reference a correct value sits at: the margin applies to what a value exceeds it by. Raises
+    FitError when a sample's target cannot be met by the fitted terms."""
     free = [term for term in terms if term not in fixed]
     rows, targets = [], []
     for s, floor in zip(samples, floors):
-        target = max(margin * s["value"], floor)
+        if ref is None:
+            target = max(margin * s["value"], floor)
+        else:
+            at = term_scale(ref, s["scales"])
+            target = max(at + margin * max(0.0, s["value"] - at), floor)
         rest = target - sum(c * term_scale(term, s["scales"]) for term, c in fixed.items())
         if rest <= 0:
             continue

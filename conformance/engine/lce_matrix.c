@@ -36,7 +36,7 @@
 
 static const lce_matrix MATRICES[] = {
     {"default", "tied/untied x tp{1,2,4} x bf16/fp16/fp32 x none/sum/mean x chunks{1,~6,150} + edge batches "
-                "+ 3 many-token cases + 15 reduction lengths (V to 16k, H to 1k, flat rows, many-token mean) + every option (smoothing, z-loss, softcap, class weights, token chunks, "
+                "+ 3 many-token cases + 19 reduction lengths (V to 16k, H to 1k, flat rows, many-token mean, many-token long rows, vocab chunks of 1) + every option (smoothing, z-loss, softcap, class weights, token chunks, "
                 "tf32) alone and combined + non-finite inputs + 72 odd shapes"},
     {"smoke", "every 7th case of default: a quick look across all axes"},
     {"medium", "16 LM-head shapes up to N 512, H 1024, V 32k: bf16/fp16/fp32/tf32, tied/untied, tp 1/2/8, "
@@ -107,6 +107,14 @@ static const length_row LENGTHS[] = {
     {LCE_FP32, 1, 2, 512, 64, 64, LCE_RED_SUM, 0, LCE_DIST_NORMAL},
     {LCE_FP32, 1, 2, 512, 2048, 512, LCE_RED_MEAN, 0, LCE_DIST_MIXED},
     {LCE_BF16, 1, 2, 1024, 128, 32, LCE_RED_MEAN, 0, LCE_DIST_MIXED},
+    /* Many tokens of long normal rows: the running sums' coherent part (the same sign in every
+     * row) shows in the forward outputs' bias, which needs many tokens to be defined at all. */
+    {LCE_BF16, 1, 160, 3, 8192, 2048, LCE_RED_SUM, 0, LCE_DIST_NORMAL},
+    {LCE_FP16, 1, 96, 4, 8192, 1024, LCE_RED_MEAN, 0, LCE_DIST_NORMAL},
+    {LCE_FP32, 1, 96, 4, 8192, 4096, LCE_RED_NONE, 0, LCE_DIST_NORMAL},
+    /* Vocab chunks of one row: the shard's d_hidden buffer is then a running sum of vs partials,
+     * the label row's among them, and flat rows make every later addition round at its size. */
+    {LCE_FP32, 2, 8, 32, 2048, 1, LCE_RED_NONE, 0, LCE_DIST_FLAT},
 };
 
 static size_t add_lengths(lce_case *out, size_t k) {

@@ -25,8 +25,10 @@
 
 static const char *const FORM_NAMES[] = {"const", "sqrtk", "lineark", "cond", "condk", "model"};
 enum { FORM_COUNT = 6 };
-static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",  "cond/sqrtn", "cond*sqrtv", "cond*sqrth",
-                                                       "sqrtv", "sqrth", "sqrtk",      "k",          "coh"};
+static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",          "cond/sqrtn", "cond*sqrtv", "cond*sqrth",
+                                                       "sqrtv", "sqrth",         "sqrtk",      "k",          "coh",
+                                                       "ms*cond/sqrtn", "cond*v", "h",          "cond*h",     "rnd",
+                                                       "pertok", "flip", "outr"};
 
 const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
 const char *lce_bound_term_name(lce_bound_term t) { return (unsigned)t < LCE_TERM_COUNT ? TERM_NAMES[t] : "?"; }
@@ -176,11 +178,12 @@ static lce_code parse_model_terms(parser *p, char **f, int n, lce_golden_entry *
     if (eq == NULL) return parse_error(p, "model term '%.80s' is not <term>=<coef>", f[i]);
     lce_bound_term t;
     if (!term_parse(f[i], (size_t)(eq - f[i]), &t))
-      return parse_error(p, "unknown model term '%.*s' (expected 1, cond, cond/sqrtn, cond*sqrtv, cond*sqrth, sqrtv, sqrth, sqrtk, k or coh)",
+      return parse_error(p, "unknown model term '%.*s' (expected 1, cond, cond/sqrtn, cond*sqrtv, cond*sqrth, sqrtv, sqrth, "
+                            "sqrtk, k, coh, ms*cond/sqrtn, cond*v, h, cond*h, rnd, pertok, flip or outr)",
                          (int)(eq - f[i] > 40 ? 40 : eq - f[i]), f[i]);
     if ((int)t <= last)
       return parse_error(p, "model term '%s' %s (terms go once each, in the order 1 cond cond/sqrtn cond*sqrtv "
-                            "cond*sqrth sqrtv sqrth sqrtk k coh)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
+                            "cond*sqrth sqrtv sqrth sqrtk k coh ms*cond/sqrtn cond*v h cond*h rnd pertok flip outr)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
     LCE_TRY(parse_constant(p, TERM_NAMES[t], eq + 1, &e->coef[t]));
     e->terms |= 1u << t;
     last = (int)t;
@@ -308,6 +311,14 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
     case LCE_TERM_SQRTK: return sqrt(s->k);
     case LCE_TERM_K: return s->k;
     case LCE_TERM_COH: return s->coh;
+    case LCE_TERM_MS_COND_RSQRTN: return s->ms * s->cond / sqrt(s->neff > 1.0 ? s->neff : 1.0);
+    case LCE_TERM_COND_V: return s->cond * s->vs;
+    case LCE_TERM_H: return s->h;
+    case LCE_TERM_COND_H: return s->cond * s->h;
+    case LCE_TERM_RND: return s->rnd;
+    case LCE_TERM_PERTOK: return s->pertok;
+    case LCE_TERM_FLIP: return s->flip;
+    case LCE_TERM_OUTR: return s->outr;
     case LCE_TERM_COUNT: break;
   }
   return NAN;

@@ -31,6 +31,25 @@
  *   coh          u of the case dtype when one scale g is shared by every token (reduction sum or mean,
  *                with a valid token), else 0: the coherent relative rounding of g in low-precision
  *                d_logits, which scales a gradient whatever its condition
+ *   ms*cond/sqrtn  ms * kappa / sqrt(neff), ms = the bound of the same output's maxscaled entry on the
+ *                same case (whatever its terms): one element's worst error, spread over neff elements
+ *   cond*v       kappa * vs: the coherent part of a shard's running sums (rounding the same way in
+ *                every row), which grows with the row count, not its square root
+ *   h            H
+ *   cond*h       kappa * H: the tensor-core truncation of the logits' dot products, a shrink of
+ *                every logit by a slope per unit of H
+ *   rnd          |bias| of the output computed from the exact d_logits rounded to the format the
+ *                GEMMs read (everything else exact), over the judged elements: the coherent rounding
+ *                a correct kernel makes (lce_metric_values.rnd_bias); 0 from a reference tier that
+ *                does not compute it (tier 2)
+ *   pertok       u of the format the GEMMs read when every token has its own g (reduction none), else
+ *                0: how a kernel applies each token's g (folded into its d_logits, or a power of two
+ *                there and the rest in fp32) changes its rows' coherent rounding by up to u/2 each
+ *   flip         sum_i flip_i |r_i| / <r, r> (gradients, from a reference with rnd; else 0): the
+ *                most the roundings that the kernel's own fp32 d_logit errors can change move the
+ *                bias from rnd's, all taken the same way (lce_ref_output.flip)
+ *   outr         sum_i |rounded_i - r_i| |r_i| / <r, r> (gradients, from a reference with rnd; else 0):
+ *                the most the rounding of the output to its format moves the bias, taken one way
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -58,7 +77,15 @@ typedef enum lce_bound_term {
   LCE_TERM_SQRTK = 7,
   LCE_TERM_K = 8,
   LCE_TERM_COH = 9,
-  LCE_TERM_COUNT = 10
+  LCE_TERM_MS_COND_RSQRTN = 10,
+  LCE_TERM_COND_V = 11,
+  LCE_TERM_H = 12,
+  LCE_TERM_COND_H = 13,
+  LCE_TERM_RND = 14,
+  LCE_TERM_PERTOK = 15,
+  LCE_TERM_FLIP = 16,
+  LCE_TERM_OUTR = 17,
+  LCE_TERM_COUNT = 18
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -69,6 +96,11 @@ typedef struct lce_bound_scales {
   double h;    /* H, the length of the logits' dot products */
   double k;    /* the inner size K of the subject's reduction */
   double coh;  /* u of the case dtype under a shared scale g (sum, mean with a valid token), else 0 */
+  double ms;   /* the same output's maxscaled bound on this case (0 until lce_bounds_apply sets it) */
+  double rnd;  /* |bias| of the output from exactly rounded d_logits (see the term rnd), else 0 */
+  double pertok; /* u of the GEMMs' d_logit format under reduction none, else 0 */
+  double outr;   /* the bias the output's own rounding can add (term outr) */
+  double flip;   /* the bias the roundings a kernel's fp32 d_logit errors can change can add (term flip) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

@@ -171,7 +171,7 @@ static void class_checks_unreferenced(const lce_case *c, const lce_tensors *in, 
 
 /* ---- bounds --------------------------------------------------------------------------------- */
 
-void lce_bound_scales_of(const lce_case *c, const lce_output_verdict *ov, lce_bound_scales *s) {
+void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_verdict *ov, lce_bound_scales *s) {
   s->cond = ov->metrics.cond;
   s->neff = ov->metrics.neff > 1.0 ? ov->metrics.neff : 1.0;
   s->vs = (double)((c->v + c->tp - 1) / c->tp);
@@ -180,13 +180,26 @@ void lce_bound_scales_of(const lce_case *c, const lce_output_verdict *ov, lce_bo
   /* One scale g for every token (sum: grad_output[0], mean: that over the valid weight): a subject
    * that rounds g into low-precision d_logits scales every gradient by the same rounding. */
   s->coh = c->reduction == LCE_RED_NONE ? 0.0 : lce_dtype_unit_roundoff(c->dtype);
+  s->ms = 0.0; /* lce_bounds_apply: the maxscaled entry's bound, once it is known */
+  /* The coherent rounding of the d_logits, as the reference measured it; 0 from a tier that does not
+   * (tier 2): goldens fitted on its measurements carry that part in their other terms, and its
+   * bound u/2·cond would make a bias bound vacuous at production cond (~230). */
+  const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
+  s->rnd = gradient && isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.0;
+  s->flip = gradient && isfinite(ov->metrics.flip_bias) ? ov->metrics.flip_bias : 0.0;
+  s->outr = gradient && isfinite(ov->metrics.outr_bias) ? ov->metrics.outr_bias : 0.0;
+  s->pertok = c->reduction != LCE_RED_NONE ? 0.0
+              : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
 }
 
 lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
                           lce_output_verdict *ov, lce_status *st) {
   lce_precision p = lce_case_precision(c);
   lce_bound_scales scales;
-  lce_bound_scales_of(c, ov, &scales);
+  lce_bound_scales_of(c, o, ov, &scales);
+  /* maxscaled first: the other metrics' term ms*cond/sqrtn scales with its bound on this case. */
+  const lce_golden_entry *ms = lce_golden_find(g, subject_class, p, o, LCE_METRIC_MAXSCALED);
+  if (ms != NULL && !ov->metrics.undefined[LCE_METRIC_MAXSCALED]) scales.ms = lce_golden_bound(ms, &scales);
   for (int m = 0; m < LCE_METRIC_COUNT; m++) {
     if (ov->metrics.undefined[m]) { /* a statistic over too few elements: reported, not bounded */
       ov->bound[m] = NAN;
@@ -333,7 +346,7 @@ static lce_code compare_output(const lce_case *c, const lce_reference *ref, cons
   const double poison = lce_round_to(lce_output_format(c, o), NAN);
   const int metrics = has_metrics(c, o);
   lce_compare_acc acc;
-  if (metrics) lce_compare_begin(&acc, cmp);
+  if (metrics) lce_compare_begin(&acc, r, cmp);
   for (int64_t i0 = 0; i0 < r->count; i0 += BLOCK) {
     const int64_t i1 = i0 + BLOCK < r->count ? i0 + BLOCK : r->count;
     lce_output_load(c, out, o, i0, i1, x);

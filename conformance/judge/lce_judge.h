@@ -50,7 +50,7 @@ lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference
                    const lce_golden *g, const char *subject_name, const char *subject_class, const int64_t *inner,
                    unsigned outputs, lce_verdict *v, lce_status *st);
 /* What the golden terms scale with on output ov of case c (its metrics and inner size filled). */
-void lce_bound_scales_of(const lce_case *c, const lce_output_verdict *ov, lce_bound_scales *s);
+void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_verdict *ov, lce_bound_scales *s);
 /* The one bound applier: each defined metric of ov (metrics and inner filled) against the golden
  * entry of (class, lce_case_precision(c), o) at ov's scales; an undefined metric is reported, not
  * bounded; a missing entry for a defined metric is LCE_EINVAL. */

@@ -26,7 +26,7 @@ int lce_metric_parse(const char *s, lce_metric *out) {
 /* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
-enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4 };
+enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_COUNT };
 
 static inline void comp_add(lce_compare_acc *a, int k, long double x) {
   long double t = a->s[k] + x;
@@ -49,10 +49,11 @@ void lce_metrics_undefined(lce_metric_values *mv) {
   for (int m = 0; m < LCE_METRIC_COUNT; m++) mv->undefined[m] = 1, mv->v[m] = NAN;
 }
 
-void lce_compare_begin(lce_compare_acc *acc, lce_comparison *cmp) {
+void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp) {
   memset(acc, 0, sizeof *acc);
   cmp->judged = cmp->inconclusive = cmp->well_conditioned = cmp->beyond_ulps = 0;
   cmp->has_emag = cmp->has_ulps = 1;
+  cmp->has_rnd = ref->rnd != NULL;
   cmp->subject_nonfinite = 0;
 }
 
@@ -83,6 +84,9 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     comp_add(acc, SUM_REF2, (long double)r * r);
     comp_add(acc, SUM_REF4, (long double)r * r * r * r);
     comp_add(acc, SUM_CROSS, d * r);
+    if (cmp->has_rnd) comp_add(acc, SUM_RND, ((long double)ref->rnd[i] - (long double)r) * r);
+    if (cmp->has_rnd && ref->flip != NULL) comp_add(acc, SUM_FLIP, (long double)ref->flip[i] * fabs(r));
+    if (cmp->has_rnd) comp_add(acc, SUM_OUTR, fabsl((long double)ref->rounded[i] - (long double)r) * fabs(r));
     if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) cmp->beyond_ulps++;
     long double scaled;
     if (emag > 0) scaled = fabsl(d) / emag;
@@ -96,6 +100,8 @@ void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
   cmp->sum_d2 = (double)comp_value(acc, SUM_ERR2), cmp->sum_r2 = (double)comp_value(acc, SUM_REF2);
   cmp->sum_dr = (double)comp_value(acc, SUM_CROSS), cmp->sum_r4 = (double)comp_value(acc, SUM_REF4);
   cmp->sum_emag2 = (double)comp_value(acc, SUM_MAG2), cmp->max_scaled = (double)acc->maxscaled;
+  cmp->sum_rnd_r = (double)comp_value(acc, SUM_RND), cmp->sum_flip_r = (double)comp_value(acc, SUM_FLIP);
+  cmp->sum_outr_r = (double)comp_value(acc, SUM_OUTR);
 }
 
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
@@ -103,7 +109,7 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
   enum { BLOCK = 1024 };
   double x[BLOCK];
   lce_compare_acc acc;
-  lce_compare_begin(&acc, cmp);
+  lce_compare_begin(&acc, ref, cmp);
   for (int64_t i0 = 0; i0 < ref->count; i0 += BLOCK) {
     const int64_t i1 = i0 + BLOCK < ref->count ? i0 + BLOCK : ref->count;
     lce_output_load(c, out, o, i0, i1, x);
@@ -121,6 +127,13 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   mv->ref_norm = sqrt(rr);
   mv->cond = rr > 0 && m2 > 0 ? fmax(1.0, sqrt(m2 / rr)) : 1.0;
   mv->neff = cmp->sum_r4 > 0 ? rr * rr / cmp->sum_r4 : 0.0;
+  mv->rnd_bias = cmp->has_rnd && rr > 0 ? cmp->sum_rnd_r / rr : NAN;
+  /* |<e, r>| <= sum_i flip_i |r_i| for the error e the roundings a kernel's fp32 d_logit errors can
+   * change make (lce_ref_output.flip): the bias they can add to rnd's. */
+  mv->flip_bias = cmp->has_rnd && rr > 0 ? cmp->sum_flip_r / rr : 0.0;
+  /* |<R(x) - x, r>| <= sum_i |R(r_i) - r_i| |r_i| to first order: the most the output's own rounding
+   * (R, to the output's format) moves the bias of a kernel's result x ~ r (term outr). */
+  mv->outr_bias = cmp->has_rnd && rr > 0 ? cmp->sum_outr_r / rr : 0.0;
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
   if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no metric exists */
     lce_metrics_undefined(mv);

@@ -71,6 +71,12 @@ typedef struct lce_metric_values {
   double ref_norm;     /* ||r||_2 over judged elements (non-zero norms are asserted by tests) */
   double cond;         /* max(1, ||mag||_2 / ||r||_2) over judged elements; 1 when r == 0 */
   double neff;         /* effective element count (sum r^2)^2 / sum r^4; 0 when r == 0 */
+  double rnd_bias;     /* the bias <rnd - r, r> / <r, r> of the reference's rounded-d_logit values
+                        * (lce_ref_output.rnd) over the same elements; NaN when it has none */
+  double outr_bias;    /* sum_i |rounded_i - r_i| |r_i| / <r, r>: the most the output's own rounding moves the
+                        * bias (gradients with rnd), else 0 */
+  double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
+                        * kernel's fp32 d_logit errors can change move the bias from rnd_bias; else 0 */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
@@ -85,10 +91,10 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[5], c[5]; /* compensated sums: d^2, r^2, d r, emag^2, r^4 */
+  long double s[8], c[8]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r| */
   long double maxscaled;
 } lce_compare_acc;
-void lce_compare_begin(lce_compare_acc *acc, lce_comparison *cmp);
+void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);
 void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,
                        const lce_ref_output *ref, const unsigned char *mask, lce_compare_acc *acc, lce_comparison *cmp);
 void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp);

@@ -191,6 +191,22 @@ static void test_bad_in_memory(void) {
            lce_bound_term_scale(LCE_TERM_COND_RSQRTN, &sc));
   }
   lce_golden_free(&g);
+  /* The terms that scale with the case beyond its shape: the maxscaled bound at the case (set by
+   * lce_bounds_apply), the rounded-d_logit reference's bias, and the lengths cond*v, h, cond*h. */
+  static const char model2_text[] = "lcecheck-golden 1\nfused-host bf16 d_hidden relerr model cond=0x1p-8 "
+                                    "ms*cond/sqrtn=1 cond*v=0x1p-30 h=0x1p-20 cond*h=0x1p-24 rnd=1 pertok=0.5\n";
+  rc = lce_golden_parse(model2_text, sizeof model2_text - 1, "mem", &g, &st);
+  EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].terms == (1u << LCE_TERM_COND | 0x3fu << LCE_TERM_MS_COND_RSQRTN),
+         "model entry with the later terms: %s", st.msg);
+  if (rc == LCE_OK && g.count == 1) {
+    lce_bound_scales sc = {.cond = 3.0, .neff = 16.0, .vs = 256.0, .h = 64.0, .k = 1024.0, .ms = 0x1p-6, .rnd = 0x1p-9,
+                           .pertok = 0x1p-11};
+    double want = 3 * 0x1p-8 + 0x1p-6 * 3.0 / 4 + 3.0 * 256 * 0x1p-30 + 64 * 0x1p-20 + 3.0 * 64 * 0x1p-24 + 0x1p-9 +
+                  0.5 * 0x1p-11;
+    EXPECT(lce_golden_bound(&g.entries[0], &sc) == want, "model bound with ms and rnd: %a, expected %a",
+           lce_golden_bound(&g.entries[0], &sc), want);
+  }
+  lce_golden_free(&g);
   static const char condk_short[] = "lcecheck-golden 1\nfused-cuda bf16 d_weight bias condk 0x1p-20 0x1p-8\n";
   rc = lce_golden_parse(condk_short, sizeof condk_short - 1, "mem", &g, &st);
   EXPECT(rc == LCE_EPARSE && strstr(st.msg, "form condk takes 8 fields") != NULL, "condk with two constants: %s",

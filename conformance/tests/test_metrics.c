@@ -315,7 +315,27 @@ static void test_compensated_sums(void) {
   vec_free(&f);
 }
 
+/* rnd_bias is the rounded-d_logit reference's own bias over the same elements as bias, and NaN
+ * when the reference has none (tiers 0 and 2: the judge then uses its bound). */
+static void test_reference_rounding_bias(void) {
+  vec_fixture f;
+  vec_init(&f, 100);
+  double rnd[100];
+  for (int64_t i = 0; i < 100; i++) vec_set(&f, i, 1.0 + (double)(i % 7), 1.0 + (double)(i % 7), 1.0), rnd[i] = (1.0 + (double)(i % 7)) * 1.001;
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(isnan(mv.rnd_bias), "no rnd in the reference: rnd_bias %g, expected NaN", mv.rnd_bias);
+  f.ref.rnd = rnd;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(fabs(mv.rnd_bias - 0.001) < 1e-12, "a uniform 0.1%% scale of rnd: rnd_bias %.17g", mv.rnd_bias);
+  unsigned char mask[100];
+  for (int64_t i = 0; i < 100; i++) mask[i] = i < 50, rnd[i] = i < 50 ? rnd[i] : 0.0;
+  mv = vec_metrics(&f, mask);
+  EXPECT(fabs(mv.rnd_bias - 0.001) < 1e-12, "masked elements stay out of rnd_bias: %.17g", mv.rnd_bias);
+  vec_free(&f);
+}
+
 int main(void) {
+  test_reference_rounding_bias();
   test_statistics_need_elements();
   test_uniform_shrink();
   test_ulpfrac();

@@ -72,7 +72,8 @@ typedef struct fast_work {
   int bad_w;
   unsigned char *poison_valid, *failed; /* [n] per row, reduced after the parallel loop */
   int64_t n0, block;                /* the rows in flight: [n0, n0 + block) */
-  double *ds, *term;                /* [block*v] their ds and its term magnitude (rows with g != 0) */
+  double *ds, *term, *dzr, *dzq;    /* [block*v] their ds, its term magnitude, ds as stored (rows with g != 0),
+                                     * the roundings their fp32 errors can change (lce_fast_rnd.c) */
   double *cfl;                      /* [h] sum_n floor_n |h_nk| over the active rows so far */
   int64_t na;                       /* active rows so far */
   unsigned char *active;            /* [n] g != 0 and not poisoned */
@@ -87,7 +88,7 @@ typedef struct fast_work {
 
 static void work_free(fast_work *w) {
   free(w->hidden), free(w->cfl), free(w->w), free(w->w1), free(w->lsb_h), free(w->lsb_w), free(w->bad_h);
-  free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->active);
+  free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->dzr), free(w->dzq), free(w->active);
   free(w->cond), free(w->a), free(w->b), free(w->ey), free(w->col_zero), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact);
 }
 
@@ -131,6 +132,8 @@ static lce_code load(fast_work *w, lce_status *st) {
   FAST_ALLOC(w->failed, N);
   FAST_ALLOC(w->ds, w->block * V);
   FAST_ALLOC(w->term, w->block * V);
+  FAST_ALLOC(w->dzr, w->block * V);
+  FAST_ALLOC(w->dzq, w->block * V);
   FAST_ALLOC(w->active, N);
   FAST_ALLOC(w->cond, N);
   FAST_ALLOC(w->a, N);
@@ -298,6 +301,12 @@ static void run_row(fast_work *w, int64_t n) {
     w->floor[n] = lce_dz_floor(c, fabs(g));
     row_slopes(w, n, y, term, err);
     row_d_hidden(w, n, ds, term, err, hi, lo, t1, E);
+    double *dzr = w->dzr + (n - w->n0) * V;
+    fast_rnd_row(c, g, ds, V, dzr);
+    fast_rnd_hidden(dzr, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H);
+    double *dzq = w->dzq + (n - w->n0) * V;
+    fast_flip_row(c, &r, &w->opts, y, g, ds, dzq);
+    fast_flip_hidden(dzq, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].flip + n * H);
   }
   w->inexact[n] = r.inexact_logits;
   free(buf);
@@ -335,7 +344,8 @@ static void weight_begin(fast_work *w, int64_t j) {
   const int64_t H = w->c->h;
   const float *prior = lce_output_weight_prior(w->c, w->in);
   lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
-  for (int64_t i = j * H; i < (j + 1) * H; i++) r->value[i] = prior[i], r->err[i] = r->mag[i] = r->emag[i] = r->rounded[i] = 0.0;
+  for (int64_t i = j * H; i < (j + 1) * H; i++)
+    r->value[i] = r->rnd[i] = prior[i], r->flip[i] = 0.0, r->err[i] = r->mag[i] = r->emag[i] = r->rounded[i] = 0.0;
 }
 
 /* The block's active tokens into row j's running sums. e_nj = a_n term_nj + b_n, or the label's own
@@ -357,6 +367,8 @@ static void weight_accumulate(fast_work *w, int64_t j) {
     }
     if (count == FAST_TERMS || (n == end - 1 && count > 0)) fast_grad_step3(s, x, count, H, hi, lo, A, B, E), count = 0;
   }
+  fast_rnd_weight(w->dzr, V, j, w->active, w->n0, end, w->hidden, H, r->rnd + j * H);
+  fast_flip_weight(w->dzq, V, j, w->active, w->n0, end, w->hidden, H, r->flip + j * H);
 }
 
 /* Row j of d_weight from its running sums (a real vocab row). The propagated error is
@@ -503,7 +515,7 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
 #endif
   cost->block_rows = block_rows(c, opt);
   cost->macs = 3.0 * N * H * V;
-  cost->bytes = 41.0 * out + 8.0 * (N + V) * H + 100.0 * N + 4.0 * V + 16.0 * (double)cost->block_rows * V +
+  cost->bytes = 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + 24.0 * (double)cost->block_rows * V +
                 (double)threads * 8.0 * (5.0 * V + 4.0 * H);
   /* Tier 0's own (lce_oracle_bytes: no N V term beyond its block budget) and tier 1's masks. */
   cost->escalation_bytes = lce_oracle_bytes(c, threads) + (N + N * H + V * H);
@@ -534,6 +546,10 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   w->block = cost.block_rows;
   LCE_TRY(load(w, st));
   LCE_TRY(lce_oracle_result_alloc(c, w->res, "tier 1", st));
+  for (int o = LCE_OUT_D_HIDDEN; o <= LCE_OUT_D_WEIGHT; o++) { /* the coherent d_logit rounding (lce_fast_rnd.c) */
+    LCE_ALLOC_CHECK(st, w->res->out[o].rnd = calloc((size_t)w->res->out[o].count + 1, sizeof(double)));
+    LCE_ALLOC_CHECK(st, w->res->out[o].flip = calloc((size_t)w->res->out[o].count + 1, sizeof(double)));
+  }
   fast_opts_init(&w->opts, c, w->in->class_weight);
   valid_weight_sum(w);
   const int rows_parallel = H * V >= LCE_PARALLEL_MIN_MACS, weight_parallel = V > 1 && w->block * H >= LCE_PARALLEL_MIN_MACS;

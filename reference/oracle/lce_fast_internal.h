@@ -146,6 +146,24 @@ void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);
 void fast_row_dz(fast_row *r, const fast_opts *o, int64_t y, double g, double g_rel, double *ds, double *err,
                  double *mag);
 
+/* The reference of the coherent d_logit rounding (lce_fast_rnd.c, lce_ref_output.rnd): a row's ds
+ * as a kernel stores them, round(ds / g) * g in the format the GEMMs read; d_hidden's row from them
+ * (out[k] = sum_j dzr_j w_jk); and vocab row col's d_weight contributions of the active tokens
+ * [n0, n1) (dzr rows of length stride, from n0) added into out[0..h). */
+void fast_rnd_row(const lce_case *c, double g, const double *ds, int64_t v, double *dzr);
+void fast_rnd_hidden(const double *dzr, const double *w, int64_t v, int64_t h, double *out);
+void fast_rnd_weight(const double *dzr, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
+                     int64_t n1, const double *hidden, int64_t h, double *out);
+/* The rounding decisions a kernel's fp32 d_logit errors can change (lce_ref_output.flip): per d_logit
+ * dzq_v = |g| (R(t + delta_v) - R(t - delta_v)) with t = ds_v / g and delta_v the modelled fp32 error
+ * of t (lce_fast_rnd.c); then d_hidden's row sum_j dzq_j |w_jk| and vocab row col's d_weight
+ * contributions sum_n dzq_nj |h_nk| added into out. */
+void fast_flip_row(const lce_case *c, const fast_row *r, const fast_opts *o, int64_t y, double g, const double *ds,
+                   double *dzq);
+void fast_flip_hidden(const double *dzq, const double *w, int64_t v, int64_t h, double *out);
+void fast_flip_weight(const double *dzq, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
+                      int64_t n1, const double *hidden, int64_t h, double *out);
+
 /* Stores one element and certifies it as tier 0 does (lce_fast.c). */
 void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
               double mag, double emag);

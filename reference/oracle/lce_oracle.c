@@ -70,6 +70,8 @@ void lce_oracle_free(lce_oracle_result *res) {
     free(r->emag);
     free(r->rounded);
     free(r->decisive);
+    free(r->rnd);
+    free(r->flip);
   }
   memset(res, 0, sizeof *res);
 }

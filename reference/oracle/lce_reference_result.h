@@ -32,7 +32,14 @@ static inline double lce_dz_floor_of(double g_abs, double unit) {
  * judged. emag[i] is the element's first-order error scale: mag weighted by the softmax condition
  * of the rows it depends on (1 + the largest logit's sum of |terms|, for gradients; equal to mag for
  * the forward outputs, whose mag already counts the logits' terms). Arrays are NULL and count 0
- * when the output does not apply to the case. */
+ * when the output does not apply to the case. rnd[i] (gradients only, NULL where the tier does not
+ * compute it): the element computed from the exact d_logits t = dz / g, each rounded to the format
+ * the backward GEMMs read (the input dtype; tf32 after it), times g, everything else exact, in plain
+ * double (no bound: it is the reference of the coherent d_logit rounding that every kernel storing
+ * low-precision d_logits makes, lce_metric_values.rnd_bias, not a certified value). flip[i] (with rnd):
+ * how far the element can move when the kernel's fp32 d_logits, each within a modelled error delta of
+ * the exact t, round to other neighbours than t does: sum over its terms of |g| (R(t + delta) -
+ * R(t - delta)) times the other operand's magnitude (R the rounding rnd applies; lce_fast_rnd.c). */
 typedef struct lce_ref_output {
   int64_t count;
   double *value;
@@ -41,6 +48,8 @@ typedef struct lce_ref_output {
   double *emag;
   double *rounded;
   unsigned char *decisive;
+  double *rnd;
+  double *flip;
 } lce_ref_output;
 
 typedef struct lce_oracle_result {
@@ -67,12 +76,16 @@ typedef struct lce_comparison {
   double sum_r2;           /* sum r^2 */
   double sum_dr;           /* sum (x - r) r */
   double sum_r4;           /* sum r^4: bias's effective element count (sum r^2)^2 / sum r^4 */
+  double sum_rnd_r;        /* sum (rnd - r) r: the rounded-d_logit reference's own bias (has_rnd) */
+  double sum_flip_r;       /* sum flip |r| (has_rnd and flip): the term flip's numerator */
+  double sum_outr_r;       /* sum |rounded - r| |r| (has_rnd): the term outr's numerator */
   double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
   double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
   int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */
   int64_t beyond_ulps;     /* of those, how many are more than LCE_ULPFRAC_K ulps off */
   unsigned char has_emag;  /* 0: the reference carries no error magnitudes (maxscaled and cond undefined) */
   unsigned char has_ulps;  /* 0: no per-element ulps (device comparison: ulpfrac undefined) */
+  unsigned char has_rnd;   /* 1: the reference carries rnd (lce_ref_output), sum_rnd_r is set */
   unsigned char subject_nonfinite; /* a non-finite subject value where the reference is finite */
   int class_ok;            /* class checks (NaN/Inf positions, writes, untouched buffers, exact zeros) */
   char class_msg[256];     /* the first class violation */

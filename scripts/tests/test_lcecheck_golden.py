@@ -56,9 +56,12 @@ def golden_entries(body):
             f.write("lcecheck-golden 1\n" + body)
         return lcecheck_golden.load_golden(p)["entries"]
 
-def at(entry, cid="bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s1", cond=1.0, neff=1.0, k=300):
-    """The bound of a proposed entry on one output of case cid (the judge's scales)."""
-    return lcecheck_golden.bound_at(entry, lcecheck_golden_fit.scales_of(cid, cond, neff, k))
+def at(entry, cid="bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s1", cond=1.0, neff=1.0, k=300, ms=None):
+    """The bound of a proposed entry on one output of case cid (the judge's scales); ms: the same
+    output's maxscaled entry, whose bound there the term ms*cond/sqrtn scales with."""
+    scales = lcecheck_golden_fit.scales_of(cid, cond, neff, k)
+    scales["ms"] = lcecheck_golden.bound_at(ms, scales) if ms is not None else 0.0
+    return lcecheck_golden.bound_at(entry, scales)
 
 
 def measurement(cases):
@@ -156,17 +159,20 @@ class RegenTest(unittest.TestCase):
         e = self.entries()
         # relerr margin 2 over the worst bf16 case, bias margin 2.5 over the worst |bias|: the fitted
         # model bound meets them where they were measured (cond 1 where not reported); relerr's
-        # cond/sqrtn coefficient is the maxscaled bound (one element's worst per unit of emag).
+        # few-element term is the maxscaled bound at the case, coefficient 1 (one element's worst).
         relerr, bias = e[(CLASS, "bf16", "d_hidden", "relerr")], e[(CLASS, "bf16", "d_hidden", "bias")]
+        ms = e[(CLASS, "bf16", "d_hidden", "maxscaled")]
         self.assertEqual(relerr[0], "model")
-        self.assertEqual(dict(relerr[4])["cond/sqrtn"], 1e-3 / 4 * 2)
-        self.assertAlmostEqual(at(relerr), 3e-3 * 2, delta=1e-15)
+        self.assertEqual(dict(relerr[4])["ms*cond/sqrtn"], 1.0)
+        self.assertAlmostEqual(at(relerr, ms=ms), 3e-3 * 2, delta=1e-15)
         self.assertAlmostEqual(at(bias), 2e-4 * 2.5, delta=1e-15)
         self.assertIn(f"{CLASS} bf16 d_hidden relerr model cond=", text)
         self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("model", 0.0, 0.0, 0.0, (("1", 1e-3 / 4 * 2),)))
         # An output without metrics (judged 0: d_embedding) gets no entry; min= lifts tiny values.
         self.assertNotIn((CLASS, "bf16", "d_embedding", "relerr"), e)
-        self.assertAlmostEqual(at(e[(CLASS, "fp32", "d_hidden", "bias")]), 2.0**-24, delta=1e-22)
+        # (at the measured case: reduction none, where pertok gives u32/2 of it without a fit)
+        self.assertAlmostEqual(at(e[(CLASS, "fp32", "d_hidden", "bias")], "fp32.tied.tp1.n16.h32.v300.vp384.vc8.none.ign0.fresh.normal.s3"),
+                               2.0**-24, delta=1e-22)
 
     def test_cond_form_takes_b_from_the_worst_value_over_cond(self):
         # relerr 1e-2 at cond 2.5 (ratio 4e-3) is the worst ratio, not 0.2 at cond 1e5 (2e-6) nor
@@ -178,8 +184,9 @@ class RegenTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         e = self.entries()
         relerr = e[(CLASS, "bf16", "d_hidden", "relerr")]
-        self.assertAlmostEqual(at(relerr, mild["id"], 2.5), 2 * 1e-2, delta=1e-15)  # the binding sample
-        self.assertGreaterEqual(at(relerr, CONFIDENT["id"], 1e5), 2 * 0.2)
+        ms = e[(CLASS, "bf16", "d_hidden", "maxscaled")]
+        self.assertAlmostEqual(at(relerr, mild["id"], 2.5, ms=ms), 2 * 1e-2, delta=1e-15)  # the binding sample
+        self.assertGreaterEqual(at(relerr, CONFIDENT["id"], 1e5, ms=ms), 2 * 0.2)
         self.assertGreaterEqual(at(e[(CLASS, "bf16", "d_hidden", "bias")], mild["id"], 2.5), 2.5 * 1e-3)
         # The diff row is evaluated at the worst sample: the one nearest its new bound.
         row = next(r for r in report["diff"] if r["key"] == [CLASS, "bf16", "d_hidden", "relerr"])
@@ -205,7 +212,9 @@ class RegenTest(unittest.TestCase):
         p = self.regen("--write")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("tighter", p.stdout)
-        self.assertAlmostEqual(at(self.entries()[(CLASS, "bf16", "d_hidden", "relerr")]), 6e-3, delta=1e-15)
+        e = self.entries()
+        self.assertAlmostEqual(at(e[(CLASS, "bf16", "d_hidden", "relerr")], ms=e[(CLASS, "bf16", "d_hidden", "maxscaled")]),
+                               6e-3, delta=1e-15)
 
     def test_mutants_are_checked_against_the_candidate_not_the_committed_file(self):
         p = self.regen("--write")
@@ -526,13 +535,40 @@ class PolicyTest(unittest.TestCase):
         self.assertGreaterEqual(c[0] + c[1] * 100, 4e-6 * (1 - 1e-12))
         self.assertLess(c[0], 2e-7)  # the length term carries the long row, not the constant
 
+    def test_a_reference_term_takes_no_margin(self):
+        # ref=rnd: the bound is rnd + margin * (value - rnd), so a value at its reference needs nothing
+        # of the fitted terms, and one above it needs the margin on the excess only.
+        cid = "bf16.untied.tp1.n16.h32.v300.vp300.vc300.mean.ign0.fresh.flat.s1"
+        s = lambda cond, v, rnd: {"id": cid, "value": v, "scales": lcecheck_golden_fit.scales_of(cid, cond, 64.0, 300, rnd)}
+        c = lcecheck_golden_fit.fit([s(1.0, 2e-3, 2e-3), s(2.0, 1.5e-3, 1e-3)], ("cond", "rnd"), {"rnd": 1.0},
+                                    2.5, [0.0, 0.0], "rnd")
+        self.assertEqual(c[1], 1.0)
+        self.assertAlmostEqual(c[0], 2.5 * 0.5e-3 / 2.0, delta=1e-12)
+        # The same samples without the reference: the margin covers the whole value.
+        d = lcecheck_golden_fit.fit([s(1.0, 2e-3, 2e-3), s(2.0, 1.5e-3, 1e-3)], ("cond", "rnd"), {"rnd": 1.0},
+                                    2.5, [0.0, 0.0])
+        self.assertGreater(d[0], 2 * c[0])
+
+    def test_relerr_couples_to_the_maxscaled_bound_at_the_case(self):
+        key = ("fused-host", "fp32", "d_hidden", "relerr")
+        ms = ("model", 0.0, 0.0, 0.0, (("1", 1e-7), ("sqrtv", 2e-8)))
+        rel = ("model", 0.0, 0.0, 0.0, (("cond", 0.0), ("ms*cond/sqrtn", 1.0)))
+        entries = {key[:3] + ("maxscaled",): ms, key: rel}
+        sc = lcecheck_golden.with_ms(entries, key, lcecheck_golden_fit.scales_of(
+            "fp32.untied.tp1.n1.h3.v400.vp400.vc1.none.ign0.fresh.flat.s1", 2.0, 4.0, 400))
+        self.assertEqual(sc["ms"], 1e-7 + 2e-8 * 20.0)
+        self.assertEqual(lcecheck_golden.bound_at(rel, sc), (1e-7 + 2e-8 * 20.0) * 2.0 / 2.0)
+
     def test_sm90_policy_is_the_base_plus_the_tensor_core_term(self):
         base = lcecheck_golden.load_policy(POLICY)
         arch = lcecheck_golden.load_policy(os.path.join(os.path.dirname(POLICY), "sm_90", "policy.txt"))
         self.assertEqual(set(arch["ceilings"]), set(base["ceilings"]))
         self.assertIn("k", arch["bounds"][("d_weight", "relerr")]["terms"])
         self.assertEqual(arch["bounds"][("lse", "relerr")]["form"], base["bounds"][("lse", "relerr")]["form"])
-        self.assertEqual(arch["bounds"][("lse", "relerr")]["margin"][1], base["bounds"][("lse", "relerr")]["margin"][1]
+        # The forward outputs add the logits' tensor-core term to the base terms; loss keeps the base.
+        self.assertEqual(arch["bounds"][("lse", "relerr")]["terms"], base["bounds"][("lse", "relerr")]["terms"] + ("cond*h",))
+        self.assertIn("h", arch["bounds"][("lse", "maxscaled")]["fix"])
+        self.assertEqual(arch["bounds"][("loss", "relerr")]["margin"][1], base["bounds"][("loss", "relerr")]["margin"][1]
                          .replace("golden/policy.txt", "golden/sm_90/../policy.txt"))
         self.assertIn("k", arch["bounds"][("d_hidden", "bias")]["terms"])
         shape = {"N": 512, "H": 64, "V": 1000}
