@@ -29,7 +29,8 @@
 #   sm90        fused-sm90 (CUTLASS builds), right after the build: one case under a 45 s limit (a
 #               hang skips every later step that runs fused-sm90), then tests/test_fused_sm90 (its case
 #               list against the unfused double computation, beside fused-host and fused-cuda, the
-#               1/n_valid bias)
+#               1/n_valid bias, its own mutants), then lcecheck probe --wgmma: the probe's vectors through
+#               fused-sm90's wgmma m64n256k16 vs the sm90 model, bit for bit (the dump comes back)
 #   sm90-matrix after the benches: fused-cuda's own tests (the shared run() and d_logit arithmetic),
 #               fused-cuda on the default matrix, fused-sm90 on the default and wide ones (fused-cuda's
 #               goldens), and each of fused-sm90's own mutants (mutant-sm90/*) failing cases of the
@@ -89,6 +90,7 @@ sm90_step() { # step, unless fused-sm90 hung in the smoke step
 }
 if has_stage sm90; then
   sm90_step "fused-sm90: tests/test_fused_sm90" pass 240 "$BUILD/tests/test_fused_sm90"
+  step "probe --wgmma (m64n256k16 vs sm90 model)" pass 60 "$LCECHECK" probe --wgmma --dump "$RES/probe-wgmma-h200.bin"
 fi
 # The matrix checks are stages of their own: conformance_* is `check`'s, the medium one `medium`'s.
 has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow -j "$JOBS" \
