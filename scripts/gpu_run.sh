@@ -187,7 +187,7 @@ if has_stage bench-sm90; then
   done
 fi
 if has_stage sm90-matrix; then
-  sm90_step "ctest fused-cuda tests, conformance fused-cuda/fused-sm90, sm90 mutants" pass 240 ctest --test-dir "$BUILD" \
+  sm90_step "ctest fused-cuda, fused-sm90 matrices, sm90 mutants" pass 240 ctest --test-dir "$BUILD" \
     -R '^(test_fused_cuda|test_fused_cuda_epilogue|conformance_fused_cuda_default|conformance_fused_sm90_(default|wide)|conformance_mutant_sm90_.*_caught)$' \
     -j "$JOBS" --output-on-failure --no-tests=error
 fi
@@ -219,7 +219,7 @@ if has_stage sanitizers-sm90; then
     # header says why); the fused-sm90 GEMM's kernels are lce_fs::fs_* there.
     sm90_step "compute-sanitizer memcheck (test_fused_sm90)" pass "$(($(left) / 2))" compute-sanitizer --tool memcheck \
       --error-exitcode 99 "$BUILD/tests/test_fused_sm90"
-    sm90_step "compute-sanitizer racecheck (test_fused_sm90, fs_*/fc_* kernels)" pass "$(left)" bash \
+    sm90_step "compute-sanitizer racecheck (test_fused_sm90)" pass "$(left)" bash \
       "$ROOT/scripts/gpu_racecheck.sh" "$BUILD/tests/test_fused_sm90" "$RES/racecheck-sm90.txt"
   else
     step_note "compute-sanitizer (test_fused_sm90)" pass "NOT FOUND"
