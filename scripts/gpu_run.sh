@@ -7,7 +7,8 @@
 #   probe       lcecheck probe: single mma.sync m16n8k16/k8 vs the sm90 model, bit for bit, and the
 #               cuBLAS error-vs-K curve beside the model's prediction; the dump comes back
 #   check       the conformance ctests: fused-cuda on the default and wide matrices (goldens
-#               golden/sm_90/), each GPU seed-bug mutant failing cases; with stage `poison` the default
+#               golden/sm_90/), each GPU seed-bug mutant failing cases (mutant-cuda/*, and in CUTLASS
+#               builds fused-sm90 and its mutant-sm90/*); with stage `poison` the default
 #               matrix again with NaN-poisoned tiles; measurements of fused-cuda and unfused-cuda
 #   medium      fused-cuda on the medium matrix judged by the fp64 GPU tier, its measurement, and
 #               fused-host vs fused-cuda side by side on two medium cases (lcecheck compare)
@@ -28,15 +29,19 @@
 #   sm90        fused-sm90 (CUTLASS builds), right after the build: one case under a 45 s limit (a
 #               hang skips every later step that runs fused-sm90), then tests/test_fused_sm90 (its case
 #               list against the unfused double computation, beside fused-host and fused-cuda, the
-#               1/n_valid bias)
+#               1/n_valid bias, its own mutants), then lcecheck probe --wgmma: the probe's vectors through
+#               fused-sm90's wgmma m64n256k16 vs the sm90 model, bit for bit (the dump comes back)
 #   sm90-matrix after the benches: fused-cuda's own tests (the shared run() and d_logit arithmetic),
 #               fused-cuda on the default matrix, fused-sm90 on the default and wide ones (fused-cuda's
-#               goldens)
+#               goldens), and each of fused-sm90's own mutants (mutant-sm90/*) failing cases of the
+#               default matrix with no errors
 #   bench-sm90  lcecheck bench at 8192x4096x128256 once per fused-sm90 backward token chunk in
 #               LCE_SM90_BENCH_CHUNKS (default "1024 4096"; the bench stage runs the default 2048): its
 #               memory against its time
 #   sanitizers-sm90  compute-sanitizer memcheck over tests/test_fused_sm90 (the TMA/wgmma kernels and
-#               their direct d_logits stores), in the time left
+#               their direct d_logits stores), then racecheck over it judged by scripts/gpu_racecheck.sh
+#               (0 hazards in fs_*/fc_* kernels; shared-memory hazards inside the wgmma mainloop's
+#               pipeline would show here), sharing the time left
 #   fuzz        scripts/gpu_fuzz.sh (replay + libFuzzer campaigns on fused-cuda; carry .gpufuzz)
 #   sanitizers  compute-sanitizer memcheck / racecheck / initcheck over tests/test_fused_cuda: every
 #               kernel path, the mean factor as the GEMMs' alpha (its 1/n_valid bias block, n_valid
@@ -85,6 +90,7 @@ sm90_step() { # step, unless fused-sm90 hung in the smoke step
 }
 if has_stage sm90; then
   sm90_step "fused-sm90: tests/test_fused_sm90" pass 240 "$BUILD/tests/test_fused_sm90"
+  step "probe --wgmma (m64n256k16 vs sm90 model)" pass 60 "$LCECHECK" probe --wgmma --dump "$RES/probe-wgmma-h200.bin"
 fi
 # The matrix checks are stages of their own: conformance_* is `check`'s, the medium one `medium`'s.
 has_stage gputests && step "ctest -L gpu -LE slow" pass 240 ctest --test-dir "$BUILD" -L gpu -LE slow -j "$JOBS" \
@@ -181,8 +187,8 @@ if has_stage bench-sm90; then
   done
 fi
 if has_stage sm90-matrix; then
-  sm90_step "ctest fused-cuda tests, conformance fused-cuda/fused-sm90" pass 240 ctest --test-dir "$BUILD" \
-    -R '^(test_fused_cuda|test_fused_cuda_epilogue|conformance_fused_cuda_default|conformance_fused_sm90_(default|wide))$' \
+  sm90_step "ctest fused-cuda, fused-sm90 matrices, sm90 mutants" pass 240 ctest --test-dir "$BUILD" \
+    -R '^(test_fused_cuda|test_fused_cuda_epilogue|conformance_fused_cuda_default|conformance_fused_sm90_(default|wide)|conformance_mutant_sm90_.*_caught)$' \
     -j "$JOBS" --output-on-failure --no-tests=error
 fi
 if has_stage fuzz; then
@@ -209,10 +215,14 @@ fi
 
 if has_stage sanitizers-sm90; then
   if command -v compute-sanitizer >/dev/null; then
-    sm90_step "compute-sanitizer memcheck (test_fused_sm90)" pass "$(left)" compute-sanitizer --tool memcheck \
+    # racecheck runs unfiltered and is judged on our kernels, as in stage sanitizers (gpu_racecheck.sh's
+    # header says why); the fused-sm90 GEMM's kernels are lce_fs::fs_* there.
+    sm90_step "compute-sanitizer memcheck (test_fused_sm90)" pass "$(($(left) / 2))" compute-sanitizer --tool memcheck \
       --error-exitcode 99 "$BUILD/tests/test_fused_sm90"
+    sm90_step "compute-sanitizer racecheck (test_fused_sm90)" pass "$(left)" bash \
+      "$ROOT/scripts/gpu_racecheck.sh" "$BUILD/tests/test_fused_sm90" "$RES/racecheck-sm90.txt"
   else
-    step_note "compute-sanitizer memcheck (test_fused_sm90)" pass "NOT FOUND"
+    step_note "compute-sanitizer (test_fused_sm90)" pass "NOT FOUND"
   fi
 fi
 

@@ -1,7 +1,8 @@
 /* cli_probe.c — `lcecheck probe`: what this GPU's tensor cores and cuBLAS actually compute (the
  * options, their defaults and the exit statuses: lcecheck_main.c's table, `lcecheck probe --help`).
  * 1. MMA conformance (reference/device/probe/): test vectors in eleven classes, each tile through one
- *    mma.sync instruction, every result compared bit for bit with the model (lce_gemm_model.h),
+ *    mma.sync instruction (with --wgmma: one wgmma.mma_async m64n256k16, the instruction fused-sm90's
+ *    logits GEMM issues; CUTLASS builds), every result compared bit for bit with the model (lce_gemm_model.h),
  *    mismatches counted per class and the first ones printed as one-line repros; a --dump is
  *    re-checked by --replay on any CPU, under any model.
  * 2. The error-vs-K curve (probe_curve.h): cuBLAS bf16 GEMMs against fp64 DGEMMs of the same data
@@ -27,6 +28,7 @@ typedef struct probe_args {
   uint64_t seed;
   const char *arch, *dump, *replay;
   int mma, curve, json, show;
+  int wgmma; /* the MMA part through wgmma m64n256k16 instead of mma.sync */
   int64_t curve_k[PROBE_MAX_CURVE];
   int ncurve;
   long curve_mn, curve_sample;
@@ -36,6 +38,7 @@ typedef struct probe_args {
 typedef struct probe_report {
   char device[PROBE_DUMP_NAME_LEN + 1];
   const lce_gemm_arch *arch;
+  const char *instr; /* the instruction the MMA part ran through; NULL for a replay (a dump does not say) */
   uint64_t seed;
   int present[LCE_MMA_FORMATS];
   probe_counts counts[LCE_MMA_FORMATS];
@@ -83,8 +86,15 @@ static int probe_parse(probe_args *a) {
       a->curve_k[c] = (int64_t)k;
     }
   }
-  if (a->replay && (a->dump || !a->mma))
-    return cli_fail(CLI_USAGE, "--replay re-checks a dump: no --dump or --curve with it");
+  a->wgmma = cli_opt("--wgmma") != NULL;
+  if (a->replay && (a->dump || !a->mma || a->wgmma))
+    return cli_fail(CLI_USAGE, "--replay re-checks a dump: no --dump, --curve or --wgmma with it");
+  if (a->wgmma) { /* the instruction only, in the formats fused-sm90 issues it for */
+    if (!a->mma) return cli_fail(CLI_USAGE, "--wgmma probes the instruction: no --curve with it");
+    if (formats == NULL) a->formats = 1u << LCE_MMA_BF16 | 1u << LCE_MMA_FP16;
+    if (a->formats >> LCE_MMA_TF32 & 1u) return cli_fail(CLI_USAGE, "--wgmma: bf16 and fp16 only (fused-sm90 has no tf32 GEMM)");
+    a->curve = 0;
+  }
   return CLI_PASS;
 }
 
@@ -110,8 +120,9 @@ static int64_t report_failures(const probe_report *r) {
 }
 
 static void print_text(const probe_report *r, const char *replayed) {
-  printf("lcecheck probe: device %s, model %s, seed 0x%" PRIx64 "%s%s\n", r->device[0] ? r->device : "?", r->arch->name,
-         r->seed, replayed ? ", replayed from " : "", replayed ? replayed : "");
+  printf("lcecheck probe: device %s, model %s, seed 0x%" PRIx64 "%s%s%s%s\n", r->device[0] ? r->device : "?",
+         r->arch->name, r->seed, replayed ? ", replayed from " : "", replayed ? replayed : "",
+         r->instr ? ", instruction " : "", r->instr ? r->instr : "");
   int any = 0;
   for (int f = 0; f < LCE_MMA_FORMATS; f++) any |= r->present[f];
   if (any) {
@@ -167,6 +178,9 @@ static void print_json(const probe_report *r, const char *replayed) {
   cli_json_begin();
   cli_json_member(stdout, "device", r->device);
   cli_json_member(stdout, "model", r->arch->name);
+  printf(",\"instruction\":");
+  if (r->instr) cli_json_string(stdout, r->instr);
+  else printf("null");
   printf(",\"seed\":%" PRIu64 ",\"replayed\":", r->seed);
   if (replayed) cli_json_string(stdout, replayed);
   else printf("null");
@@ -244,6 +258,17 @@ static int fail_run(const char *what, const lce_status *st) {
                   code == CLI_SKIP ? ": skipped (exit 77); --replay FILE needs no GPU" : "");
 }
 
+/* One format's tiles through the instruction a names. */
+static lce_code probe_instruction(const probe_args *a, probe_tileset *ts, lce_status *st) {
+  if (!a->wgmma) return probe_gpu_mma(ts, st);
+#ifdef LCE_PROBE_WITH_WGMMA
+  return probe_gpu_wgmma(ts, st);
+#else
+  return lce_fail(st, LCE_ENODEV, __FILE__, __LINE__,
+                  "probe: this build has no wgmma probe (CUTLASS's headers were not found: scripts/setup.sh)");
+#endif
+}
+
 static int probe_mma_part(const probe_args *a, probe_report *r, lce_status *st) {
   probe_dump d;
   memset(&d, 0, sizeof d);
@@ -259,11 +284,11 @@ static int probe_mma_part(const probe_args *a, probe_report *r, lce_status *st) 
       break;
     }
     d.sections++;
-    fprintf(stderr, "probe: %s: %ld tiles (%ld vectors) through mma.sync\n", probe_format_name((lce_mma_format)f),
-            a->tiles, a->tiles * PROBE_TILE_OUT);
+    fprintf(stderr, "probe: %s: %ld tiles (%ld vectors) through %s\n", probe_format_name((lce_mma_format)f),
+            a->tiles, a->tiles * PROBE_TILE_OUT, r->instr);
     probe_generate(ts, r->seed);
-    if (probe_gpu_mma(ts, st) != LCE_OK) {
-      rc = fail_run("mma", st);
+    if (probe_instruction(a, ts, st) != LCE_OK) {
+      rc = fail_run(a->wgmma ? "wgmma" : "mma", st);
       break;
     }
     r->present[f] = 1;
@@ -283,6 +308,7 @@ static int probe_run(const probe_args *a, probe_report *r) {
   r->arch = find_arch(a->arch ? a->arch : "sm90");
   if (r->arch == NULL) return CLI_USAGE;
   r->seed = a->seed;
+  r->instr = a->wgmma ? "wgmma.mma_async m64n256k16 (fused-sm90's)" : "mma.sync m16n8k16/m16n8k8";
   lce_device_info dev;
   char why[200];
   if (!lce_device_query(&dev, why, sizeof why)) {

@@ -86,6 +86,8 @@ static const cli_option PROBE_OPTIONS[] = {
     {"--replay", "FILE", "re-check a dump against the model on the CPU (no GPU needed; no --dump, --curve)"},
     {"--curve", NULL, "only the cuBLAS error-vs-K curve"},
     {"--no-curve", NULL, "only the mma.sync comparison"},
+    {"--wgmma", NULL, "the comparison through wgmma m64n256k16, fused-sm90's instruction (bf16, fp16; no curve; "
+                      "CUTLASS builds, else exit 77)"},
     {"--curve-k", "K,...", "the curve's GEMM inner sizes, 1..2^22 (default 256 ... 262144)"},
     {"--curve-mn", "N", "the curve's M = N, 16..16384 (default 2048)"},
     {"--curve-sample", "S", "elements predicted by the model per K, 16..65536 (default 512)"},
@@ -161,7 +163,7 @@ static const cli_verb VERBS[] = {
      NULL, "Give --matrix or --case, not both (default: the default matrix).", COMPARE_OPTIONS},
     {"production", cli_production, "GPU: fused-cuda, its mutant and the baseline at production shapes vs fp64",
      NULL, "Needs a GPU (exit 77 without one). Goldens: golden/production/<arch>/.", PRODUCTION_OPTIONS},
-    {"probe", cli_probe, "GPU: single mma.sync results bit for bit vs the tensor-core model; cuBLAS error vs K",
+    {"probe", cli_probe, "GPU: single mma.sync (or wgmma) results bit for bit vs the tensor-core model; cuBLAS error vs K",
      NULL, "Needs a GPU (exit 77 without one), except --replay. Give --curve or --no-curve, not both.",
      PROBE_OPTIONS},
     {"bench", cli_bench, "GPU: fused-cuda (and fused-sm90) and the external kernels side by side, each beside its "

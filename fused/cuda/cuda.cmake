@@ -12,6 +12,11 @@
 #   lce_fused_sm90          with CUTLASS's headers (CUTLASS_FOUND): fused_sm90.cu (subject "fused-sm90")
 #                           and fused_sm90_gemm.cu, the only CUTLASS translation unit, for sm_90a;
 #                           linked into lce_fused; its consumers compile with LCE_WITH_SM90
+#   lce_mutant_sm90_<name>  fused_sm90.cu compiled again with -DLCE_MUTANT_SM90_<SWITCH>=1 (and, for a bug
+#                           in the GEMM's epilogue, fused_sm90_gemm.cu too, both with LCE_FS_NS: a
+#                           namespace of its own): subject "mutant-sm90/<name>", golden class "fused-cuda"
+#   lce_fused_sm90_mutants  those; linked into lce_fused_mutants only. Their names join the GPU mutants'
+#                           (LCE_CUDA_MUTANT_NAMES: conformance/tests registers a check of each)
 # Every CUDA target here: lce_cuda_target's settings, the fused/ headers, the checked-call header.
 function(lce_fused_cuda_target tgt)
   lce_cuda_target(${tgt})
@@ -64,5 +69,40 @@ if(LCE_BUILD_MUTANTS)
   target_link_libraries(lce_fused_cuda_mutants PUBLIC lce_fused_cuda)
   target_link_libraries(lce_fused_mutants PUBLIC lce_fused_cuda_mutants)
   set_property(GLOBAL PROPERTY LCE_CUDA_MUTANT_NAMES ${_names})
+endif()
+
+# fused-sm90's own seed-bug mutants (fused_sm90.cu's header describes them): name:SWITCH, and :gemm when the
+# bug lives in fused_sm90_gemm.cu (a second CUTLASS translation unit to compile: only where needed).
+set(LCE_SM90_MUTANTS "bf16-dhidden-accum:BF16_DHIDDEN_ACCUM" "running-max-zero-init:RUNNING_MAX_ZERO_INIT:gemm"
+                     "mean-factor-in-dlogits:MEAN_FACTOR_IN_DLOGITS")
+if(CUTLASS_FOUND AND LCE_BUILD_MUTANTS)
+  set(_objs "")
+  set(_names "")
+  foreach(_entry IN LISTS LCE_SM90_MUTANTS)
+    string(REPLACE ":" ";" _parts "${_entry}")
+    list(GET _parts 0 _name)
+    list(GET _parts 1 _switch)
+    string(REPLACE "-" "_" _ident "${_name}")
+    set(_tgt lce_mutant_sm90_${_ident})
+    set(_defs LCE_WITH_MUTANTS LCE_MUTANT_SM90_${_switch}=1)
+    if("gemm" IN_LIST _parts)
+      add_library(${_tgt} OBJECT cuda/fused_sm90.cu cuda/fused_sm90_gemm.cu)
+      list(APPEND _defs LCE_FS_NS=lce_fs_mutant_${_ident})
+    else()
+      add_library(${_tgt} OBJECT cuda/fused_sm90.cu)
+    endif()
+    lce_fused_cuda_target(${_tgt})
+    set_target_properties(${_tgt} PROPERTIES CUDA_ARCHITECTURES 90a)
+    target_compile_options(${_tgt} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+    target_link_libraries(${_tgt} PRIVATE CUTLASS::CUTLASS)
+    target_compile_definitions(${_tgt} PRIVATE ${_defs})
+    list(APPEND _objs $<TARGET_OBJECTS:${_tgt}>)
+    list(APPEND _names mutant-sm90/${_name})
+  endforeach()
+  add_library(lce_fused_sm90_mutants STATIC ${_objs})
+  lce_fused_cuda_target(lce_fused_sm90_mutants)
+  target_link_libraries(lce_fused_sm90_mutants PUBLIC lce_fused_sm90)
+  target_link_libraries(lce_fused_mutants PUBLIC lce_fused_sm90_mutants)
+  set_property(GLOBAL APPEND PROPERTY LCE_CUDA_MUTANT_NAMES ${_names})
 endif()
 

@@ -51,7 +51,19 @@
  * cuBLAS's by 16%.
  *
  * Build: fused/cuda/cuda.cmake (LCE_WITH_SM90). Run: build/lcecheck check --subject fused-sm90;
- * build/lcecheck bench (fused-sm90's row beside fused-cuda's). Versions: 1 (this). */
+ * build/lcecheck bench (fused-sm90's row beside fused-cuda's). Versions: 1 (this), and one mutant per
+ * LCE_MUTANT_SM90_* switch below, each its own subject "mutant-sm90/<name>" (golden class fused-cuda,
+ * built with mutants only): the seed bugs and the mean factor in this subject's own code —
+ *   bf16-dhidden-accum      the d_hidden chunk buffer in the dtype: cuBLAS rounds it after every vocab
+ *                           chunk's beta = 1 GEMM (Megatron-LM PR #2739, seed bug 2);
+ *   running-max-zero-init   the FS_STATS epilogue's running max from 0 (fused_sm90_gemm.cu, compiled
+ *                           again in a namespace of its own): rows whose logits are all below -87 sum
+ *                           only underflowed exps, lse = -inf;
+ *   mean-factor-in-dlogits  fs_passes folds the whole g into d_logits (dl = g, alpha = rho = 1) instead of
+ *                           the split, as every bf16 peer of conformance/EXTERNAL.md does.
+ * Seed bug 1 (the embedding table as the output weight when untied) is not one of them: the output
+ * weight is selected by fused-cuda's run() that both subjects share (fused_cuda_run_passes), whose
+ * line mutant-cuda/tied-weight-when-untied already reproduces. */
 #define LCE_CUDA_WHO "fused-sm90" /* its failures name it (fused_cuda_kernels.cuh) */
 
 #include <errno.h>
@@ -68,6 +80,17 @@ extern "C" {
 #include "lce_fused_plan.h"
 }
 
+using namespace lce_fs; /* the GEMM's launchers (a mutant's own namespace when LCE_FS_NS is set) */
+
+/* ---- build variant ---------------------------------------------------------------------------- */
+#if (defined(LCE_MUTANT_SM90_BF16_DHIDDEN_ACCUM) + defined(LCE_MUTANT_SM90_RUNNING_MAX_ZERO_INIT) + \
+     defined(LCE_MUTANT_SM90_MEAN_FACTOR_IN_DLOGITS)) > 1
+#error "one LCE_MUTANT_SM90_* switch per build"
+#endif
+#if defined(LCE_MUTANT_SM90_RUNNING_MAX_ZERO_INIT) && !defined(LCE_FS_NS)
+#error "running-max-zero-init lives in fused_sm90_gemm.cu: build both sources with LCE_FS_NS (cuda.cmake)"
+#endif
+
 /* ---- workspace ------------------------------------------------------------------------------- */
 
 typedef struct fs_workspace {
@@ -81,11 +104,13 @@ typedef struct fs_workspace {
   void *w_pad;
   float *partial;      /* [splits_max x n x 4] */
   void *ds;            /* [tok_chunk x rows_max] dtype */
-  float *dh_acc;       /* [tok_chunk x h] fp32 */
+  void *dh_acc;        /* [tok_chunk x h] in dh_dtype */
+  lce_dtype dh_dtype;  /* fp32 (the policy) */
   void *hidden_dw;     /* [tok_chunk x h] dtype: hidden rows scaled by rho (reduction none) */
   fc_stats stats;      /* [tp x n] each */
   float *z_target, *smooth_a;
   int *layout_error;   /* the GEMM epilogue's layout check (fused_sm90_gemm.cu) */
+  float *g_folded;     /* mutant-sm90/mean-factor-in-dlogits only: [2 x n] g, then ones (fs_passes) */
   void *blas_ws;
   size_t bytes;
 } fs_workspace;
@@ -130,6 +155,12 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
   ws->o = fc_make_options(c, &ws->plan);
   ws->tok_chunk = fs_token_chunk(c);
   ws->ld = (c->h + 7) / 8 * 8;
+  ws->dh_dtype = LCE_FP32;
+#if defined(LCE_MUTANT_SM90_BF16_DHIDDEN_ACCUM)
+  /* Megatron-LM PR #2739, seed bug 2: d_hidden += d_logits_chunk @ W_chunk accumulated in a buffer of
+   * the input dtype: cuBLAS rounds it to bf16/fp16 after every vocab chunk's beta = 1 GEMM. */
+  ws->dh_dtype = c->dtype;
+#endif
   const size_t es = lce_dtype_size(c->dtype), n = (size_t)c->n, tpn = (size_t)c->tp * n;
   const size_t tok = (size_t)ws->tok_chunk, h = (size_t)c->h;
   if (ws->ld != c->h) {
@@ -144,7 +175,7 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
   }
   FS_ALLOC(ws, (void **)&ws->partial, (size_t)splits * n * 4 * sizeof(float), "the vocab-range partials");
   FS_ALLOC(ws, &ws->ds, tok * (size_t)ws->plan.rows_max * es, "the d_logits tile");
-  FS_ALLOC(ws, (void **)&ws->dh_acc, tok * h * sizeof(float), "the d_hidden chunk buffer");
+  FS_ALLOC(ws, &ws->dh_acc, tok * h * lce_dtype_size(ws->dh_dtype), "the d_hidden chunk buffer");
   if (c->reduction == LCE_RED_NONE) FS_ALLOC(ws, &ws->hidden_dw, tok * h * es, "the scaled hidden rows");
   FS_ALLOC(ws, (void **)&ws->stats.m, 4 * tpn * sizeof(float), "the online statistics");
   ws->stats.s = ws->stats.m + tpn, ws->stats.sw = ws->stats.s + tpn, ws->stats.d = ws->stats.sw + tpn;
@@ -158,7 +189,7 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
 static void fs_workspace_destroy(fs_workspace *ws) {
   if (ws->blas) cublasDestroy(ws->blas);
   void *bufs[] = {ws->hidden_pad, ws->w_pad, ws->partial, ws->ds, ws->dh_acc, ws->hidden_dw,
-                  ws->stats.m, ws->z_target, ws->layout_error, ws->blas_ws};
+                  ws->stats.m, ws->z_target, ws->layout_error, ws->g_folded, ws->blas_ws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) cudaFree(bufs[i]);
   memset(ws, 0, sizeof *ws);
@@ -189,16 +220,18 @@ static fs_gemm fs_gemm_make(const fs_workspace *ws, const fc_problem *p, int64_t
   return g;
 }
 
-/* cuBLAS, column-major, bf16/fp16 in and fp32 compute (fused-cuda's fc_gemm, on this workspace). */
+/* cuBLAS, column-major, bf16/fp16 in and fp32 compute (fused-cuda's fc_gemm, on this workspace); out in
+ * out_dtype (fp32: the policy). */
 static lce_code fs_blas(fs_workspace *ws, cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n,
-                        int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float *out,
-                        int64_t ldc, lce_status *st) {
+                        int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, void *out,
+                        lce_dtype out_dtype, int64_t ldc, lce_status *st) {
   LCE_CHECK(st, m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX &&
                     ldc <= INT32_MAX, LCE_EINVAL, "fused-sm90: GEMM dimension beyond int32");
   const cudaDataType t = ws->o.dtype == LCE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cudaDataType tc = out_dtype == LCE_FP32 ? CUDA_R_32F : t;
   const float one = 1.0f;
   LCE_CUBLAS_CHECK(st, cublasGemmEx(ws->blas, op_a, op_b, (int)m, (int)n, (int)k, &alpha, a, t, (int)lda, b, t, (int)ldb,
-                                    &one, out, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                    &one, out, tc, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return LCE_OK;
 }
 
@@ -235,7 +268,7 @@ static lce_code fs_backward_chunk(fs_workspace *ws, const fc_problem *p, int64_t
     LCE_TRY(fc_launch_scale_rows(hidden_w, ws->hidden_dw, c->dtype, tok, c->h, p->rho + t0, 0, ws->stream, st));
     hidden_w = ws->hidden_dw;
   }
-  LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->dh_acc, 0, (size_t)(tok * c->h) * sizeof(float), ws->stream));
+  LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->dh_acc, 0, (size_t)(tok * c->h) * lce_dtype_size(ws->dh_dtype), ws->stream));
   for (int r = 0; r < c->tp; r++) {
     int64_t lo, hi;
     lce_fused_shard_rows(c, r, &lo, &hi);
@@ -246,15 +279,15 @@ static lce_code fs_backward_chunk(fs_workspace *ws, const fc_problem *p, int64_t
       LCE_TRY(fs_launch_gemm(&g, FS_DLOGITS, ws->stream, st));
       /* dh_acc [h x tok] (column-major) += alpha · W_chunk (h x rows) · ds^T (rows x tok) */
       LCE_TRY(fs_blas(ws, CUBLAS_OP_N, CUBLAS_OP_N, c->h, tok, rows, p->alpha, fs_at(p->w, row0 * c->h, c->dtype), c->h,
-                      ws->ds, rows, ws->dh_acc, c->h, st));
+                      ws->ds, rows, ws->dh_acc, ws->dh_dtype, c->h, st));
       /* grad_W[chunk] [h x rows] += alpha · hidden^T (h x tok) · ds (tok x rows) */
       LCE_TRY(fs_blas(ws, CUBLAS_OP_N, CUBLAS_OP_T, c->h, rows, tok, p->alpha, hidden_w, c->h, ws->ds, rows,
-                      p->grad_w + row0 * c->h, c->h, st));
+                      p->grad_w + row0 * c->h, LCE_FP32, c->h, st));
     }
   }
   fc_tokens chunk = p->tk;
   chunk.labels += t0, chunk.n = tok;
-  return fc_launch_finish_dhidden(ws->dh_acc, LCE_FP32, p->rho + t0, (void *)fs_at(p->d_hidden, t0 * c->h, c->dtype),
+  return fc_launch_finish_dhidden(ws->dh_acc, ws->dh_dtype, p->rho + t0, (void *)fs_at(p->d_hidden, t0 * c->h, c->dtype),
                                   c->dtype, c->h, chunk, ws->stream, st);
 }
 
@@ -276,9 +309,36 @@ static lce_code fs_check_layout(fs_workspace *ws, lce_status *st) {
   return LCE_OK;
 }
 
+#if defined(LCE_MUTANT_SM90_MEAN_FACTOR_IN_DLOGITS)
+static __global__ void fs_fold_g_kernel(const float *dl, const float *rho, float alpha, int64_t n, float *g, float *one) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) g[i] = dl[i] * alpha * rho[i], one[i] = 1.0f;
+}
+
+/* What every bf16 fused kernel in conformance/EXTERNAL.md does: the whole g (grad_output / n_valid
+ * under mean) folded into d_logits before they are rounded to the input dtype, so that the label term
+ * -g(1 - p_y) of every token carries the same relative rounding error of g. *q: p with dl = g =
+ * dl·alpha·rho (exact: dl is a power of two or g itself) and alpha = rho = 1. */
+static lce_code fs_fold_g(fs_workspace *ws, const fc_problem *p, fc_problem *q, lce_status *st) {
+  const int64_t n = p->c->n;
+  FS_ALLOC(ws, (void **)&ws->g_folded, 2 * (size_t)n * sizeof(float), "the folded g");
+  fs_fold_g_kernel<<<(unsigned)((n + 255) / 256), 256, 0, ws->stream>>>(p->dl, p->rho, p->alpha, n, ws->g_folded,
+                                                                      ws->g_folded + n);
+  LCE_CUDA_LAUNCH_CHECK(st, "fs_fold_g_kernel");
+  *q = *p;
+  q->dl = ws->g_folded, q->rho = ws->g_folded + n, q->alpha = 1.0f, q->scale_rows = 0;
+  return LCE_OK;
+}
+#endif
+
 static lce_code fs_passes(const fc_problem *p, cudaStream_t stream, lce_status *st) {
   fs_workspace ws;
   lce_code rc = fs_workspace_create(&ws, p->c, stream, st);
+#if defined(LCE_MUTANT_SM90_MEAN_FACTOR_IN_DLOGITS)
+  fc_problem folded = *p;
+  if (rc == LCE_OK) rc = fs_fold_g(&ws, p, &folded, st);
+  p = &folded;
+#endif
   if (rc == LCE_OK) rc = fs_forward(&ws, p, st);
   if (rc == LCE_OK) rc = fs_backward(&ws, p, st);
   if (rc == LCE_OK) rc = fs_check_layout(&ws, st);
@@ -295,6 +355,30 @@ static lce_code fused_sm90_run(const lce_case *c, const lce_tensors *in, lce_out
   return fused_cuda_run_passes(c, in, out, fs_passes, "fused-sm90", st);
 }
 
+#define FS_CAPS                                                                                                   \
+  (LCE_CAP_BF16 | LCE_CAP_FP16 | LCE_CAP_UNTIED | LCE_CAP_TP | LCE_CAP_PADDING | LCE_CAP_RED_NONE |               \
+   LCE_CAP_PRIOR_GRAD | LCE_CAP_NEEDS_GPU)
+
+#if defined(LCE_MUTANT_SM90_BF16_DHIDDEN_ACCUM)
+extern "C" const lce_subject lce_mutant_sm90_bf16_dhidden_accum_subject = {
+    "mutant-sm90/bf16-dhidden-accum", "fused-cuda",
+    "Megatron-LM PR #2739 seed bug 2 in fused-sm90: each token chunk's d_hidden accumulated across vocab chunks "
+    "and shards by cuBLAS (beta = 1) in a buffer of the input dtype instead of fp32",
+    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
+#elif defined(LCE_MUTANT_SM90_RUNNING_MAX_ZERO_INIT)
+extern "C" const lce_subject lce_mutant_sm90_running_max_zero_init_subject = {
+    "mutant-sm90/running-max-zero-init", "fused-cuda",
+    "fused-sm90's FS_STATS epilogue starts each row's running max at 0 instead of -inf: rows whose logits are "
+    "all below -87 sum underflowed exps and get lse = -inf and non-finite losses and gradients",
+    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
+#elif defined(LCE_MUTANT_SM90_MEAN_FACTOR_IN_DLOGITS)
+extern "C" const lce_subject lce_mutant_sm90_mean_factor_in_dlogits_subject = {
+    "mutant-sm90/mean-factor-in-dlogits", "fused-cuda",
+    "fused-sm90 with the loss gradient g (grad_output / n_valid under mean) folded into the epilogue's d_logits "
+    "before their rounding to the input dtype instead of the split (alpha and rho in fp32): d_hidden and d_weight "
+    "scaled coherently by the rounding of g",
+    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
+#else
 extern "C" int64_t lce_fused_sm90_inner(const lce_case *c, lce_output_id o) {
   if (o == LCE_OUT_D_WEIGHT || o == LCE_OUT_D_EMBEDDING) return fs_token_chunk(c);
   return lce_inner_chunked(c, o);
@@ -305,9 +389,7 @@ extern "C" const lce_subject lce_fused_sm90_subject = {
     "the fused algorithm with a Hopper logits GEMM (CUTLASS sm_90a, TMA + wgmma, warp-specialized) whose epilogue "
     "reduces the logits to online-softmax partials in registers (forward) or writes d_logits in the dtype "
     "(backward); cuBLAS d_hidden (fp32 buffer, beta = 1) and d_weight GEMMs",
-    LCE_CAP_BF16 | LCE_CAP_FP16 | LCE_CAP_UNTIED | LCE_CAP_TP | LCE_CAP_PADDING | LCE_CAP_RED_NONE |
-        LCE_CAP_PRIOR_GRAD | LCE_CAP_NEEDS_GPU,
-    fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
+    FS_CAPS, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
 
 /* ---- the bench's engine (fused_cuda_bench.cu) ------------------------------------------------- */
 
@@ -333,3 +415,4 @@ static void fs_bench_destroy(void *ws) {
 
 extern "C" const lce_cuda_bench_engine lce_fused_sm90_bench_engine = {
     "fused-sm90", fs_bench_create, fs_bench_forward, fs_bench_backward, fs_bench_check, fs_bench_destroy};
+#endif

@@ -15,6 +15,12 @@ extern "C" {
 
 extern const lce_subject lce_fused_sm90_subject; /* "fused-sm90" */
 
+#ifdef LCE_WITH_MUTANTS /* fused_sm90.cu compiled again with one LCE_MUTANT_SM90_* switch (lce_fused_sm90_mutants) */
+extern const lce_subject lce_mutant_sm90_bf16_dhidden_accum_subject;     /* "mutant-sm90/bf16-dhidden-accum" */
+extern const lce_subject lce_mutant_sm90_running_max_zero_init_subject;  /* "mutant-sm90/running-max-zero-init" */
+extern const lce_subject lce_mutant_sm90_mean_factor_in_dlogits_subject; /* "mutant-sm90/mean-factor-in-dlogits" */
+#endif
+
 /* The tokens per backward token chunk when the case sets none (token_chunk 0 or >= n): the d_logits
  * tile and the fp32 d_hidden accumulator hold one chunk, not all N tokens. */
 #define LCE_FUSED_SM90_TOKEN_CHUNK 2048

@@ -27,7 +27,8 @@
  *
  * Build: fused/cuda/cuda.cmake, only when CUTLASS's headers are found (cmake/FindCUTLASS.cmake), for
  * sm_90a. Run: through the fused-sm90 subject (fused_sm90.cu).
- * Versions: 1 (this): cooperative 128x256x64 tiles, cluster 1x1, non-persistent grid. */
+ * Versions: 1 (this): cooperative 128x256x64 tiles, cluster 1x1, non-persistent grid; and the GEMM of
+ * mutant-sm90/running-max-zero-init (LCE_MUTANT_SM90_RUNNING_MAX_ZERO_INIT, in its own namespace: fused_sm90.cu). */
 #define LCE_CUDA_WHO "fused-sm90" /* its failures name it (fused_cuda_kernels.cuh) */
 
 #include <stdio.h>
@@ -123,7 +124,13 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
     const int64_t i = g.token0 + (row_ok[r] ? row[r] : 0);
     const int64_t y = row_ok[r] ? g.tk.labels[i] : g.tk.ignore_index, yl = y - g.vocab0;
     y_col[r] = row_ok[r] && y != g.tk.ignore_index && yl >= 0 && yl < g.n ? (int)yl : -1;
+#if defined(LCE_MUTANT_SM90_RUNNING_MAX_ZERO_INIT)
+    /* mutant-sm90/running-max-zero-init (fused_sm90.cu): the running max from 0, as several Triton
+     * cross-entropy kernels shipped it: a row whose logits are all below -87 sums only underflowed exps. */
+    run[r] = fc_state{0.0f, 0.0f, 0.0f, 0.0f};
+#else
     run[r] = fc_state{-INFINITY, 0.0f, 0.0f, 0.0f};
+#endif
     if constexpr (Mode == FS_DLOGITS) {
       if (row_ok[r]) rg[r] = fc_row_grad_make(g.tk, g.o, g.dl, g.lse, g.smooth_a, i);
       else rg[r] = fc_row_grad{0, 0, 0.0f, 0.0f, 0.0f, 0.0f};
@@ -278,10 +285,6 @@ template <class G> lce_code fs_launch_typed(const fs_gemm *g, fs_epilogue e, cud
   return LCE_OK;
 }
 
-} // namespace lce_fs
-
-using namespace lce_fs;
-
 int64_t fs_stats_splits(int64_t n) {
   const int64_t n_tiles = (n + FS_TILE_N - 1) / FS_TILE_N;
   const int64_t want = n_tiles < FS_MAX_SPLITS ? n_tiles : FS_MAX_SPLITS;
@@ -317,3 +320,5 @@ lce_code fs_launch_pad_rows(const void *x, void *out, int64_t rows, int64_t k, i
   LCE_CUDA_LAUNCH_CHECK(st, "fs_pad_rows_kernel");
   return LCE_OK;
 }
+
+} // namespace lce_fs

@@ -14,6 +14,14 @@
 
 #include "fused_cuda_kernels.cuh"
 
+/* The namespace of the GEMM's kernels and launchers. A mutant whose bug lives in this GEMM
+ * (fused/cuda/cuda.cmake: LCE_FS_NS=lce_fs_<mutant>) compiles fused_sm90_gemm.cu and its driver into a
+ * namespace of its own, so that its kernels never collide with production's at link time, nor replace
+ * them (the __global__ templates would otherwise be one symbol in both archives). */
+#ifdef LCE_FS_NS
+#define lce_fs LCE_FS_NS
+#endif
+
 typedef enum fs_epilogue {
   FS_STATS,   /* online-softmax partials per (token, CTA's vocab range): no tile in memory */
   FS_DLOGITS  /* d_logits in the input dtype into ds (the backward's recomputation) */
@@ -41,6 +49,8 @@ typedef struct fs_gemm {
 /* The vocab tile (columns per CTA tile) and the token tile. */
 enum { FS_TILE_N = 256, FS_TILE_M = 128 };
 
+namespace lce_fs {
+
 /* The number of CTA ranges (splits) an FS_STATS launch over n columns uses: its partial buffer
  * holds splits·m·4 floats. */
 int64_t fs_stats_splits(int64_t n);
@@ -57,5 +67,7 @@ lce_code fs_launch_combine_splits(const float *partial, int64_t splits, int64_t 
  * for TMA when k is not a multiple of 8. */
 lce_code fs_launch_pad_rows(const void *x, void *out, int64_t rows, int64_t k, int64_t ld, cudaStream_t stream,
                             lce_status *st);
+
+} // namespace lce_fs
 
 #endif

@@ -29,10 +29,17 @@
 #else
 #define LCE_CUDA_SUBJECTS
 #endif
+#if defined(LCE_WITH_SM90) && defined(LCE_WITH_MUTANTS) /* fused-sm90's own (fused_sm90.cu) */
+#define LCE_SM90_MUTANT_SUBJECTS                                                                                   \
+  &lce_mutant_sm90_bf16_dhidden_accum_subject, &lce_mutant_sm90_running_max_zero_init_subject,                      \
+      &lce_mutant_sm90_mean_factor_in_dlogits_subject,
+#else
+#define LCE_SM90_MUTANT_SUBJECTS
+#endif
 #if defined(LCE_WITH_CUDA) && defined(LCE_WITH_MUTANTS)
 #define LCE_CUDA_MUTANT_SUBJECTS \
   &lce_mutant_cuda_bf16_dhidden_accum_subject, &lce_mutant_cuda_tied_weight_when_untied_subject,              \
-      &lce_mutant_cuda_mean_factor_in_dlogits_subject,
+      &lce_mutant_cuda_mean_factor_in_dlogits_subject, LCE_SM90_MUTANT_SUBJECTS
 #else
 #define LCE_CUDA_MUTANT_SUBJECTS
 #endif

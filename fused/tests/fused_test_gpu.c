@@ -142,3 +142,38 @@ int expect_like_host(const lce_subject *s, const lce_case *c, fused_run *host, l
   lce_outputs_free(&g2);
   return 1;
 }
+
+/* ---- the seed bug 2 mutants ------------------------------------------------------------------- */
+
+void gpu_test_dhidden_accum_mutant(const lce_subject *good, const lce_subject *mut) {
+  lce_case c = lce_case_default();
+  c.dtype = LCE_BF16, c.tied = 0, c.tp = 1, c.n = 32, c.h = 64, c.v = 1024, c.vp = 1024, c.vocab_chunk = c.v;
+  c.reduction = LCE_RED_MEAN, c.dist = LCE_DIST_NORMAL, c.seed = lce_test_seed();
+  fused_run r = {0};
+  unfused_ref ref = {0};
+  if (!fused_run_case(good, &c, &r) || !unfused_reference(&r.c, &r.in, &ref)) {
+    EXPECT(0, "could not run the base case");
+    unfused_ref_free(&ref), fused_run_free(&r);
+    return;
+  }
+  static const int64_t chunks[] = {1, 32, 64};
+  printf("d_hidden normwise error vs chunk count (bf16, n 32 h 64 v 1024):\n  chunks  %-12s %s\n", good->name,
+         mut->name);
+  for (int k = 0; k < 3; k++) {
+    lce_case ck = c;
+    ck.vocab_chunk = c.v / chunks[k];
+    lce_test_set_case(&ck);
+    lce_outputs og = {0}, om = {0};
+    if (fused_run_on(good, &ck, &r.in, &og) && fused_run_on(mut, &ck, &r.in, &om)) {
+      double eg = d_hidden_err(&ck, &og, &ref), em = d_hidden_err(&ck, &om, &ref);
+      printf("  %6lld  %12.3e %10.3e\n", (long long)chunks[k], eg, em);
+      if (chunks[k] > 1)
+        EXPECT(em > eg, "%lld chunks: %s's error %.3e not above %s's %.3e", (long long)chunks[k], mut->name, em,
+               good->name, eg);
+    }
+    lce_outputs_free(&og), lce_outputs_free(&om);
+  }
+  lce_test_set_case(NULL);
+  unfused_ref_free(&ref);
+  fused_run_free(&r);
+}

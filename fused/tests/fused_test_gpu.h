@@ -1,6 +1,7 @@
 /* fused_test_gpu.h — what the tests of the GPU subjects (test_fused_cuda.c, test_fused_sm90.c) share:
  * their small base case, the case list every GPU subject runs, the check of a run that must be
- * refused without writing, and the comparison with fused-host on the same inputs. */
+ * refused without writing, the comparison with fused-host on the same inputs, and the check of each
+ * subject's seed bug 2 mutant. */
 #ifndef FUSED_TEST_GPU_H
 #define FUSED_TEST_GPU_H
 
@@ -44,5 +45,10 @@ int gpu_test_no_device(const lce_subject *s, void (*more)(void), const char *tes
  * first outputs in *out, for further comparisons; the caller frees both either way
  * (fused_run_free, lce_outputs_free). */
 int expect_like_host(const lce_subject *s, const lce_case *c, fused_run *host, lce_outputs *out);
+
+/* Seed bug 2 on the GPU: on a bf16 case (n 32, h 64, v 1024) in 1, 32 and 64 vocab chunks, EXPECTs the
+ * d_hidden error of `mut` (good's algorithm with d_hidden accumulated in bf16 across the chunks) against
+ * the unfused computation above good's at 32 and 64 chunks. Prints both errors per chunk count. */
+void gpu_test_dhidden_accum_mutant(const lce_subject *good, const lce_subject *mut);
 
 #endif

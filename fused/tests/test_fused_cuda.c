@@ -75,36 +75,6 @@ static void test_cases(void) {
 
 /* ---- the GPU mutants ------------------------------------------------------------------------- */
 #ifdef LCE_WITH_MUTANTS
-static void test_mutant_bf16_dhidden_accum(void) {
-  const lce_subject *mut = &lce_mutant_cuda_bf16_dhidden_accum_subject;
-  lce_case c = lce_case_default();
-  c.dtype = LCE_BF16, c.tied = 0, c.tp = 1, c.n = 32, c.h = 64, c.v = 1024, c.vp = 1024, c.vocab_chunk = c.v;
-  c.reduction = LCE_RED_MEAN, c.dist = LCE_DIST_NORMAL, c.seed = lce_test_seed();
-  fused_run r = {0};
-  unfused_ref ref = {0};
-  if (!fused_run_case(&lce_fused_cuda_subject, &c, &r) || !unfused_reference(&r.c, &r.in, &ref)) {
-    EXPECT(0, "could not run the base case");
-    unfused_ref_free(&ref), fused_run_free(&r);
-    return;
-  }
-  static const int64_t chunks[] = {1, 32, 64};
-  printf("d_hidden normwise error vs chunk count (bf16, n 32 h 64 v 1024):\n  chunks  fused-cuda  %s\n", mut->name);
-  for (int k = 0; k < 3; k++) {
-    lce_case ck = c;
-    ck.vocab_chunk = c.v / chunks[k];
-    lce_test_set_case(&ck);
-    lce_outputs og = {0}, om = {0};
-    if (fused_run_on(&lce_fused_cuda_subject, &ck, &r.in, &og) && fused_run_on(mut, &ck, &r.in, &om)) {
-      double eg = d_hidden_err(&ck, &og, &ref), em = d_hidden_err(&ck, &om, &ref);
-      printf("  %6lld  %10.3e  %10.3e\n", (long long)chunks[k], eg, em);
-      if (chunks[k] > 1) EXPECT(em > eg, "%lld chunks: mutant error %.3e not above fused-cuda's %.3e", (long long)chunks[k], em, eg);
-    }
-    lce_outputs_free(&og), lce_outputs_free(&om);
-  }
-  unfused_ref_free(&ref);
-  fused_run_free(&r);
-}
-
 static void test_mutant_tied_weight_when_untied(void) {
   lce_case c = gpu_test_base_case();
   fused_run r = {0};
@@ -128,7 +98,7 @@ int main(void) {
   mean_bias_check(cuda, 1, NULL);
 #endif
 #ifdef LCE_WITH_MUTANTS
-  test_mutant_bf16_dhidden_accum();
+  gpu_test_dhidden_accum_mutant(&lce_fused_cuda_subject, &lce_mutant_cuda_bf16_dhidden_accum_subject);
   test_mutant_tied_weight_when_untied();
 #endif
   return lce_test_finish("test_fused_cuda");

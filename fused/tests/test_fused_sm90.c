@@ -15,7 +15,12 @@
  *     gradient rows at their prior, two runs the same bits) and beside fused-cuda on the same inputs
  *     (lse, d_hidden and the weight gradient differences printed; lse within 1e-3 of fused-cuda's: a
  *     gross error in the partials' merge or the label's logit shows here first);
- *   no 1/n_valid bias (fused_test_bias.h): d_hidden and weight-gradient bias within 1e-4 of tier 1.
+ *   no 1/n_valid bias (fused_test_bias.h): d_hidden and weight-gradient bias within 1e-4 of tier 1;
+ *     (with LCE_WITH_MUTANTS) mutant-sm90/mean-factor-in-dlogits shows most of the -3.1e-3 and equals
+ *     fused-sm90 bit for bit when g = 2^-9;
+ *   fused-sm90's own mutants (with LCE_WITH_MUTANTS): mutant-sm90/bf16-dhidden-accum's d_hidden error
+ *     grows with the chunk count above fused-sm90's; mutant-sm90/running-max-zero-init loses the lse of
+ *     rows whose logits are all below -100, where fused-sm90's stays finite.
  * Seed: $LCE_TEST_SEED (default 1). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 
@@ -151,13 +156,51 @@ static void test_cases(void) {
     run_variant(registered, &TILING_VARIANTS[k]);
 }
 
+/* ---- fused-sm90's own mutants ------------------------------------------------------------------ */
+#ifdef LCE_WITH_MUTANTS
+/* The running max from 0 in the FS_STATS epilogue: on the negative distribution (every logit below
+ * -100) every exp underflows or loses its digits, so some valid token's lse must differ from fused-sm90's
+ * by more than 1e-3 (or be non-finite), while fused-sm90's lse are finite. */
+static void test_mutant_running_max_zero_init(void) {
+  const lce_subject *mut = &lce_mutant_sm90_running_max_zero_init_subject;
+  lce_case c = gpu_test_base_case();
+  c.dist = LCE_DIST_NEGATIVE;
+  lce_test_set_case(&c);
+  fused_run r = {0};
+  lce_outputs om = {0};
+  if (fused_run_case(&lce_fused_sm90_subject, &c, &r) && fused_run_on(mut, &c, &r.in, &om)) {
+    int64_t valid = 0, finite = 0, lost = 0;
+    for (int64_t i = 0; i < c.n; i++) {
+      if (r.in.labels[i] == c.ignore_index) continue;
+      valid++, finite += isfinite(r.out.lse[i]) != 0;
+      lost += !(fabs((double)om.lse[i] - (double)r.out.lse[i]) <= 1e-3);
+    }
+    printf("%s: negative rows: %lld of %lld valid tokens' lse lost (fused-sm90: %lld finite)\n", mut->name,
+           (long long)lost, (long long)valid, (long long)finite);
+    EXPECT(valid > 0 && finite == valid, "fused-sm90: %lld of %lld valid lse finite on the negative rows",
+           (long long)finite, (long long)valid);
+    EXPECT(lost > 0, "%s: every lse within 1e-3 of fused-sm90's on the negative rows: the mutant is not killed",
+           mut->name);
+  }
+  lce_outputs_free(&om);
+  fused_run_free(&r);
+  lce_test_set_case(NULL);
+}
+#endif
+
 int main(void) {
   int rc = gpu_test_no_device(&lce_fused_sm90_subject, test_refusals, NAME);
   if (rc >= 0) return rc;
   test_refusals();
   test_cases();
   const lce_subject *const sm90[1] = {&lce_fused_sm90_subject};
+#ifdef LCE_WITH_MUTANTS
+  mean_bias_check(sm90, 1, &lce_mutant_sm90_mean_factor_in_dlogits_subject);
+  gpu_test_dhidden_accum_mutant(&lce_fused_sm90_subject, &lce_mutant_sm90_bf16_dhidden_accum_subject);
+  test_mutant_running_max_zero_init();
+#else
   mean_bias_check(sm90, 1, NULL);
+#endif
   return lce_test_finish(NAME);
 }
 #endif

@@ -21,6 +21,11 @@ extern "C" {
  * accumulate, one warp per tile) and stores the results in ts->d. */
 lce_code probe_gpu_mma(probe_tileset *ts, lce_status *st);
 
+/* The same through wgmma.mma_async m64n256k16 (bf16/fp16 only, shared-memory operands: the
+ * instruction fused-sm90's logits GEMM issues), one warp group per tile (probe_wgmma.cuh). Defined only
+ * in builds with CUTLASS's headers, where lce_probe's consumers see LCE_PROBE_WITH_WGMMA. */
+lce_code probe_gpu_wgmma(probe_tileset *ts, lce_status *st);
+
 /* One point of the error-vs-K curve. A is M x K, B is K x N, bf16 values of randn drawn by a
  * device twin of lce_rand_normal (stream probe_curve_stream(K, 0) for A, (K, 1) for B; element
  * (i, k) of A has index i*K + k, element (k, j) of B index j*K + k), rounded to bf16 (RNE from
