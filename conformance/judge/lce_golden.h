@@ -50,6 +50,16 @@
  *                bias from rnd's, all taken the same way (lce_ref_output.flip)
  *   outr         sum_i |rounded_i - r_i| |r_i| / <r, r> (gradients, from a reference with rnd; else 0):
  *                the most the rounding of the output to its format moves the bias, taken one way
+ *   acc          u32 sqrt(L/3) sqrt(sum_i m_i^2 r_i^2) / <r, r> (gradients' bias): one standard deviation
+ *                of the bias that the fp32 accumulation of L terms per element can add, each rounding
+ *                within u32 of a partial sum bounded by m_i = max(mag_i, 2^-126) and independent between
+ *                elements (L: lce_accumulation_length; lce_metric_values.acc_bias)
+ *   accn         u32 sqrt(L/3) ||m|| / ||r|| (gradients' relerr): the same accumulation's normwise rms
+ *                (||m|| / ||emag|| when r == 0 everywhere, as relerr)
+ *   gsc          the relative error of the loss gradient g a kernel computes in fp32 (reduction mean: the
+ *                division, and the fp32 sum of the valid tokens' weights at four standard deviations),
+ *                0 under sum (g is grad_output itself) and none (pertok): a scale of every element
+ *                (lce_metric_values.g_rel)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -85,7 +95,10 @@ typedef enum lce_bound_term {
   LCE_TERM_PERTOK = 15,
   LCE_TERM_FLIP = 16,
   LCE_TERM_OUTR = 17,
-  LCE_TERM_COUNT = 18
+  LCE_TERM_ACC = 18,
+  LCE_TERM_ACCN = 19,
+  LCE_TERM_GSC = 20,
+  LCE_TERM_COUNT = 21
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -101,6 +114,9 @@ typedef struct lce_bound_scales {
   double pertok; /* u of the GEMMs' d_logit format under reduction none, else 0 */
   double outr;   /* the bias the output's own rounding can add (term outr) */
   double flip;   /* the bias the roundings a kernel's fp32 d_logit errors can change can add (term flip) */
+  double acc;    /* one standard deviation of the bias the fp32 accumulation of the gradient can add (term acc) */
+  double accn;   /* that accumulation's normwise rms error over ||r|| (term accn) */
+  double gsc;    /* the relative error of an fp32 loss gradient g shared by every token (term gsc) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

@@ -171,6 +171,40 @@ static void class_checks_unreferenced(const lce_case *c, const lce_tensors *in, 
 
 /* ---- bounds --------------------------------------------------------------------------------- */
 
+/* The fp32 roundings a chunked kernel makes per gradient element (term acc): d_hidden sums the V
+ * rows, adds each vocab chunk's partial into its shard's buffer, the shards into the total, and
+ * scales it once; the weight gradient sums the N tokens, adds each token chunk's partial into the
+ * buffer that holds the prior, once per chunk. */
+static double accumulation_length(const lce_case *c, lce_output_id o) {
+  if (o == LCE_OUT_D_HIDDEN) {
+    const int64_t vs = (c->v + c->tp - 1) / c->tp, vc = c->vocab_chunk > 0 ? c->vocab_chunk : vs;
+    return (double)(c->v + c->tp * ((vs + vc - 1) / vc) + c->tp + 1);
+  }
+  const int64_t tc = c->token_chunk > 0 ? c->token_chunk : c->n;
+  return (double)(c->n + (c->n + tc - 1) / tc + 1);
+}
+
+/* The relative error of the loss gradient g that an fp32 kernel computes (term gsc; golden/policy.txt).
+ * Under sum it is grad_output itself and under none each token's own (pertok): 0. Under mean it is
+ * grad_output / sum_n W_n: the division rounds (u32), and with class weights the fp32 sum of the valid
+ * tokens' weights errs by a random walk of roundings within u32 of its partial sums S_j (without
+ * class weights the sum is the valid count, exact below 2^24): four standard deviations of it,
+ * 4 u32 sqrt(sum_j S_j^2 / 3) / S, the partial sums taken in token order. */
+static double loss_gradient_rel_error(const lce_case *c, const lce_tensors *in) {
+  if (c->reduction != LCE_RED_MEAN) return 0.0;
+  const double u32 = 0x1p-24;
+  long double s = 0.0L, s2 = 0.0L;
+  int64_t terms = 0;
+  for (int64_t i = 0; i < c->n; i++) {
+    if (in->labels[i] == c->ignore_index) continue;
+    s += c->class_weights ? (long double)in->class_weight[in->labels[i]] : 1.0L;
+    if (terms++ > 0) s2 += s * s; /* the first term enters exactly */
+  }
+  if (!(s > 0.0L)) return 0.0; /* no valid weight: g is 0 */
+  const double sum_rel = c->class_weights || terms >= (1 << 24) ? (double)(4.0L * sqrtl(s2 / 3.0L) / s) : 0.0;
+  return u32 * (1.0 + sum_rel);
+}
+
 void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_verdict *ov, lce_bound_scales *s) {
   s->cond = ov->metrics.cond;
   s->neff = ov->metrics.neff > 1.0 ? ov->metrics.neff : 1.0;
@@ -188,6 +222,10 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   s->rnd = gradient && isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.0;
   s->flip = gradient && isfinite(ov->metrics.flip_bias) ? ov->metrics.flip_bias : 0.0;
   s->outr = gradient && isfinite(ov->metrics.outr_bias) ? ov->metrics.outr_bias : 0.0;
+  const double acc_unit = gradient ? 0x1p-24 * sqrt(accumulation_length(c, o) / 3.0) : 0.0;
+  s->acc = gradient && isfinite(ov->metrics.acc_bias) ? acc_unit * ov->metrics.acc_bias : 0.0;
+  s->accn = gradient && isfinite(ov->metrics.acc_norm) ? acc_unit * ov->metrics.acc_norm : 0.0;
+  s->gsc = gradient && isfinite(ov->metrics.g_rel) ? ov->metrics.g_rel : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0
               : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
 }
@@ -308,13 +346,14 @@ static void begin_output(lce_output_verdict *ov) {
 }
 
 /* Metrics from the comparison, then the bounds: the same step on the host and the device path. */
-static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, const lce_golden *g,
-                               const char *subject_class, const int64_t *inner, lce_output_verdict *ov,
-                               lce_verdict *v, lce_status *st) {
+static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, double g_rel,
+                               const lce_golden *g, const char *subject_class, const int64_t *inner,
+                               lce_output_verdict *ov, lce_verdict *v, lce_status *st) {
   if (!ov->class_ok) ov->pass = 0;
   ov->inner = inner ? inner[o] : lce_output_inner(c, o);
   if (!has_metrics(c, o)) return LCE_OK;
   lce_metrics_from_comparison(cmp, &ov->metrics);
+  if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) ov->metrics.g_rel = g_rel;
   v->inconclusive += ov->metrics.inconclusive;
   if (g == NULL) return LCE_OK;
   return lce_bounds_apply(g, subject_class, c, o, ov, st);
@@ -365,6 +404,7 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   char guard_msg[256];
   const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
   lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
+  const double g_rel = loss_gradient_rel_error(c, in);
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];
@@ -383,7 +423,7 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
       continue;
     }
     report_exact(&cs, ov); /* pass 5, after pass 4's untouched buffers */
-    LCE_TRY(measure_output(c, o, &cmp, g, subject_class, inner, ov, v, st));
+    LCE_TRY(measure_output(c, o, &cmp, g_rel, g, subject_class, inner, ov, v, st));
   }
   return LCE_OK;
 }

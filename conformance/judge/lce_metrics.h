@@ -77,6 +77,13 @@ typedef struct lce_metric_values {
                         * bias (gradients with rnd), else 0 */
   double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
                         * kernel's fp32 d_logit errors can change move the bias from rnd_bias; else 0 */
+  double acc_bias;     /* sqrt(sum_i m_i^2 r_i^2) / <r, r>, m_i = max(mag_i, 2^-126) (gradients with rnd), else 0:
+                        * the bias an fp32 accumulation with roundings within u32 m_i can add, per
+                        * unit of u32 sqrt(L/3) (term acc) */
+  double acc_norm;     /* ||m|| / ||r|| (||m|| / ||emag|| when r == 0 everywhere; gradients with rnd), else 0:
+                        * the same accumulation's normwise error per unit of u32 sqrt(L/3) (term accn) */
+  double g_rel;        /* the relative error of the loss gradient g an fp32 kernel computes (term gsc; set
+                        * by the judge, which has the labels and weights), else 0 */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
@@ -91,7 +98,8 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[8], c[8]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r| */
+  long double s[10], c[10]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r|,
+                             * m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn) */
   long double maxscaled;
 } lce_compare_acc;
 void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);

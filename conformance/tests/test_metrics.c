@@ -334,8 +334,33 @@ static void test_reference_rounding_bias(void) {
   vec_free(&f);
 }
 
+/* The accumulation terms' sums (lce_metric_values.acc_bias, acc_norm): sqrt(sum m^2 r^2) / <r, r> and
+ * ||m|| / ||r|| with m = max(mag, 2^-126), and 0 without a reference that has rnd (they are the
+ * gradients' terms). 100 elements of r = 2, mag = 3: acc_bias = sqrt(100 * 36) / 400 = 0.15 and
+ * acc_norm = 1.5; an element of mag 0 still counts the subnormal spacing 2^-126. */
+static void test_accumulation_sums(void) {
+  vec_fixture f;
+  vec_init(&f, 100);
+  double rnd[100];
+  for (int64_t i = 0; i < 100; i++) vec_set(&f, i, 2.0, 2.0, 1.5), rnd[i] = 2.0;
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(mv.acc_bias == 0.0 && mv.acc_norm == 0.0, "no rnd in the reference: acc_bias %g, acc_norm %g, expected 0",
+         mv.acc_bias, mv.acc_norm);
+  f.ref.rnd = rnd;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(fabs(mv.acc_bias - 0.15) < 1e-15, "acc_bias %.17g, expected 0.15", mv.acc_bias);
+  EXPECT(fabs(mv.acc_norm - 1.5) < 1e-15, "acc_norm %.17g, expected 1.5", mv.acc_norm);
+  f.mag[0] = 0.0;
+  mv = vec_metrics(&f, NULL);
+  const double want = sqrt(99.0 * 9.0 + 0x1p-252) / 20.0;
+  EXPECT(fabs(mv.acc_norm - want) < 1e-15 && mv.acc_norm < 1.5, "mag 0 counts 2^-126: acc_norm %.17g, expected %.17g",
+         mv.acc_norm, want);
+  vec_free(&f);
+}
+
 int main(void) {
   test_reference_rounding_bias();
+  test_accumulation_sums();
   test_statistics_need_elements();
   test_uniform_shrink();
   test_ulpfrac();
