@@ -76,6 +76,10 @@ class MegatronVocabParallel(common.LossFunctionAdapter):
 
     def call(self, case, t, args, h, w, reduction):
         logits = self.F.linear(h, w)  # [n, v] in the input dtype, as Megatron's output layer
+        return self.loss_from_logits(case, t, logits, reduction)
+
+    def loss_from_logits(self, case, t, logits, reduction):
+        """Everything after the LM-head GEMM (root_cause.py feeds it logits made another way)."""
         alpha = common.smoothing_param(case, self.supported)
         tok = self.vpce(logits.unsqueeze(1), t.labels.unsqueeze(1), alpha).squeeze(1)
         mask = t.valid.float()

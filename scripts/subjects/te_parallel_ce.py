@@ -81,7 +81,11 @@ class TEParallelCE(common.LossFunctionAdapter):
         return f"transformer_engine {te_version(os.path.abspath(args.te))} (Triton kernels, no extension)"
 
     def call(self, case, t, args, h, w, reduction):
-        logits = self.F.linear(h, w).unsqueeze(0)  # [1, n, v] in the input dtype: TE wants (B, SQ, V)
+        return self.loss_from_logits(case, t, self.F.linear(h, w), reduction)  # logits in the input dtype
+
+    def loss_from_logits(self, case, t, logits, reduction):
+        """Everything after the LM-head GEMM (root_cause.py feeds it logits made another way)."""
+        logits = logits.unsqueeze(0)  # [1, n, v]: TE wants (B, SQ, V)
         e = common.smoothing_param(case, self.supported)
         loss = self.pce(logits, t.labels.unsqueeze(0), e, reduction == "mean", None, case.ignore_index)
         if reduction == "mean":

@@ -16,9 +16,15 @@ import lce_torch_common as common  # noqa: E402
 
 def flce_torch(case, hidden, w, labels, class_weight, reduction):
     """The unfused forward: (loss as F.cross_entropy returns it for `reduction`, lse [n])."""
+    import torch.nn.functional as F
+    return loss_from_logits(case, F.linear(hidden, w).float(), labels, class_weight, reduction)
+
+
+def loss_from_logits(case, z, labels, class_weight, reduction):
+    """Everything after the LM-head GEMM, on the fp32 logits z [n, v] (root_cause.py feeds it
+    logits made another way)."""
     import torch
     import torch.nn.functional as F
-    z = F.linear(hidden, w).float()
     if case.softcap:
         z = case.softcap * torch.tanh(z / case.softcap)
     lse = torch.logsumexp(z, dim=-1)

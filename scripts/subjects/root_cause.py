@@ -1,0 +1,462 @@
+#!/usr/bin/env python3
+"""root_cause.py — the measured root causes of the unfused peers' gradient failures
+(conformance/EXTERNAL.md, "Root causes of the default-matrix gradient failures").
+
+torch eager and torch.compile (torch_eager.py), Megatron-core's vocab_parallel_cross_entropy
+(megatron_vocab_parallel.py) and TransformerEngine's parallel_cross_entropy (te_parallel_ce.py) share
+one LM head and differ only in the loss function after it:
+  R1  logits = F.linear(hidden, W) in the input dtype (fp32 accumulation, output rounded to the dtype);
+  R2  the loss function's fp32 gradient of the logits cast to the input dtype by autograd
+      (ToCopyBackward of torch's `.float()`; the engine's cast of a custom Function's fp32 gradient for
+      Megatron and TE), with the scale g folded in before that cast (g = grad_output for sum,
+      grad_output / total weight for mean, the token's grad_output for none);
+  R3  LinearBackward's weight GEMM in the input dtype: the weight gradient returned in the dtype, then
+      added to the fp32 gradient buffer (lce_torch_common.write_outputs);
+  R4  for fp32 inputs with gemm tf32, the backward GEMMs in TF32: the fp32 gradient of the logits (g
+      folded in) rounded to tf32 as a GEMM operand.
+Here that head is one autograd Function whose roundings are switches; the loss function is the peer's
+own (torch_eager.loss_from_logits, the adapters' loss_from_logits: Megatron's and TE's real code).
+Each variant removes one rounding or moves g; the judge then says which removal makes a failing metric
+pass: that rounding is the measured cause.
+
+Variants (--variants; a variant that does not apply to a case is skipped there, saying why):
+  as-is          the peer's arithmetic; checked bit for bit against the adapter's own run on the same
+                 device (on the CPU, tf32 cases emulate TF32 by rounding every GEMM operand with
+                 cvt.rna, and are not compared: the CPU has no TF32)
+  fp32-logits    R1 removed: the logits GEMM's fp32 result is not rounded to the dtype
+  fp32-dlogits   R2 removed: the gradient of the logits stays fp32; the backward GEMMs run on it in fp32
+                 (IEEE; d_hidden rounded once to the dtype, the weight gradient as in as-is)
+  fp32-dweight   R3 removed: the weight gradient is the GEMM's fp32 result, not rounded to the dtype
+  g-after        g moved out of R2 (sum, mean): the loss differentiated with reduction sum and
+                 grad_output 1, so the rounded gradient of the logits is p - y; g multiplies the GEMMs'
+                 fp32 results (fused-cuda's arithmetic: fused/plan/lce_fused_plan.h, lce_fused_grad_split)
+  ieee-backward  R4 removed (gemm tf32): the backward GEMMs in IEEE fp32
+  exact          all of them at once: a correct fp32-logit FLCE, which must pass every gradient metric
+                 (a check of this script: only class failures may remain)
+
+    python3 scripts/subjects/root_cause.py failing JUDGE.json... [--json F]
+    python3 scripts/subjects/root_cause.py run --subject S EXPORT [--case ID | --cases-from F]
+        [--variants a,b] [--device cpu|cuda] [--out DIR] [--lcecheck PATH] [--json F]
+
+`failing` lists, from `lcecheck judge --json` files named <matrix>-<subject>.json (gpu_external.sh's),
+every failing gradient output per case with each metric's % of budget, grouped by the case's options.
+`run` answers each case of EXPORT (`lcecheck export`) once per variant into OUT/<subject>/<variant>/
+(an exchange result directory: EXCHANGE.md), judges each with `lcecheck judge` against
+golden/sm_90/fused-cuda.golden, and prints, per case and gradient output, the worst metric's % of
+budget per variant. Needs torch; te-parallel-ce needs triton and a GPU."""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import lce_exchange as lx  # noqa: E402
+import lce_torch_common as common  # noqa: E402
+
+VARIANTS = ("as-is", "fp32-logits", "fp32-dlogits", "fp32-dweight", "g-after", "ieee-backward", "exact")
+SUBJECTS = ("torch-eager", "megatron-vocab-parallel", "te-parallel-ce")
+GRAD_OUTPUTS = ("d_hidden", "d_weight", "d_embedding")
+METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# ---- which gradient outputs fail, grouped ----------------------------------------------------
+
+def case_features(cid, n_valid=None):
+    """The options a case id names (reference/case/lce_case_id.c's tokens), as short labels."""
+    tok = cid.split(".")
+    f = {"dtype": tok[0], "emb": tok[1], "tp": tok[2], "reduction": next(t for t in tok if t in ("none", "sum", "mean")),
+         "dist": tok[-2], "prior": "prior" if "prior" in tok else "fresh"}
+    opts = [t for t in tok if re.fullmatch(r"(ls|lsm|zl|sc)\d+|cw|tf32|tc\d+", t)]
+    f["options"] = " ".join(opts)
+    ign = next(t for t in tok if t.startswith("ign"))
+    f["ignored"] = ign[3:] + "%"
+    if n_valid is not None:
+        f["n_valid"] = n_valid
+    return f
+
+
+def failing_outputs(case):
+    """{output: {metric: % of budget over 100, 'class': message}} of a judged case's failing gradient outputs."""
+    out = {}
+    for name in GRAD_OUTPUTS:
+        o = case.get("outputs", {}).get(name)
+        if not o or o.get("pass", True):
+            continue
+        m = {k: round(v, 1) for k, v in o.get("budget_pct", {}).items() if v is not None and v > 100}
+        if not o.get("class_ok", True):
+            m["class"] = o.get("class_msg", "")
+        out[name] = m
+    return out
+
+
+def cmd_failing(args):
+    table = {}
+    for path in args.judge_json:
+        subject = re.sub(r"^[a-z]+-", "", os.path.basename(path)[:-5])  # <matrix>-<subject>.json
+        with open(path) as f:
+            j = json.load(f)
+        for c in j.get("cases", []):
+            fo = failing_outputs(c)
+            if fo:
+                row = table.setdefault(c["id"], {"features": case_features(c["id"], c.get("n_valid")), "subjects": {}})
+                row["subjects"][subject] = fo
+    subjects = sorted({s for r in table.values() for s in r["subjects"]})
+    kind = lambda fo: ("class" if any("class" in m for m in fo.values()) else "rounding")  # noqa: E731
+    for cid in sorted(table, key=lambda i: (kind(next(iter(table[i]["subjects"].values()))), i)):
+        row = table[cid]
+        f = row["features"]
+        log(f"{cid}\n    {f['dtype']} {f['reduction']} {f['tp']} {f['dist']} ign {f['ignored']} n_valid {f.get('n_valid')}"
+            f" {f['options']}  shared by {len(row['subjects'])}/{len(subjects)}")
+        for s, fo in sorted(row["subjects"].items()):
+            log(f"    {s:24s} " + "; ".join(f"{o} " + ", ".join(f"{k} {v}" if k != "class" else f"class: {v}"
+                                                             for k, v in m.items()) for o, m in fo.items()))
+    log(f"{len(table)} cases with a failing gradient output; per subject: "
+        + ", ".join(f"{s} {sum(s in r['subjects'] for r in table.values())}" for s in subjects))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"source": [os.path.basename(p) for p in args.judge_json], "cases": table}, f, indent=1, sort_keys=True)
+    return 0
+
+
+# ---- the LM head with its roundings as switches ------------------------------------------------
+
+class Knobs:
+    def __init__(self, variant):
+        every = variant == "exact"
+        self.logits32 = every or variant == "fp32-logits"
+        self.dlogits32 = every or variant == "fp32-dlogits"
+        self.dweight32 = every or variant == "fp32-dweight"
+        self.g_after = every or variant == "g-after"
+        self.ieee_backward = every or variant == "ieee-backward"
+
+
+class Arith:
+    """GEMMs as the peer's device does them. On CUDA: torch's own calls, TF32 by the backend flag,
+    a low-precision GEMM with an fp32 result by mm(out_dtype=float32) (the same cuBLAS tensor-core
+    GEMM without its output rounding). On the CPU: torch's CPU GEMMs (bf16/fp16 in, fp32 accumulate,
+    one output rounding), TF32 emulated by rounding both operands to tf32 (cvt.rna: ties away)."""
+
+    def __init__(self, torch, device):
+        self.torch, self.cuda = torch, str(device).startswith("cuda")
+
+    def tf32(self, x):
+        torch = self.torch
+        b = x.contiguous().view(torch.int32)
+        b = (b + 0x1000) & ~0x1FFF  # add half an ulp of tf32 to the magnitude bits, truncate: ties away
+        return b.view(torch.float32)
+
+    def mm(self, a, b, tf32, out32=False):
+        """a @ b: in the operands' dtype (low precision: fp32 accumulation, output rounded to that dtype
+        unless out32), or in fp32 (TF32 when tf32)."""
+        torch = self.torch
+        if a.dtype != torch.float32:
+            if not out32:
+                return a.mm(b)
+            if self.cuda:
+                return torch.mm(a, b, out_dtype=torch.float32)
+            a, b = a.float(), b.float()
+            tf32 = False
+        if self.cuda:
+            old = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            try:
+                return a.mm(b)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = old
+        return self.tf32(a).mm(self.tf32(b)) if tf32 else a.mm(b)
+
+
+def make_head(torch, arith, knobs, case, state):
+    """The autograd Function hidden, W -> fp32 logits [n, v], with the peers' roundings as knobs.
+    state['g'] (a python float or None) is the scale applied after the GEMMs under g-after."""
+    import torch.nn.functional as F
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[case.dtype]
+    tf32 = case.gemm == "tf32"
+
+    class Head(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, h, w):
+            ctx.save_for_backward(h, w)
+            if knobs.logits32 and dtype != torch.float32:
+                return arith.mm(h, w.t(), False, out32=True)
+            if arith.cuda or not tf32:
+                return F.linear(h, w).float()  # R1, the peer's own call (TF32 by the flag on CUDA)
+            return arith.mm(h, w.t(), True)
+
+        @staticmethod
+        def backward(ctx, dz):
+            h, w = ctx.saved_tensors
+            d = dz if knobs.dlogits32 else dz.to(dtype)  # R2: ToCopyBackward / the engine's cast
+            bw_tf32 = tf32 and not knobs.ieee_backward
+            g = state.get("g")
+            exact_out = d.dtype != dtype or g is not None
+            if exact_out:
+                if d.dtype != dtype:
+                    hh, ww = h.float(), w.float()
+                    dh = arith.mm(d, ww, bw_tf32)
+                    dw = arith.mm(hh.t(), d, bw_tf32).t()
+                else:
+                    dh = arith.mm(d, w, bw_tf32, out32=True)
+                    dw = arith.mm(h.t(), d, bw_tf32, out32=True).t()
+                if g is not None:
+                    dh, dw = dh * g, dw * g
+                dh = dh.to(dtype)
+                dw = dw if knobs.dweight32 else dw.to(dtype)
+                state["dw"] = dw  # autograd casts a returned gradient to w's dtype: keep the fp32 one here
+                return dh, dw
+            # LinearBackward of F.linear (mm): grad_input = grad.mm(W), grad_weight = (input^T.mm(grad))^T
+            dh = arith.mm(d, w, bw_tf32)
+            if knobs.dweight32 and dtype != torch.float32:
+                dw = state["dw"] = arith.mm(h.t(), d, bw_tf32, out32=True).t()
+            else:
+                dw = arith.mm(h.t(), d, bw_tf32).t()  # R3: returned in the dtype
+            return dh, dw
+
+    return Head
+
+
+# ---- the peers' loss functions ---------------------------------------------------------------
+
+def load_subject(name, args):
+    """(adapter, loss(case, t, z, reduction) -> loss tensor) for a subject, its library imported."""
+    ns = argparse.Namespace(device=args.device, megatron=args.megatron, te=args.te, tf32="case")
+    if name == "torch-eager":
+        import torch_eager
+        adapter = torch_eager.TorchEager()
+        adapter.prepare(ns)
+
+        def loss(case, t, z, reduction):
+            return torch_eager.loss_from_logits(case, z, t.labels, t.class_weight, reduction)[0]
+    elif name == "megatron-vocab-parallel":
+        import megatron_vocab_parallel
+        adapter = megatron_vocab_parallel.MegatronVocabParallel()
+        adapter.prepare(ns)
+        loss = adapter.loss_from_logits
+    elif name == "te-parallel-ce":
+        import te_parallel_ce
+        adapter = te_parallel_ce.TEParallelCE()
+        adapter.prepare(ns)
+        loss = adapter.loss_from_logits
+    else:
+        raise SystemExit(f"root_cause.py: unknown subject {name} (one of {', '.join(SUBJECTS)})")
+    return adapter, loss, ns
+
+
+def total_weight(torch, case, t):
+    """The mean's divisor as the peers compute it: the valid tokens' count or class-weight sum (fp32)."""
+    valid = t.valid
+    if t.class_weight is None:
+        return valid.float().sum()
+    return (t.class_weight[t.labels.clamp(0, case.v - 1)] * valid).sum()
+
+
+def not_applicable(case, variant):
+    if variant == "g-after" and case.reduction == "none":
+        return "g is the token's own grad_output (reduction none): it cannot move after the weight GEMM"
+    if variant in ("fp32-logits", "fp32-dlogits", "fp32-dweight") and case.dtype == "float32":
+        return "fp32 inputs: the logits, their gradient and the weight gradient are fp32 already"
+    if variant == "ieee-backward" and case.gemm != "tf32":
+        return "no tf32 GEMMs in this case"
+    return None
+
+
+def run_variant(torch, arith, loss_fn, case, t, variant):
+    """One forward+backward with the variant's knobs; a RunResult."""
+    knobs = Knobs(variant)
+    state = {}
+    reduction = case.reduction
+    go = t.grad_output
+    if knobs.g_after and reduction != "none":
+        g = go.reshape(()).float()
+        if reduction == "mean":
+            g = g / total_weight(torch, case, t)
+        state["g"] = g.item()
+        reduction, go = "sum", torch.ones_like(go)
+    head = make_head(torch, arith, knobs, case, state)
+    h = t.hidden.detach().requires_grad_()
+    w = t.w.detach().requires_grad_()
+    loss = loss_fn(case, t, head.apply(h, w), reduction)
+    d_hidden, d_weight = torch.autograd.grad(loss, (h, w), go.reshape(loss.shape))
+    d_weight = state.get("dw", d_weight)
+    return common.RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
+
+
+def same_bits(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and bool((a.contiguous().view(-1).view(_int_of(a))
+                                                               == b.contiguous().view(-1).view(_int_of(b))).all())
+
+
+def _int_of(x):
+    import torch
+    return {2: torch.int16, 4: torch.int32}[x.element_size()]
+
+
+def copy_export(export, cases, dest):
+    """dest: an exchange directory holding only `cases` (id, case dir) of export, inputs hard-linked."""
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    os.makedirs(dest)
+    entries = []
+    for cid, d in cases:
+        rel = os.path.relpath(d, export)
+        shutil.copytree(d, os.path.join(dest, rel), copy_function=os.link,
+                        ignore=shutil.ignore_patterns("out"))
+        entries.append({"id": cid, "dir": rel})
+    with open(os.path.join(dest, "manifest.json"), "w") as f:
+        json.dump({"format": lx.FORMAT_MANIFEST, "version": lx.VERSION, "cases": entries}, f, indent=1)
+
+
+def judge(lcecheck, d, name, oracle):
+    cmd = [lcecheck, "judge", "--dir", d, "--subject-name", name, "--golden-class", "fused-cuda",
+           "--golden", os.path.join(ROOT, "golden", "sm_90", "fused-cuda.golden"), "--oracle", oracle,
+           "--outputs", ",".join(GRAD_OUTPUTS), "--quiet", "--json"]
+    log("+ " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"root_cause.py: judge exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+    return json.loads(p.stdout)
+
+
+def worst(o):
+    """'pass'/'FAIL' with the worst metric's % of budget (and a class failure's message)."""
+    if o is None:
+        return None
+    pct = {k: v for k, v in o.get("budget_pct", {}).items() if v is not None}
+    k = max(pct, key=pct.get) if pct else None
+    return {"pass": o.get("pass"), "metric": k, "pct": round(pct[k], 1) if k else None,
+            "budget_pct": {m: round(v, 1) for m, v in pct.items()}, "relerr": o.get("relerr"), "bias": o.get("bias"),
+            "class": None if o.get("class_ok", True) else o.get("class_msg")}
+
+
+def cell(w, targets):
+    """A variant's verdict on the metrics that fail as-is (targets), or on what it fails itself."""
+    if w is None:
+        return "-"
+    if w["class"]:
+        return "class✗"
+    pct = w["budget_pct"]
+    failing = [m for m in METRICS if pct.get(m, 0) > 100]
+    show = failing or [m for m in targets if m in pct] or [w["metric"]]
+    m = max(show, key=lambda k: pct.get(k, 0))
+    return f"{pct.get(m, 0):.0f}% {m[:4]}{'✗' if not w['pass'] else ''}"
+
+
+def select_cases(args, subject):
+    cases = lx.load_manifest(args.export)
+    want = set(args.case or [])
+    if args.cases_from:
+        with open(args.cases_from) as f:
+            j = json.load(f)
+        listed = j.get("failing", j).get("cases", {})
+        want |= {cid for cid, row in listed.items()
+                 if subject in row.get("subjects", {}) or (subject == "torch-eager" and "torch-compile" in row.get("subjects", {}))}
+    return [(cid, d) for cid, d in cases if not want or cid in want]
+
+
+def cmd_run(args):
+    torch = common.torch_module()
+    torch.manual_seed(0)
+    subject = args.subject
+    adapter, loss_fn, ns = load_subject(subject, args)
+    arith = Arith(torch, args.device)
+    variants = args.variants.split(",")
+    for v in variants:
+        if v not in VARIANTS:
+            raise SystemExit(f"root_cause.py: unknown variant {v} (one of {', '.join(VARIANTS)})")
+    cases = select_cases(args, subject)
+    out = os.path.join(args.out or args.export.rstrip("/") + ".rootcause", subject)
+    log(f"root_cause.py: {subject} ({adapter.version(ns)}) on {common.device_name(args.device)}, {len(cases)} case(s), "
+        f"variants {', '.join(variants)} -> {out}")
+    dirs = {}
+    for v in variants:
+        dirs[v] = os.path.join(out, v)
+        copy_export(args.export, cases, dirs[v])
+    asis_check = {}
+    start = time.monotonic()
+    for cid, _ in cases:
+        skip = common.skip_reason(lx.Case(os.path.join(dirs[variants[0]], os.path.relpath(_, args.export))),
+                                  adapter.supported)
+        t = None
+        for v in variants:
+            c = lx.Case(os.path.join(dirs[v], os.path.relpath(_, args.export)))
+            why = skip or not_applicable(c, v)
+            if why:
+                c.write_skip(why)
+                continue
+            if t is None:
+                common.set_gemm_mode(c, "case")
+                t = common.Tensors(c, args.device)
+            meta = {"subject": f"{subject}/{v}", "version": adapter.version(ns), "setting": v,
+                    "device": common.device_name(args.device), "seconds": None, "peak_extra_bytes": None}
+            try:
+                res = run_variant(torch, arith, loss_fn, c, t, v)
+                if v == "as-is" and (arith.cuda or c.gemm != "tf32"):
+                    ref = adapter.run(c, t, ns)
+                    asis_check[cid] = same_bits(res.d_hidden, ref.d_hidden) and same_bits(res.d_weight, ref.d_weight)
+                meta["missing"] = common.write_outputs(c, t, res)
+            except Exception as e:  # the library raised: an error case, as the adapters record it
+                meta["missing"] = list(c.outputs)
+                meta["error"] = f"{type(e).__name__}: {e}"[:2000]
+                log(f"  {cid} {v}: error {meta['error'].splitlines()[0]}")
+            c.write_meta(meta)
+    log(f"root_cause.py: {len(cases)} cases x {len(variants)} variants in {time.monotonic() - start:.1f} s; as-is bit-identical "
+        f"to the adapter on {sum(asis_check.values())} of {len(asis_check)} compared cases"
+        + ("" if all(asis_check.values()) else f" (differs: {', '.join(k for k, ok in asis_check.items() if not ok)})"))
+    verdicts = {v: {c["id"]: c for c in judge(args.lcecheck, dirs[v], f"{subject}/{v}", args.oracle).get("cases", [])}
+                for v in variants}
+    rows = {}
+    for cid, _ in cases:
+        for o in GRAD_OUTPUTS:
+            r = {v: worst(verdicts[v].get(cid, {}).get("outputs", {}).get(o)) for v in variants}
+            r = {v: w for v, w in r.items() if w is not None and w["metric"] is not None}
+            if r and any(not w["pass"] for w in r.values()):
+                rows.setdefault(cid, {})[o] = r
+    log(f"\n{'case / output':70s} " + " ".join(f"{v:>14s}" for v in variants))
+    for cid, outs in rows.items():
+        for o, r in outs.items():
+            base = r.get("as-is") or next(iter(r.values()))
+            targets = [m for m in METRICS if base["budget_pct"].get(m, 0) > 100]
+            log(f"{(cid + ' ' + o)[-70:]:70s} " + " ".join(f"{cell(r.get(v), targets):>14s}" for v in variants))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"subject": subject, "version": adapter.version(ns), "device": common.device_name(args.device),
+                       "variants": variants, "asis_bit_identical": asis_check, "cases": rows}, f, indent=1, sort_keys=True)
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("failing", help="the failing gradient outputs in judge JSON files, grouped")
+    f.add_argument("judge_json", nargs="+", help="`lcecheck judge --json` files named <matrix>-<subject>.json")
+    f.add_argument("--json", metavar="F", help="write the table as JSON")
+    r = sub.add_parser("run", help="the variants over an export's cases, judged")
+    r.add_argument("export", help="a directory written by `lcecheck export`")
+    r.add_argument("--subject", required=True, choices=SUBJECTS)
+    r.add_argument("--case", action="append", metavar="ID", help="only this case (repeatable)")
+    r.add_argument("--cases-from", metavar="F", help="only the cases `failing --json` lists for this subject "
+                   "(torch-eager also takes torch-compile's: the same arithmetic)")
+    r.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated (default all: %(default)s)")
+    r.add_argument("--device", default="cuda", help="torch device (default %(default)s)")
+    r.add_argument("--out", metavar="DIR", help="where the result directories go (default EXPORT.rootcause)")
+    r.add_argument("--lcecheck", default=os.path.join(ROOT, "build", "lcecheck"), help="default %(default)s")
+    r.add_argument("--oracle", default="fast", help="the judge's oracle (default %(default)s)")
+    r.add_argument("--megatron", default=os.path.join(ROOT, ".subjects", "megatron"), help="default %(default)s")
+    r.add_argument("--te", default=os.path.join(ROOT, ".subjects", "transformer-engine"), help="default %(default)s")
+    r.add_argument("--json", metavar="F", help="write the per-variant verdicts as JSON")
+    args = ap.parse_args(argv)
+    return cmd_failing(args) if args.cmd == "failing" else cmd_run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
