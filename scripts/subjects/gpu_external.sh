@@ -24,6 +24,12 @@
 #               (n_valid = N, a power of two) and with 5% ignored, for fused-cuda and the external kernels
 #               of LCE_EXT_BIAS_SUBJECTS; bias_table.py prints d_hidden and d_weight relerr and bias per
 #               subject and n_valid and writes bias.json (scripts/plot_errors.py bias draws it)
+#   rootcause   scripts/subjects/root_cause.py on the GPU: the default matrix exported, and for each subject
+#               of LCE_EXT_RC_SUBJECTS (default torch-eager,megatron-vocab-parallel,te-parallel-ce) the cases
+#               conformance/external-rootcause.json lists as failing a gradient metric, answered once per
+#               variant (one rounding of the peer's LM head removed, or g moved after the GEMMs) and judged by
+#               tier 1 against golden/sm_90/fused-cuda.golden; rootcause-<subject>.json (conformance/EXTERNAL.md,
+#               "Root causes of the default-matrix gradient failures")
 # Stages from LCE_EXT_STAGES (default: build production matrix); the judges' JSON, every runner's
 # meta.json and the logs go to $OUT (results.tar), a summary table ends the log.
 #
@@ -35,13 +41,15 @@
 #   --reps 10"), LCE_EXT_BIAS_SHAPE (default n8192.h4096.v128256.vp128256), LCE_EXT_BIAS_SEED (default 98: its
 #   grad_output 0.98048 makes go/8192 a bf16 number to 1.1e-5, so that at n_valid = 8192 the folded factor's
 #   rounding vanishes), LCE_EXT_BIAS_SUBJECTS (default torch-eager,liger,cce,megatron-fused-lce),
-#   LCE_GPU_BUILD (default build-gpu), LCE_GPU_DEADLINE_S (default 560 s: every step runs under it).
+#   LCE_EXT_RC_SUBJECTS (default torch-eager,megatron-vocab-parallel,te-parallel-ce), LCE_EXT_RC_DEVICE (default
+#   cuda; cpu for a dry run: te-parallel-ce then needs TRITON_INTERPRET=1), LCE_GPU_BUILD (default
+#   build-gpu), LCE_GPU_DEADLINE_S (default 560 s: every step runs under it).
 # Exit status: 0 when every step met its expectation, 1 otherwise.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 39 560 "$@"
+gpu_start log 47 560 "$@"
 STAGES=${LCE_EXT_STAGES:-build production matrix}
 SUBJECTS=${LCE_EXT_SUBJECTS:-torch-eager,liger,liger-fp32-accum,cce,cce-exact,megatron-vocab-parallel}
 CASE=${LCE_EXT_CASE:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
@@ -165,6 +173,17 @@ if has_stage matrix; then
     done
   done
   bg_wait
+fi
+
+if has_stage rootcause; then
+  step "export default (rootcause)" pass 60 "$LCECHECK" export --matrix default --dir "$WORK/rootcause" --quiet
+  IFS=, read -r -a rc_subjects <<< "${LCE_EXT_RC_SUBJECTS:-torch-eager,megatron-vocab-parallel,te-parallel-ce}"
+  for s in "${rc_subjects[@]}"; do
+    step "root_cause.py $s" pass 150 python3 "$ROOT/scripts/subjects/root_cause.py" run --subject "$s" \
+      "$WORK/rootcause" --device "${LCE_EXT_RC_DEVICE:-cuda}" --cases-from "$ROOT/conformance/external-rootcause.json" \
+      --recorded "$ROOT/conformance/external-rootcause.json" --out "$WORK/rootcause.results" --lcecheck "$LCECHECK" \
+      --json "$RES/rootcause-$s.json"
+  done
 fi
 
 if has_stage unit-test; then

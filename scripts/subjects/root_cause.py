@@ -33,17 +33,27 @@ Variants (--variants; a variant that does not apply to a case is skipped there, 
   ieee-backward  R4 removed (gemm tf32): the backward GEMMs in IEEE fp32
   exact          all of them at once: a correct fp32-logit FLCE, which must pass every gradient metric
                  (a check of this script: only class failures may remain)
+Two more are not roundings but the two rules of lce_case.h for non-finite inputs that the peers do not
+follow, for the class failures of the poison cases (NaN and +Inf in two tokens' hidden values):
+  zero-ignored-rows   the hidden rows of ignored tokens replaced by 0 before the head (fused-cuda zeroes
+                      them: fused/cuda/fused_cuda_kernels.cu, "zero ignored hidden rows"), so an ignored
+                      token contributes nothing even when its hidden values are NaN or Inf
+  nan-nonfinite-rows  the logits of a token with a NaN or Inf hidden value made NaN (lce_case.h: such a
+                      token's logits are NaN, as a fused kernel's online softmax makes them), where
+                      softcap's tanh would otherwise saturate +-Inf to +-c
 
     python3 scripts/subjects/root_cause.py failing JUDGE.json... [--json F]
     python3 scripts/subjects/root_cause.py run --subject S EXPORT [--case ID | --cases-from F]
-        [--variants a,b] [--device cpu|cuda] [--out DIR] [--lcecheck PATH] [--json F]
+        [--variants a,b] [--device cpu|cuda] [--out DIR] [--lcecheck PATH] [--recorded F] [--json F]
+    python3 scripts/subjects/root_cause.py collect FILE --label L [--failing F] [--run RUN.json]...
 
 `failing` lists, from `lcecheck judge --json` files named <matrix>-<subject>.json (gpu_external.sh's),
 every failing gradient output per case with each metric's % of budget, grouped by the case's options.
 `run` answers each case of EXPORT (`lcecheck export`) once per variant into OUT/<subject>/<variant>/
 (an exchange result directory: EXCHANGE.md), judges each with `lcecheck judge` against
 golden/sm_90/fused-cuda.golden, and prints, per case and gradient output, the worst metric's % of
-budget per variant. Needs torch; te-parallel-ce needs triton and a GPU."""
+budget per variant. `collect` keeps both in one file (conformance/external-rootcause.json). Needs torch;
+te-parallel-ce needs triton and a GPU, or on the CPU Triton's interpreter (TRITON_INTERPRET=1, numpy < 2.4)."""
 import argparse
 import json
 import os
@@ -59,7 +69,8 @@ sys.path.insert(0, HERE)
 import lce_exchange as lx  # noqa: E402
 import lce_torch_common as common  # noqa: E402
 
-VARIANTS = ("as-is", "fp32-logits", "fp32-dlogits", "fp32-dweight", "g-after", "ieee-backward", "exact")
+VARIANTS = ("as-is", "fp32-logits", "fp32-dlogits", "fp32-dweight", "g-after", "ieee-backward", "exact",
+            "zero-ignored-rows", "nan-nonfinite-rows")
 SUBJECTS = ("torch-eager", "megatron-vocab-parallel", "te-parallel-ce")
 GRAD_OUTPUTS = ("d_hidden", "d_weight", "d_embedding")
 METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
@@ -147,7 +158,7 @@ class Arith:
     one output rounding), TF32 emulated by rounding both operands to tf32 (cvt.rna: ties away)."""
 
     def __init__(self, torch, device):
-        self.torch, self.cuda = torch, str(device).startswith("cuda")
+        self.torch, self.cuda, self.out_dtype = torch, str(device).startswith("cuda"), True
 
     def tf32(self, x):
         torch = self.torch
@@ -162,8 +173,13 @@ class Arith:
         if a.dtype != torch.float32:
             if not out32:
                 return a.mm(b)
-            if self.cuda:
-                return torch.mm(a, b, out_dtype=torch.float32)
+            if self.cuda and self.out_dtype:
+                try:
+                    return torch.mm(a, b, out_dtype=torch.float32)
+                except (RuntimeError, TypeError) as e:  # an older torch: IEEE fp32 on the upcast operands
+                    log(f"root_cause.py: mm(out_dtype=float32) unavailable ({str(e).splitlines()[0][:100]}); "
+                        "fp32 results by an IEEE fp32 GEMM of the upcast operands from here on")
+                    self.out_dtype = False
             a, b = a.float(), b.float()
             tf32 = False
         if self.cuda:
@@ -267,6 +283,8 @@ def not_applicable(case, variant):
         return "fp32 inputs: the logits, their gradient and the weight gradient are fp32 already"
     if variant == "ieee-backward" and case.gemm != "tf32":
         return "no tf32 GEMMs in this case"
+    if variant in ("zero-ignored-rows", "nan-nonfinite-rows") and not case.id.split(".")[-2] == "poison":
+        return "no non-finite input in this case"
     return None
 
 
@@ -285,15 +303,25 @@ def run_variant(torch, arith, loss_fn, case, t, variant):
     head = make_head(torch, arith, knobs, case, state)
     h = t.hidden.detach().requires_grad_()
     w = t.w.detach().requires_grad_()
-    loss = loss_fn(case, t, head.apply(h, w), reduction)
+    h_in = h
+    if variant == "zero-ignored-rows":  # where(), not a product: 0 * NaN would be NaN again
+        h_in = torch.where(t.valid[:, None], h, torch.zeros((), dtype=h.dtype, device=h.device))
+    z = head.apply(h_in, w)
+    if variant == "nan-nonfinite-rows":  # added, so that the loss's NaN gradient flows back through it
+        bad = ~torch.isfinite(h.detach()).all(dim=1)
+        z = z + torch.where(bad, float("nan"), 0.0)[:, None]
+    loss = loss_fn(case, t, z, reduction)
     d_hidden, d_weight = torch.autograd.grad(loss, (h, w), go.reshape(loss.shape))
     d_weight = state.get("dw", d_weight)
     return common.RunResult(loss=loss.detach(), d_hidden=d_hidden, d_weight=d_weight)
 
 
 def same_bits(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape and bool((a.contiguous().view(-1).view(_int_of(a))
-                                                               == b.contiguous().view(-1).view(_int_of(b))).all())
+    """Bit-identical, where a NaN matches any NaN (the payload and sign of a NaN are the GEMM's choice)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    a, b = a.contiguous().view(-1), b.contiguous().view(-1)
+    return bool(((a.view(_int_of(a)) == b.view(_int_of(b))) | (a.isnan() & b.isnan())).all())
 
 
 def _int_of(x):
@@ -410,7 +438,7 @@ def cmd_run(args):
                 log(f"  {cid} {v}: error {meta['error'].splitlines()[0]}")
             c.write_meta(meta)
     log(f"root_cause.py: {len(cases)} cases x {len(variants)} variants in {time.monotonic() - start:.1f} s; as-is bit-identical "
-        f"to the adapter on {sum(asis_check.values())} of {len(asis_check)} compared cases"
+        f"(any NaN matching any NaN) to the adapter on {sum(asis_check.values())} of {len(asis_check)} compared cases"
         + ("" if all(asis_check.values()) else f" (differs: {', '.join(k for k, ok in asis_check.items() if not ok)})"))
     verdicts = {v: {c["id"]: c for c in judge(args.lcecheck, dirs[v], f"{subject}/{v}", args.oracle).get("cases", [])}
                 for v in variants}
@@ -421,16 +449,49 @@ def cmd_run(args):
             r = {v: w for v, w in r.items() if w is not None and w["metric"] is not None}
             if r and any(not w["pass"] for w in r.values()):
                 rows.setdefault(cid, {})[o] = r
-    log(f"\n{'case / output':70s} " + " ".join(f"{v:>14s}" for v in variants))
+    recorded = {}
+    if args.recorded:
+        with open(args.recorded) as f:
+            rec = json.load(f)
+        for cid, row in rec.get("failing", rec).get("cases", {}).items():
+            fo = row.get("subjects", {}).get(subject) or row.get("subjects", {}).get("torch-compile", {})
+            for o, m in fo.items():
+                k = "class" if "class" in m else max((x for x in m if x != "class"), key=m.get, default=None)
+                recorded[(cid, o)] = "class✗" if k == "class" else f"{m[k]:.0f}% {k[:4]}✗"
+    log(f"\n{'case / output':70s} " + (f"{'recorded':>14s} " if args.recorded else "")
+        + " ".join(f"{v:>14s}" for v in variants))
     for cid, outs in rows.items():
         for o, r in outs.items():
             base = r.get("as-is") or next(iter(r.values()))
             targets = [m for m in METRICS if base["budget_pct"].get(m, 0) > 100]
-            log(f"{(cid + ' ' + o)[-70:]:70s} " + " ".join(f"{cell(r.get(v), targets):>14s}" for v in variants))
+            log(f"{(cid + ' ' + o)[-70:]:70s} " + (f"{recorded.get((cid, o), '-'):>14s} " if args.recorded else "")
+                + " ".join(f"{cell(r.get(v), targets):>14s}" for v in variants))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"subject": subject, "version": adapter.version(ns), "device": common.device_name(args.device),
                        "variants": variants, "asis_bit_identical": asis_check, "cases": rows}, f, indent=1, sort_keys=True)
+    return 0
+
+
+def cmd_collect(args):
+    """One file: the failing list (from `failing --json`) and each `run --json`, under a run label."""
+    doc = {}
+    if os.path.exists(args.into):
+        with open(args.into) as f:
+            doc = json.load(f)
+    if args.failing:
+        with open(args.failing) as f:
+            doc["failing"] = json.load(f)
+        doc["failing"]["run"] = args.label
+    for path in args.run_json:
+        with open(path) as f:
+            r = json.load(f)
+        doc.setdefault("runs", {}).setdefault(args.label, {})[r["subject"]] = r
+    with open(args.into, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+    log(f"root_cause.py: {args.into}: failing list ({doc.get('failing', {}).get('run')}), runs "
+        + ", ".join(f"{k}: {', '.join(sorted(v))}" for k, v in doc.get("runs", {}).items()))
     return 0
 
 
@@ -453,9 +514,18 @@ def main(argv=None):
     r.add_argument("--oracle", default="fast", help="the judge's oracle (default %(default)s)")
     r.add_argument("--megatron", default=os.path.join(ROOT, ".subjects", "megatron"), help="default %(default)s")
     r.add_argument("--te", default=os.path.join(ROOT, ".subjects", "transformer-engine"), help="default %(default)s")
+    r.add_argument("--recorded", metavar="F", help="a `failing --json` file: its verdict of each row printed beside "
+                   "the variants (the recorded run's, e.g. the H200's)")
     r.add_argument("--json", metavar="F", help="write the per-variant verdicts as JSON")
+    c = sub.add_parser("collect", help="gather a failing list and run results into one JSON file")
+    c.add_argument("into", help="the file (e.g. conformance/external-rootcause.json), updated in place")
+    c.add_argument("--label", required=True, help="what the runs (or the failing list) were measured on, "
+                   "e.g. 'cpu, 2026-12-04' or 'H200, GPU_RUNS.md ...'")
+    c.add_argument("--failing", metavar="F", help="a `failing --json` file: the list `run --cases-from` reads")
+    c.add_argument("--run", dest="run_json", action="append", default=[], metavar="F",
+                   help="a `run --json` file (repeatable)")
     args = ap.parse_args(argv)
-    return cmd_failing(args) if args.cmd == "failing" else cmd_run(args)
+    return {"failing": cmd_failing, "run": cmd_run, "collect": cmd_collect}[args.cmd](args)
 
 
 if __name__ == "__main__":
