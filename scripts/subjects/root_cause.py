@@ -220,22 +220,23 @@ def make_head(torch, arith, knobs, case, state):
                 if d.dtype != dtype:
                     hh, ww = h.float(), w.float()
                     dh = arith.mm(d, ww, bw_tf32)
-                    dw = arith.mm(hh.t(), d, bw_tf32).t()
+                    dw = arith.mm(d.t(), hh, bw_tf32)
                 else:
                     dh = arith.mm(d, w, bw_tf32, out32=True)
-                    dw = arith.mm(h.t(), d, bw_tf32, out32=True).t()
+                    dw = arith.mm(d.t(), h, bw_tf32, out32=True)
                 if g is not None:
                     dh, dw = dh * g, dw * g
                 dh = dh.to(dtype)
                 dw = dw if knobs.dweight32 else dw.to(dtype)
                 state["dw"] = dw  # autograd casts a returned gradient to w's dtype: keep the fp32 one here
                 return dh, dw
-            # LinearBackward of F.linear (mm): grad_input = grad.mm(W), grad_weight = (input^T.mm(grad))^T
+            # MmBackward of F.linear's mm(input, W^T) (torch's mm_mat1_backward / mm_mat2_backward, W^T being
+            # column-major): grad_input = grad.mm(W), grad_weight = grad^T.mm(input)
             dh = arith.mm(d, w, bw_tf32)
             if knobs.dweight32 and dtype != torch.float32:
-                dw = state["dw"] = arith.mm(h.t(), d, bw_tf32, out32=True).t()
+                dw = state["dw"] = arith.mm(d.t(), h, bw_tf32, out32=True)
             else:
-                dw = arith.mm(h.t(), d, bw_tf32).t()  # R3: returned in the dtype
+                dw = arith.mm(d.t(), h, bw_tf32)  # R3: returned in the dtype
             return dh, dw
 
     return Head
