@@ -393,7 +393,11 @@ def select_cases(args, subject):
 
 
 def cmd_run(args):
-    torch = common.torch_module()
+    try:
+        torch = common.torch_module()
+    except ImportError as e:
+        print(f"root_cause.py: run needs torch: {e}", file=sys.stderr)
+        return 2
     torch.manual_seed(0)
     subject = args.subject
     adapter, loss_fn, ns = load_subject(subject, args)
