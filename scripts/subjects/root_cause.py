@@ -416,12 +416,12 @@ def cmd_run(args):
         copy_export(args.export, cases, dirs[v])
     asis_check = {}
     start = time.monotonic()
-    for cid, _ in cases:
-        skip = common.skip_reason(lx.Case(os.path.join(dirs[variants[0]], os.path.relpath(_, args.export))),
-                                  adapter.supported)
+    for cid, case_dir in cases:
+        rel = os.path.relpath(case_dir, args.export)
+        skip = common.skip_reason(lx.Case(os.path.join(dirs[variants[0]], rel)), adapter.supported)
         t = None
         for v in variants:
-            c = lx.Case(os.path.join(dirs[v], os.path.relpath(_, args.export)))
+            c = lx.Case(os.path.join(dirs[v], rel))
             why = skip or not_applicable(c, v)
             if why:
                 c.write_skip(why)
@@ -451,10 +451,10 @@ def cmd_run(args):
     for cid, _ in cases:
         for o in GRAD_OUTPUTS:
             r = {v: worst(verdicts[v].get(cid, {}).get("outputs", {}).get(o)) for v in variants}
-            r = {v: w for v, w in r.items() if w is not None and w["metric"] is not None}
+            r = {v: w for v, w in r.items() if w is not None and (w["metric"] is not None or w["class"])}
             if r and any(not w["pass"] for w in r.values()):
                 rows.setdefault(cid, {})[o] = r
-    recorded = {}
+    recorded, recorded_json = {}, {}
     if args.recorded:
         with open(args.recorded) as f:
             rec = json.load(f)
@@ -463,6 +463,8 @@ def cmd_run(args):
             for o, m in fo.items():
                 k = "class" if "class" in m else max((x for x in m if x != "class"), key=m.get, default=None)
                 recorded[(cid, o)] = "class✗" if k == "class" else f"{m[k]:.0f}% {k[:4]}✗"
+                if cid in rows:
+                    recorded_json.setdefault(cid, {})[o] = m
     log(f"\n{'case / output':70s} " + (f"{'recorded':>14s} " if args.recorded else "")
         + " ".join(f"{v:>14s}" for v in variants))
     for cid, outs in rows.items():
@@ -474,7 +476,8 @@ def cmd_run(args):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"subject": subject, "version": adapter.version(ns), "device": common.device_name(args.device),
-                       "variants": variants, "asis_bit_identical": asis_check, "cases": rows}, f, indent=1, sort_keys=True)
+                       "variants": variants, "asis_bit_identical": asis_check, "cases": rows,
+                       "recorded": recorded_json}, f, indent=1, sort_keys=True)
     return 0
 
 
