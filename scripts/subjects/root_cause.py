@@ -131,6 +131,18 @@ def cmd_failing(args):
         for s, fo in sorted(row["subjects"].items()):
             log(f"    {s:24s} " + "; ".join(f"{o} " + ", ".join(f"{k} {v}" if k != "class" else f"class: {v}"
                                                              for k, v in m.items()) for o, m in fo.items()))
+    groups = {}
+    for cid, row in table.items():
+        for s, fo in row["subjects"].items():
+            what = "; ".join(f"{o} {'class' if 'class' in m else '/'.join(sorted(m))}" for o, m in sorted(fo.items()))
+            groups.setdefault((what, row["features"]["dtype"]), {}).setdefault(cid, set()).add(s)
+    log("\ngroups (what fails, dtype): cases, and which subjects fail them")
+    for (what, dtype), cases in sorted(groups.items()):
+        shared = {}
+        for cid, subs in cases.items():
+            shared.setdefault(", ".join(sorted(subs)), []).append(cid.split(".")[-1])
+        for subs, ids in sorted(shared.items()):
+            log(f"  {what:40s} {dtype:5s} {len(ids):3d}  {subs}: {' '.join(sorted(ids))}")
     log(f"{len(table)} cases with a failing gradient output; per subject: "
         + ", ".join(f"{s} {sum(s in r['subjects'] for r in table.values())}" for s in subjects))
     if args.json:
