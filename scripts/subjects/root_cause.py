@@ -15,7 +15,9 @@ one LM head and differ only in the loss function after it:
   R4  for fp32 inputs with gemm tf32, the backward GEMMs in TF32: the fp32 gradient of the logits (g
       folded in) rounded to tf32 as a GEMM operand.
 Here that head is one autograd Function whose roundings are switches; the loss function is the peer's
-own (torch_eager.loss_from_logits, the adapters' loss_from_logits: Megatron's and TE's real code).
+own (torch_eager.loss_from_logits, the adapters' loss_from_logits: Megatron's and TE's real code;
+--subject torch-compile compiles torch_eager's as torch_compile.py does, mode default and dynamic False,
+the head staying eager: one compilation per case and reduction, tens of seconds each on a CPU).
 Each variant removes one rounding or moves g; the judge then says which removal makes a failing metric
 pass: that rounding is the measured cause.
 
@@ -71,7 +73,7 @@ import lce_torch_common as common  # noqa: E402
 
 VARIANTS = ("as-is", "fp32-logits", "fp32-dlogits", "fp32-dweight", "g-after", "ieee-backward", "exact",
             "zero-ignored-rows", "nan-nonfinite-rows")
-SUBJECTS = ("torch-eager", "megatron-vocab-parallel", "te-parallel-ce")
+SUBJECTS = ("torch-eager", "torch-compile", "megatron-vocab-parallel", "te-parallel-ce")
 GRAD_OUTPUTS = ("d_hidden", "d_weight", "d_embedding")
 METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
 
@@ -266,6 +268,18 @@ def load_subject(name, args):
 
         def loss(case, t, z, reduction):
             return torch_eager.loss_from_logits(case, z, t.labels, t.class_weight, reduction)[0]
+    elif name == "torch-compile":  # torch_compile.py's setting: the loss function compiled, dynamic=False
+        import torch
+        import torch_compile
+        import torch._dynamo
+        adapter = torch_compile.TorchCompile()
+        ns.mode, ns.dynamic = "default", "false"
+        adapter.prepare(ns)
+        torch._dynamo.config.cache_size_limit = 1024
+        compiled = torch.compile(torch_eager_loss(), mode="default", dynamic=False)
+
+        def loss(case, t, z, reduction):
+            return compiled(case, z, t.labels, t.class_weight, reduction)[0]
     elif name == "megatron-vocab-parallel":
         import megatron_vocab_parallel
         adapter = megatron_vocab_parallel.MegatronVocabParallel()
@@ -279,6 +293,11 @@ def load_subject(name, args):
     else:
         raise SystemExit(f"root_cause.py: unknown subject {name} (one of {', '.join(SUBJECTS)})")
     return adapter, loss, ns
+
+
+def torch_eager_loss():
+    import torch_eager
+    return torch_eager.loss_from_logits
 
 
 def total_weight(torch, case, t):
