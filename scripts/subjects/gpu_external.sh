@@ -25,7 +25,8 @@
 #               of LCE_EXT_BIAS_SUBJECTS; bias_table.py prints d_hidden and d_weight relerr and bias per
 #               subject and n_valid and writes bias.json (scripts/plot_errors.py bias draws it)
 #   rootcause   scripts/subjects/root_cause.py on the GPU: the default matrix exported, and for each subject
-#               of LCE_EXT_RC_SUBJECTS (default torch-eager,megatron-vocab-parallel,te-parallel-ce) the cases
+#               of LCE_EXT_RC_SUBJECTS (default torch-eager,megatron-vocab-parallel,te-parallel-ce; torch-compile
+#               too, slower: it compiles per case) the cases
 #               conformance/external-rootcause.json lists as failing a gradient metric, answered once per
 #               variant (one rounding of the peer's LM head removed, or g moved after the GEMMs) and judged by
 #               tier 1 against golden/sm_90/fused-cuda.golden; rootcause-<subject>.json (conformance/EXTERNAL.md,
@@ -49,7 +50,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 47 560 "$@"
+gpu_start log 48 560 "$@"
 STAGES=${LCE_EXT_STAGES:-build production matrix}
 SUBJECTS=${LCE_EXT_SUBJECTS:-torch-eager,liger,liger-fp32-accum,cce,cce-exact,megatron-vocab-parallel}
 CASE=${LCE_EXT_CASE:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
