@@ -26,8 +26,8 @@
 #               subject and n_valid and writes bias.json (scripts/plot_errors.py bias draws it)
 #   rootcause   scripts/subjects/root_cause.py on the GPU: the default matrix exported, and for each subject
 #               of LCE_EXT_RC_SUBJECTS (default torch-eager,megatron-vocab-parallel,te-parallel-ce; torch-compile
-#               too, slower: it compiles per case) the cases
-#               conformance/external-rootcause.json lists as failing a gradient metric, answered once per
+#               too, slower: it compiles per case) the cases conformance/external-rootcause.json lists as
+#               failing a gradient metric, answered once per
 #               variant (one rounding of the peer's LM head removed, or g moved after the GEMMs) and judged by
 #               tier 1 against golden/sm_90/fused-cuda.golden; rootcause-<subject>.json (conformance/EXTERNAL.md,
 #               "Root causes of the default-matrix gradient failures")
