@@ -32,10 +32,12 @@ Variants (--variants; a variant that does not apply to a case is skipped there, 
   g-after        g moved out of R2 (sum, mean): the loss differentiated with reduction sum and
                  grad_output 1, so the rounded gradient of the logits is p - y; g multiplies the GEMMs'
                  fp32 results (fused-cuda's arithmetic: fused/plan/lce_fused_plan.h, lce_fused_grad_split)
-  ieee-backward  R4 removed (gemm tf32): the backward GEMMs in IEEE fp32
+  ieee-backward  R4 removed (gemm tf32): the backward GEMMs in IEEE fp32 on the tf32 hidden and W that
+                 the case defines, so that only the gradient of the logits is no longer rounded to tf32
   exact          all of them at once: a correct fp32-logit FLCE, which must pass every gradient metric
                  (a check of this script: only class failures may remain)
-Two more are not roundings but the two rules of lce_case.h for non-finite inputs that the peers do not
+Roundings joined by + remove several at once (fp32-dweight+g-after: the fp16 weight gradients whose size
+and bias both fail). Two more are not roundings but the two rules of lce_case.h for non-finite inputs that the peers do not
 follow, for the class failures of the poison cases (NaN and +Inf in two tokens' hidden values):
   zero-ignored-rows   the hidden rows of ignored tokens replaced by 0 before the head (fused-cuda zeroes
                       them: fused/cuda/fused_cuda_kernels.cu, "zero ignored hidden rows"), so an ignored
@@ -73,8 +75,14 @@ import lce_torch_common as common  # noqa: E402
 
 VARIANTS = ("as-is", "fp32-logits", "fp32-dlogits", "fp32-dweight", "g-after", "ieee-backward", "exact",
             "zero-ignored-rows", "nan-nonfinite-rows")
+# run's default: every variant, and the pair that fp16 weight gradients failing on both their size and
+# their bias need (any roundings joined by + make a variant).
+DEFAULT_VARIANTS = VARIANTS + ("fp32-dweight+g-after",)
 SUBJECTS = ("torch-eager", "torch-compile", "megatron-vocab-parallel", "te-parallel-ce")
 GRAD_OUTPUTS = ("d_hidden", "d_weight", "d_embedding")
+# The failing lists a results file may hold: the recorded H200 run's, and the CPU's as-is run under the
+# tree's golden (which may differ from the golden the recorded run was judged by).
+FAILING_KEYS = ("failing", "failing_now")
 METRICS = ("relerr", "bias", "ulpfrac", "maxscaled")
 
 
@@ -115,7 +123,7 @@ def failing_outputs(case):
 def cmd_failing(args):
     table = {}
     for path in args.judge_json:
-        subject = re.sub(r"^[a-z]+-", "", os.path.basename(path)[:-5])  # <matrix>-<subject>.json
+        subject = re.sub(r"^[a-z0-9_]+-", "", os.path.basename(path)[:-5])  # <matrix or variant>-<subject>.json
         with open(path) as f:
             j = json.load(f)
         for c in j.get("cases", []):
@@ -155,14 +163,27 @@ def cmd_failing(args):
 
 # ---- the LM head with its roundings as switches ------------------------------------------------
 
+ROUNDINGS = ("fp32-logits", "fp32-dlogits", "fp32-dweight", "g-after", "ieee-backward")
+
+
+def parts(variant):
+    """The variants a combined one names: 'fp32-dweight+g-after' removes both."""
+    return variant.split("+")
+
+
+def valid_variant(variant):
+    p = parts(variant)
+    return p[0] in VARIANTS if len(p) == 1 else all(x in ROUNDINGS for x in p) and len(set(p)) == len(p)
+
+
 class Knobs:
     def __init__(self, variant):
-        every = variant == "exact"
-        self.logits32 = every or variant == "fp32-logits"
-        self.dlogits32 = every or variant == "fp32-dlogits"
-        self.dweight32 = every or variant == "fp32-dweight"
-        self.g_after = every or variant == "g-after"
-        self.ieee_backward = every or variant == "ieee-backward"
+        on = set(ROUNDINGS) if variant == "exact" else set(parts(variant))
+        self.logits32 = "fp32-logits" in on
+        self.dlogits32 = "fp32-dlogits" in on
+        self.dweight32 = "fp32-dweight" in on
+        self.g_after = "g-after" in on
+        self.ieee_backward = "ieee-backward" in on
 
 
 class Arith:
@@ -228,6 +249,8 @@ def make_head(torch, arith, knobs, case, state):
             h, w = ctx.saved_tensors
             d = dz if knobs.dlogits32 else dz.to(dtype)  # R2: ToCopyBackward / the engine's cast
             bw_tf32 = tf32 and not knobs.ieee_backward
+            if tf32 and knobs.ieee_backward:  # the case's tf32 hidden and W (lce_case.h), only d unrounded
+                h, w = arith.tf32(h), arith.tf32(w)
             g = state.get("g")
             exact_out = d.dtype != dtype or g is not None
             if exact_out:
@@ -309,6 +332,8 @@ def total_weight(torch, case, t):
 
 
 def not_applicable(case, variant):
+    if "+" in variant:
+        return next((why for why in (not_applicable(case, x) for x in parts(variant)) if why), None)
     if variant == "g-after" and case.reduction == "none":
         return "g is the token's own grad_output (reduction none): it cannot move after the weight GEMM"
     if variant in ("fp32-logits", "fp32-dlogits", "fp32-dweight") and case.dtype == "float32":
@@ -417,9 +442,10 @@ def select_cases(args, subject):
     if args.cases_from:
         with open(args.cases_from) as f:
             j = json.load(f)
-        listed = j.get("failing", j).get("cases", {})
-        want |= {cid for cid, row in listed.items()
-                 if subject in row.get("subjects", {}) or (subject == "torch-eager" and "torch-compile" in row.get("subjects", {}))}
+        for key in [k for k in FAILING_KEYS if k in j] or [None]:
+            listed = (j[key] if key else j).get("cases", {})
+            want |= {cid for cid, row in listed.items() if subject in row.get("subjects", {})
+                     or (subject == "torch-eager" and "torch-compile" in row.get("subjects", {}))}
     return [(cid, d) for cid, d in cases if not want or cid in want]
 
 
@@ -435,8 +461,9 @@ def cmd_run(args):
     arith = Arith(torch, args.device)
     variants = args.variants.split(",")
     for v in variants:
-        if v not in VARIANTS:
-            raise SystemExit(f"root_cause.py: unknown variant {v} (one of {', '.join(VARIANTS)})")
+        if not valid_variant(v):
+            raise SystemExit(f"root_cause.py: unknown variant {v} (one of {', '.join(VARIANTS)}, or roundings "
+                             f"joined by +: {', '.join(ROUNDINGS)})")
     cases = select_cases(args, subject)
     out = os.path.join(args.out or args.export.rstrip("/") + ".rootcause", subject)
     log(f"root_cause.py: {subject} ({adapter.version(ns)}) on {common.device_name(args.device)}, {len(cases)} case(s), "
@@ -476,8 +503,14 @@ def cmd_run(args):
     log(f"root_cause.py: {len(cases)} cases x {len(variants)} variants in {time.monotonic() - start:.1f} s; as-is bit-identical "
         f"(any NaN matching any NaN) to the adapter on {sum(asis_check.values())} of {len(asis_check)} compared cases"
         + ("" if all(asis_check.values()) else f" (differs: {', '.join(k for k, ok in asis_check.items() if not ok)})"))
-    verdicts = {v: {c["id"]: c for c in judge(args.lcecheck, dirs[v], f"{subject}/{v}", args.oracle).get("cases", [])}
-                for v in variants}
+    verdicts = {}
+    for v in variants:
+        j = judge(args.lcecheck, dirs[v], f"{subject}/{v}", args.oracle)
+        verdicts[v] = {c["id"]: c for c in j.get("cases", [])}
+        if args.judge_dir:  # named as gpu_external.sh names a matrix's judge, for `failing`
+            os.makedirs(args.judge_dir, exist_ok=True)
+            with open(os.path.join(args.judge_dir, f"{v.replace('-', '').replace('+', '_')}-{subject}.json"), "w") as f:
+                json.dump(j, f)
     rows = {}
     for cid, _ in cases:
         for o in GRAD_OUTPUTS:
@@ -520,8 +553,8 @@ def cmd_collect(args):
             doc = json.load(f)
     if args.failing:
         with open(args.failing) as f:
-            doc["failing"] = json.load(f)
-        doc["failing"]["run"] = args.label
+            doc[args.failing_key] = json.load(f)
+        doc[args.failing_key]["run"] = args.label
     for path in args.run_json:
         with open(path) as f:
             r = json.load(f)
@@ -529,7 +562,8 @@ def cmd_collect(args):
     with open(args.into, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
-    log(f"root_cause.py: {args.into}: failing list ({doc.get('failing', {}).get('run')}), runs "
+    log(f"root_cause.py: {args.into}: "
+        + "".join(f"{k} ({doc[k].get('run')}, {len(doc[k].get('cases', {}))} cases), " for k in FAILING_KEYS if k in doc) + "runs "
         + ", ".join(f"{k}: {', '.join(sorted(v))}" for k, v in doc.get("runs", {}).items()))
     return 0
 
@@ -546,7 +580,8 @@ def main(argv=None):
     r.add_argument("--case", action="append", metavar="ID", help="only this case (repeatable)")
     r.add_argument("--cases-from", metavar="F", help="only the cases `failing --json` lists for this subject "
                    "(torch-eager also takes torch-compile's: the same arithmetic)")
-    r.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated (default all: %(default)s)")
+    r.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                   help="comma-separated; roundings joined by + remove several at once (default %(default)s)")
     r.add_argument("--device", default="cuda", help="torch device (default %(default)s)")
     r.add_argument("--out", metavar="DIR", help="where the result directories go (default EXPORT.rootcause)")
     r.add_argument("--lcecheck", default=os.path.join(ROOT, "build", "lcecheck"), help="default %(default)s")
@@ -555,12 +590,17 @@ def main(argv=None):
     r.add_argument("--te", default=os.path.join(ROOT, ".subjects", "transformer-engine"), help="default %(default)s")
     r.add_argument("--recorded", metavar="F", help="a `failing --json` file: its verdict of each row printed beside "
                    "the variants (the recorded run's, e.g. the H200's)")
+    r.add_argument("--judge-dir", metavar="DIR", help="keep each variant's `lcecheck judge --json` as "
+                   "DIR/<variant without dashes>-<subject>.json (e.g. asis-torch-eager.json: `failing` reads them)")
     r.add_argument("--json", metavar="F", help="write the per-variant verdicts as JSON")
     c = sub.add_parser("collect", help="gather a failing list and run results into one JSON file")
     c.add_argument("into", help="the file (e.g. conformance/external-rootcause.json), updated in place")
     c.add_argument("--label", required=True, help="what the runs (or the failing list) were measured on, "
                    "e.g. 'cpu, 2026-12-04' or 'H200, GPU_RUNS.md ...'")
     c.add_argument("--failing", metavar="F", help="a `failing --json` file: the list `run --cases-from` reads")
+    c.add_argument("--failing-key", choices=FAILING_KEYS, default="failing",
+                   help="where the list goes: failing (a recorded run's; `run --recorded` prints it) or "
+                        "failing_now (the as-is verdicts under this tree's golden); --cases-from takes both")
     c.add_argument("--run", dest="run_json", action="append", default=[], metavar="F",
                    help="a `run --json` file (repeatable)")
     args = ap.parse_args(argv)

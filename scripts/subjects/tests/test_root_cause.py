@@ -106,6 +106,17 @@ class RootCauseTest(unittest.TestCase):
             want = set(switches) if v == "exact" else {single[v]} if v in single else set()
             self.assertEqual(on, want, v)
 
+    def test_combined_variants(self):
+        k = rc.Knobs("fp32-dweight+g-after")
+        self.assertEqual((k.logits32, k.dlogits32, k.dweight32, k.g_after, k.ieee_backward),
+                         (False, False, True, True, False))
+        self.assertTrue(rc.valid_variant("fp32-logits+fp32-dlogits"))
+        for bad in ("fp32-dweight+exact", "g-after+g-after", "fp32-dweight+nosuch", "nosuch", "as-is+g-after"):
+            self.assertFalse(rc.valid_variant(bad), bad)
+        case = types.SimpleNamespace(id=BF16, reduction="none", dtype="bfloat16", gemm="ieee")
+        self.assertIsNotNone(rc.not_applicable(case, "fp32-dweight+g-after"))  # g-after: reduction none
+        self.assertIsNone(rc.not_applicable(case, "fp32-dweight+fp32-logits"))
+
     def test_where_a_variant_does_not_apply(self):
         def case(cid, reduction="mean", dtype="bfloat16", gemm="ieee"):
             return types.SimpleNamespace(id=cid, reduction=reduction, dtype=dtype, gemm=gemm)
