@@ -180,7 +180,7 @@ if has_stage rootcause; then
   step "export default (rootcause)" pass 60 "$LCECHECK" export --matrix default --dir "$WORK/rootcause" --quiet
   IFS=, read -r -a rc_subjects <<< "${LCE_EXT_RC_SUBJECTS:-torch-eager,megatron-vocab-parallel,te-parallel-ce}"
   for s in "${rc_subjects[@]}"; do
-    step "root_cause.py $s" pass 150 python3 "$ROOT/scripts/subjects/root_cause.py" run --subject "$s" \
+    step "root_cause.py $s" pass 200 python3 "$ROOT/scripts/subjects/root_cause.py" run --subject "$s" \
       "$WORK/rootcause" --device "${LCE_EXT_RC_DEVICE:-cuda}" --cases-from "$ROOT/conformance/external-rootcause.json" \
       --recorded "$ROOT/conformance/external-rootcause.json" --out "$WORK/rootcause.results" --lcecheck "$LCECHECK" \
       --json "$RES/rootcause-$s.json"
