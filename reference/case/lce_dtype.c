@@ -123,7 +123,10 @@ double lce_fp16_to_double(uint16_t bits) {
   double sign = (bits & 0x8000u) ? -1.0 : 1.0;
   int exp = (bits >> 10) & 0x1f;
   int mant = bits & 0x3ff;
-  if (exp == 0x1f) return mant ? copysign(NAN, sign) : sign * INFINITY;
+  /* A NaN keeps its payload, as the hardware's fp16 -> fp32 conversion does (and lce_bf16_to_double):
+   * the exchange door marks a runner's NaN apart from the untouched poison by its lowest payload bit. */
+  if (exp == 0x1f && mant) return lce_f32_from_bits((uint32_t)(bits & 0x8000u) << 16 | 0x7f800000u | (uint32_t)mant << 13);
+  if (exp == 0x1f) return sign * INFINITY;
   if (exp == 0) return sign * ldexp((double)mant, -24);
   return sign * ldexp(1024.0 + mant, exp - 25);
 }

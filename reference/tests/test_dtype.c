@@ -105,7 +105,16 @@ static void check_edges(void) {
   EXPECT(lce_load(LCE_BF16, buf16, 1) == 3.0, "bf16 store/load rounds 3.0078125 to 3");
   lce_store(LCE_FP32, buf32, 0, 0.1);
   EXPECT(lce_load(LCE_FP32, buf32, 0) == (double)0.1f, "fp32 store/load");
-  printf("  edges: subnormal ties, overflow thresholds, signed zero, ulps, buffers\n");
+  /* NaN payloads survive the decode, for fp16 as for bf16: the poison NaN an output buffer starts
+   * with (its quiet NaN) decodes to the bits of lce_round_to(NAN), a NaN one payload bit away does not
+   * (the exchange door's mark of a runner's own NaN; conformance/judge's "not written" test). */
+  const double poison = lce_round_to(LCE_FP16, NAN), quiet = lce_fp16_to_double(0x7e00), marked = lce_fp16_to_double(0x7e01);
+  EXPECT(isnan(quiet) && isnan(marked) && memcmp(&quiet, &poison, sizeof poison) == 0,
+         "fp16 quiet NaN decodes to the poison's bits");
+  EXPECT(memcmp(&marked, &poison, sizeof poison) != 0, "fp16 NaN with payload 1 decodes apart from the poison");
+  const double bmarked = lce_bf16_to_double(0x7fc1);
+  EXPECT(memcmp(&bmarked, &poison, sizeof poison) != 0, "bf16 NaN with payload 1 decodes apart from the poison");
+  printf("  edges: subnormal ties, overflow thresholds, signed zero, ulps, buffers, NaN payloads\n");
 }
 
 /* lce_round_certain: the oracles' decisive rule, on intervals whose answer is known. */
