@@ -44,7 +44,8 @@
  *                does not compute it (tier 2)
  *   pertok       u of the format the GEMMs read when every token has its own g (reduction none), else
  *                0: how a kernel applies each token's g (folded into its d_logits, or a power of two
- *                there and the rest in fp32) changes its rows' coherent rounding by up to u/2 each
+ *                there and the rest in fp32) changes its rows' coherent rounding by up to u per
+ *                rounding, two against rnd (golden/policy.txt: coefficient 2)
  *   flip         sum_i flip_i |r_i| / <r, r> (gradients, from a reference with rnd; else 0): the
  *                most the roundings that the kernel's own fp32 d_logit errors can change move the
  *                bias from rnd's, all taken the same way (lce_ref_output.flip)
