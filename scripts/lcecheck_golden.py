@@ -70,9 +70,9 @@ def output_scales(case_id, output, o):
     rnd = (o.get("rnd") or 0.0) if grad else 0.0  # 0 unmeasured (tier 2)
     flip = (o.get("flip") or 0.0) if grad else 0.0
     outr = (o.get("outr") or 0.0) if grad else 0.0
-    acc, accn, gsc = ((o.get(t) or 0.0) if grad else 0.0 for t in ("acc", "accn", "gsc"))
+    acc, accn, gsc, flipn = ((o.get(t) or 0.0) if grad else 0.0 for t in ("acc", "accn", "gsc", "flipn"))
     return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc)
+                     acc, accn, gsc, flipn)
 
 
 def with_ms(entries, key, scales):

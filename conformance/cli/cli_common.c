@@ -394,6 +394,8 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
       cli_json_number(f, scales.accn);
       fputs(",\"gsc\":", f);
       cli_json_number(f, scales.gsc);
+      fputs(",\"flipn\":", f);
+      cli_json_number(f, scales.flipn);
     }
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));

@@ -44,7 +44,8 @@
  *                does not compute it (tier 2)
  *   pertok       u of the format the GEMMs read when every token has its own g (reduction none), else
  *                0: how a kernel applies each token's g (folded into its d_logits, or a power of two
- *                there and the rest in fp32) changes its rows' coherent rounding by up to u/2 each
+ *                there and the rest in fp32) changes its rows' coherent rounding by up to u per
+ *                rounding, two against rnd (golden/policy.txt: coefficient 2)
  *   flip         sum_i flip_i |r_i| / <r, r> (gradients, from a reference with rnd; else 0): the
  *                most the roundings that the kernel's own fp32 d_logit errors can change move the
  *                bias from rnd's, all taken the same way (lce_ref_output.flip)
@@ -60,6 +61,10 @@
  *                division, and the fp32 sum of the valid tokens' weights at four standard deviations),
  *                0 under sum (g is grad_output itself) and none (pertok): a scale of every element
  *                (lce_metric_values.g_rel)
+ *   flipn        ||flip|| / ||r|| (gradients' relerr) where the d_logits are fp32 (fp32 inputs, IEEE GEMMs):
+ *                the most the kernel's fp32 d_logit errors move the output normwise, flip being their
+ *                first-order image there; 0 where the d_logits are rounded to a coarser format, whose
+ *                rounding the fitted terms carry (lce_metric_values.flip_norm)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -98,7 +103,8 @@ typedef enum lce_bound_term {
   LCE_TERM_ACC = 18,
   LCE_TERM_ACCN = 19,
   LCE_TERM_GSC = 20,
-  LCE_TERM_COUNT = 21
+  LCE_TERM_FLIPN = 21,
+  LCE_TERM_COUNT = 22
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -117,6 +123,7 @@ typedef struct lce_bound_scales {
   double acc;    /* one standard deviation of the bias the fp32 accumulation of the gradient can add (term acc) */
   double accn;   /* that accumulation's normwise rms error over ||r|| (term accn) */
   double gsc;    /* the relative error of an fp32 loss gradient g shared by every token (term gsc) */
+  double flipn;  /* the normwise image of the kernel's fp32 d_logit errors, fp32 d_logits only (term flipn) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

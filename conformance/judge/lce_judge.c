@@ -226,6 +226,11 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   s->acc = gradient && isfinite(ov->metrics.acc_bias) ? acc_unit * ov->metrics.acc_bias : 0.0;
   s->accn = gradient && isfinite(ov->metrics.acc_norm) ? acc_unit * ov->metrics.acc_norm : 0.0;
   s->gsc = gradient && isfinite(ov->metrics.g_rel) ? ov->metrics.g_rel : 0.0;
+  /* Where the d_logits are fp32 (fp32 inputs, IEEE GEMMs) flip is the first-order image of the kernel's
+   * fp32 d_logit error, which is then the error relerr sees; a coarser d_logit format's own rounding
+   * dominates elsewhere, and the fitted terms carry it. */
+  s->flipn = gradient && lce_case_precision(c) == LCE_PREC_FP32 && isfinite(ov->metrics.flip_norm)
+                 ? ov->metrics.flip_norm : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0
               : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
 }

@@ -26,7 +26,7 @@ int lce_metric_parse(const char *s, lce_metric *out) {
 /* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
-enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_COUNT };
+enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_COUNT };
 
 static inline void comp_add(lce_compare_acc *a, int k, long double x) {
   long double t = a->s[k] + x;
@@ -85,7 +85,10 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     comp_add(acc, SUM_REF4, (long double)r * r * r * r);
     comp_add(acc, SUM_CROSS, d * r);
     if (cmp->has_rnd) comp_add(acc, SUM_RND, ((long double)ref->rnd[i] - (long double)r) * r);
-    if (cmp->has_rnd && ref->flip != NULL) comp_add(acc, SUM_FLIP, (long double)ref->flip[i] * fabs(r));
+    if (cmp->has_rnd && ref->flip != NULL) {
+      comp_add(acc, SUM_FLIP, (long double)ref->flip[i] * fabs(r));
+      comp_add(acc, SUM_FLIP2, (long double)ref->flip[i] * ref->flip[i]);
+    }
     if (cmp->has_rnd) comp_add(acc, SUM_OUTR, fabsl((long double)ref->rounded[i] - (long double)r) * fabs(r));
     if (cmp->has_rnd) { /* an fp32 rounding errs by u32 of its result, and by u32 2^-126 below the normal range */
       const long double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
@@ -108,6 +111,7 @@ void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
   cmp->sum_rnd_r = (double)comp_value(acc, SUM_RND), cmp->sum_flip_r = (double)comp_value(acc, SUM_FLIP);
   cmp->sum_outr_r = (double)comp_value(acc, SUM_OUTR);
   cmp->sum_acc_r = (double)comp_value(acc, SUM_ACC), cmp->sum_acc_m2 = (double)comp_value(acc, SUM_ACCM);
+  cmp->sum_flip2 = (double)comp_value(acc, SUM_FLIP2);
 }
 
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
@@ -146,6 +150,8 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
    * a standard deviation <= u32 sqrt(L/3) sqrt(sum m^2 r^2) / <r, r>, and ||e|| an rms <= u32 sqrt(L/3)
    * ||m||. These are per unit of u32 sqrt(L/3); lce_bound_scales_of knows L. */
   mv->acc_bias = cmp->has_rnd && rr > 0 ? sqrt(cmp->sum_acc_r) / rr : 0.0;
+  /* ||e|| <= ||flip|| for the error e the kernel's fp32 d_logit errors make (|e_i| <= flip_i): term flipn. */
+  mv->flip_norm = !cmp->has_rnd ? 0.0 : rr > 0 ? sqrt(cmp->sum_flip2 / rr) : m2 > 0 ? sqrt(cmp->sum_flip2 / m2) : 0.0;
   mv->acc_norm = !cmp->has_rnd ? 0.0 : rr > 0 ? sqrt(cmp->sum_acc_m2 / rr) : m2 > 0 ? sqrt(cmp->sum_acc_m2 / m2) : 0.0;
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
   if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no metric exists */

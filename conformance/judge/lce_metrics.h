@@ -82,6 +82,8 @@ typedef struct lce_metric_values {
                         * unit of u32 sqrt(L/3) (term acc) */
   double acc_norm;     /* ||m|| / ||r|| (||m|| / ||emag|| when r == 0 everywhere; gradients with rnd), else 0:
                         * the same accumulation's normwise error per unit of u32 sqrt(L/3) (term accn) */
+  double flip_norm;    /* ||flip|| / ||r|| (||flip|| / ||emag|| when r == 0 everywhere; gradients with rnd), else 0:
+                        * the most the kernel's fp32 d_logit errors move the output normwise (term flipn) */
   double g_rel;        /* the relative error of the loss gradient g an fp32 kernel computes (term gsc; set
                         * by the judge, which has the labels and weights), else 0 */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
@@ -98,8 +100,8 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[10], c[10]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r|,
-                             * m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn) */
+  long double s[11], c[11]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r|,
+                             * m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn), flip^2 */
   long double maxscaled;
 } lce_compare_acc;
 void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);

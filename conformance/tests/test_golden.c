@@ -195,16 +195,16 @@ static void test_bad_in_memory(void) {
    * lce_bounds_apply), the rounded-d_logit reference's bias, and the lengths cond*v, h, cond*h. */
   static const char model2_text[] = "lcecheck-golden 1\nfused-host bf16 d_hidden relerr model cond=0x1p-8 "
                                     "ms*cond/sqrtn=1 cond*v=0x1p-30 h=0x1p-20 cond*h=0x1p-24 rnd=1 pertok=0.5 "
-                                    "flip=1 outr=1 acc=4 accn=2 gsc=1\n";
+                                    "flip=1 outr=1 acc=4 accn=2 gsc=1 flipn=1\n";
   rc = lce_golden_parse(model2_text, sizeof model2_text - 1, "mem", &g, &st);
-  EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].terms == (1u << LCE_TERM_COND | 0x7ffu << LCE_TERM_MS_COND_RSQRTN),
+  EXPECT(rc == LCE_OK && g.count == 1 && g.entries[0].terms == (1u << LCE_TERM_COND | 0xfffu << LCE_TERM_MS_COND_RSQRTN),
          "model entry with the later terms: %s", st.msg);
   if (rc == LCE_OK && g.count == 1) {
     lce_bound_scales sc = {.cond = 3.0, .neff = 16.0, .vs = 256.0, .h = 64.0, .k = 1024.0, .ms = 0x1p-6, .rnd = 0x1p-9,
                            .pertok = 0x1p-11, .flip = 0x1p-12, .outr = 0x1p-13, .acc = 0x1p-14, .accn = 0x1p-15,
-                           .gsc = 0x1p-16};
+                           .gsc = 0x1p-16, .flipn = 0x1p-17};
     double want = 3 * 0x1p-8 + 0x1p-6 * 3.0 / 4 + 3.0 * 256 * 0x1p-30 + 64 * 0x1p-20 + 3.0 * 64 * 0x1p-24 + 0x1p-9 +
-                  0.5 * 0x1p-11 + 0x1p-12 + 0x1p-13 + 4 * 0x1p-14 + 2 * 0x1p-15 + 0x1p-16;
+                  0.5 * 0x1p-11 + 0x1p-12 + 0x1p-13 + 4 * 0x1p-14 + 2 * 0x1p-15 + 0x1p-16 + 0x1p-17;
     EXPECT(lce_golden_bound(&g.entries[0], &sc) == want, "model bound with ms and rnd: %a, expected %a",
            lce_golden_bound(&g.entries[0], &sc), want);
   }

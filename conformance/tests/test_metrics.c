@@ -355,6 +355,13 @@ static void test_accumulation_sums(void) {
   const double want = sqrt(99.0 * 9.0 + 0x1p-252) / 20.0;
   EXPECT(fabs(mv.acc_norm - want) < 1e-15 && mv.acc_norm < 1.5, "mag 0 counts 2^-126: acc_norm %.17g, expected %.17g",
          mv.acc_norm, want);
+  /* flip_norm = ||flip|| / ||r||: flip 0.5 on every element against r = 2 gives 0.25 */
+  double flip[100];
+  for (int64_t i = 0; i < 100; i++) flip[i] = 0.5;
+  EXPECT(mv.flip_norm == 0.0, "no flip in the reference: flip_norm %g, expected 0", mv.flip_norm);
+  f.ref.flip = flip;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(fabs(mv.flip_norm - 0.25) < 1e-15, "flip_norm %.17g, expected 0.25", mv.flip_norm);
   vec_free(&f);
 }
 

@@ -81,6 +81,7 @@ typedef struct lce_comparison {
   double sum_outr_r;       /* sum |rounded - r| |r| (has_rnd): the term outr's numerator */
   double sum_acc_r;        /* sum m^2 r^2, m = max(mag, 2^-126) (has_rnd): the term acc's numerator squared */
   double sum_acc_m2;       /* sum m^2 (has_rnd): the term accn's numerator squared */
+  double sum_flip2;        /* sum flip^2 (has_rnd and flip): the term flipn's numerator squared */
   double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
   double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
   int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */

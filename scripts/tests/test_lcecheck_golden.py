@@ -554,12 +554,12 @@ class PolicyTest(unittest.TestCase):
         # case, read from measure --json; the forward outputs have none of them.
         cid = "fp32.tied.tp2.n16.h16.v29.vp38.vc1.mean.ign25.cw.tf32.fresh.peaked.s1"
         o = {"inner": 16, "cond": 40.0, "neff": 66.0, "rnd": 1.3e-4, "flip": 3e-9, "outr": 2e-8, "acc": 3e-8,
-             "accn": 2.7e-7, "gsc": 3.5e-7}
+             "accn": 2.7e-7, "gsc": 3.5e-7, "flipn": 8e-7}
         sc = lcecheck_golden.output_scales(cid, "d_weight", o)
-        for t in ("rnd", "flip", "outr", "acc", "accn", "gsc"):
+        for t in ("rnd", "flip", "outr", "acc", "accn", "gsc", "flipn"):
             self.assertEqual(lcecheck_golden_fit.term_scale(t, sc), o[t])
         fwd = lcecheck_golden.output_scales(cid, "lse", o)
-        self.assertEqual([lcecheck_golden_fit.term_scale(t, fwd) for t in ("acc", "accn", "gsc")], [0.0, 0.0, 0.0])
+        self.assertEqual([lcecheck_golden_fit.term_scale(t, fwd) for t in ("acc", "accn", "gsc", "flipn")], [0.0] * 4)
 
     def test_relerr_couples_to_the_maxscaled_bound_at_the_case(self):
         key = ("fused-host", "fp32", "d_hidden", "relerr")
