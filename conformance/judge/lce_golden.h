@@ -19,8 +19,9 @@
  * golden/policy.txt derives each) with their coefficients, finite and >= 0:
  *   1            1
  *   cond         kappa
- *   cond/sqrtn   kappa / sqrt(neff), neff = the output's effective element count (lce_metric_values.neff,
- *                at least 1): a normwise error over few elements is one element's error, not an rms
+ *   cond/sqrtn   kappa / sqrt(neff), neff = the output's effective element count, the smaller of r's and
+ *                the error scale emag's (lce_metric_values.neff, neff_emag; at least 1): a normwise error
+ *                over few elements is one element's error, not an rms
  *   cond*sqrtv   kappa * sqrt(vs), vs = ceil(V / tp), a vocab shard's rows: the running sums of the
  *                softmax over one shard
  *   cond*sqrth   kappa * sqrt(H): the dot products of the logits
@@ -60,6 +61,9 @@
  *                division, and the fp32 sum of the valid tokens' weights at four standard deviations),
  *                0 under sum (g is grad_output itself) and none (pertok): a scale of every element
  *                (lce_metric_values.g_rel)
+ *   rsum         the largest relative error of the case's softmax denominators summed in fp32 in row
+ *                order, shard by shard (gradients; lce_metric_values.rsum_rel): every p_v of a token
+ *                inherits it through lse, coherently on flat rows (up to ~vs/2 u32)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -98,7 +102,8 @@ typedef enum lce_bound_term {
   LCE_TERM_ACC = 18,
   LCE_TERM_ACCN = 19,
   LCE_TERM_GSC = 20,
-  LCE_TERM_COUNT = 21
+  LCE_TERM_RSUM = 21,
+  LCE_TERM_COUNT = 22
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -117,6 +122,7 @@ typedef struct lce_bound_scales {
   double acc;    /* one standard deviation of the bias the fp32 accumulation of the gradient can add (term acc) */
   double accn;   /* that accumulation's normwise rms error over ||r|| (term accn) */
   double gsc;    /* the relative error of an fp32 loss gradient g shared by every token (term gsc) */
+  double rsum;   /* the relative error of the rows' fp32 softmax denominators (term rsum) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {
