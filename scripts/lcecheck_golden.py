@@ -70,9 +70,13 @@ def output_scales(case_id, output, o):
     rnd = (o.get("rnd") or 0.0) if grad else 0.0  # 0 unmeasured (tier 2)
     flip = (o.get("flip") or 0.0) if grad else 0.0
     outr = (o.get("outr") or 0.0) if grad else 0.0
-    acc, accn, gsc, flipn = ((o.get(t) or 0.0) if grad else 0.0 for t in ("acc", "accn", "gsc", "flipn"))
-    return scales_of(case_id, o.get("cond") or 1.0, o.get("neff") or 1.0, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn)
+    acc, accn, gsc, flipn, rsum = ((o.get(t) or 0.0) if grad else 0.0 for t in ("acc", "accn", "gsc", "flipn", "rsum"))
+    # ms*cond/sqrtn counts the smaller of r's and the error scale's elements (lce_bound_scales_of).
+    neff = o.get("neff") or 1.0
+    if (o.get("neff_emag") or 0.0) > 0.0:
+        neff = min(neff, o["neff_emag"])
+    return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
+                     acc, accn, gsc, flipn, rsum)
 
 
 def with_ms(entries, key, scales):

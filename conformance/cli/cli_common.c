@@ -379,6 +379,8 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
     cli_json_number(f, ov->metrics.cond);
     fputs(",\"neff\":", f);
     cli_json_number(f, ov->metrics.neff);
+    fputs(",\"neff_emag\":", f);
+    cli_json_number(f, ov->metrics.neff_emag);
     if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) { /* the rnd term's scale, which the goldens fit */
       lce_bound_scales scales;
       lce_bound_scales_of(&r->c, (lce_output_id)o, ov, &scales);
@@ -396,6 +398,8 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
       cli_json_number(f, scales.gsc);
       fputs(",\"flipn\":", f);
       cli_json_number(f, scales.flipn);
+      fputs(",\"rsum\":", f);
+      cli_json_number(f, scales.rsum);
     }
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));

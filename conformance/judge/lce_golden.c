@@ -28,7 +28,8 @@ enum { FORM_COUNT = 6 };
 static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",          "cond/sqrtn", "cond*sqrtv", "cond*sqrth",
                                                        "sqrtv", "sqrth",         "sqrtk",      "k",          "coh",
                                                        "ms*cond/sqrtn", "cond*v", "h",          "cond*h",     "rnd",
-                                                       "pertok", "flip", "outr", "acc", "accn", "gsc", "flipn"};
+                                                       "pertok", "flip", "outr", "acc", "accn", "gsc", "flipn",
+                                                       "rsum"};
 
 const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
 const char *lce_bound_term_name(lce_bound_term t) { return (unsigned)t < LCE_TERM_COUNT ? TERM_NAMES[t] : "?"; }
@@ -179,11 +180,11 @@ static lce_code parse_model_terms(parser *p, char **f, int n, lce_golden_entry *
     lce_bound_term t;
     if (!term_parse(f[i], (size_t)(eq - f[i]), &t))
       return parse_error(p, "unknown model term '%.*s' (expected 1, cond, cond/sqrtn, cond*sqrtv, cond*sqrth, sqrtv, sqrth, "
-                            "sqrtk, k, coh, ms*cond/sqrtn, cond*v, h, cond*h, rnd, pertok, flip, outr, acc, accn, gsc or flipn)",
+                            "sqrtk, k, coh, ms*cond/sqrtn, cond*v, h, cond*h, rnd, pertok, flip, outr, acc, accn, gsc, flipn or rsum)",
                          (int)(eq - f[i] > 40 ? 40 : eq - f[i]), f[i]);
     if ((int)t <= last)
       return parse_error(p, "model term '%s' %s (terms go once each, in the order 1 cond cond/sqrtn cond*sqrtv "
-                            "cond*sqrth sqrtv sqrth sqrtk k coh ms*cond/sqrtn cond*v h cond*h rnd pertok flip outr acc accn gsc flipn)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
+                            "cond*sqrth sqrtv sqrth sqrtk k coh ms*cond/sqrtn cond*v h cond*h rnd pertok flip outr acc accn gsc flipn rsum)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
     LCE_TRY(parse_constant(p, TERM_NAMES[t], eq + 1, &e->coef[t]));
     e->terms |= 1u << t;
     last = (int)t;
@@ -323,6 +324,7 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
     case LCE_TERM_ACCN: return s->accn;
     case LCE_TERM_GSC: return s->gsc;
     case LCE_TERM_FLIPN: return s->flipn;
+    case LCE_TERM_RSUM: return s->rsum;
     case LCE_TERM_COUNT: break;
   }
   return NAN;

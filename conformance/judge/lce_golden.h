@@ -19,8 +19,9 @@
  * golden/policy.txt derives each) with their coefficients, finite and >= 0:
  *   1            1
  *   cond         kappa
- *   cond/sqrtn   kappa / sqrt(neff), neff = the output's effective element count (lce_metric_values.neff,
- *                at least 1): a normwise error over few elements is one element's error, not an rms
+ *   cond/sqrtn   kappa / sqrt(neff), neff = the output's effective element count, the smaller of r's and
+ *                the error scale emag's (lce_metric_values.neff, neff_emag; at least 1): a normwise error
+ *                over few elements is one element's error, not an rms
  *   cond*sqrtv   kappa * sqrt(vs), vs = ceil(V / tp), a vocab shard's rows: the running sums of the
  *                softmax over one shard
  *   cond*sqrth   kappa * sqrt(H): the dot products of the logits
@@ -65,6 +66,9 @@
  *                the most the kernel's fp32 d_logit errors move the output normwise, flip being their
  *                first-order image there; 0 where the d_logits are rounded to a coarser format, whose
  *                rounding the fitted terms carry (lce_metric_values.flip_norm)
+ *   rsum         the largest relative error of the case's softmax denominators summed in fp32 in row
+ *                order, shard by shard (gradients; lce_metric_values.rsum_rel): every p_v of a token
+ *                inherits it through lse, coherently on flat rows (up to ~vs/2 u32)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -104,7 +108,8 @@ typedef enum lce_bound_term {
   LCE_TERM_ACCN = 19,
   LCE_TERM_GSC = 20,
   LCE_TERM_FLIPN = 21,
-  LCE_TERM_COUNT = 22
+  LCE_TERM_RSUM = 22,
+  LCE_TERM_COUNT = 23
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -124,6 +129,7 @@ typedef struct lce_bound_scales {
   double accn;   /* that accumulation's normwise rms error over ||r|| (term accn) */
   double gsc;    /* the relative error of an fp32 loss gradient g shared by every token (term gsc) */
   double flipn;  /* the normwise image of the kernel's fp32 d_logit errors, fp32 d_logits only (term flipn) */
+  double rsum;   /* the relative error of the rows' fp32 softmax denominators (term rsum) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

@@ -205,9 +205,60 @@ static double loss_gradient_rel_error(const lce_case *c, const lce_tensors *in) 
   return u32 * (1.0 + sum_rel);
 }
 
+/* The relative error of the softmax denominators a sequential fp32 running sum makes on this case's
+ * rows (term rsum; golden/policy.txt): per valid token and shard, the exact terms exp(z_v - m) (z in
+ * double from the case's inputs, softcap applied, m the shard's largest logit) each rounded to fp32
+ * and added in row order in fp32, against their exact sum; the largest over tokens and shards. Every
+ * p_v of the token inherits that error through lse. A flat row rounds every addition the same way
+ * once the partial sum outgrows its terms (up to vs/2 u32, golden/README.md false alarm 3), a row of
+ * varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic, not the worst case of
+ * the shape, which is ~vs/2 u32 for every row order and would leave the fitted constant nothing to
+ * hold. 0 for a non-finite row (the class checks judge it). */
+static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in) {
+  const void *w = lce_output_weight(c, in);
+  double *z = malloc((size_t)c->v * sizeof *z);
+  if (z == NULL) return 0.0;
+  double worst = 0.0;
+  for (int64_t n = 0; n < c->n; n++) {
+    if (in->labels[n] == c->ignore_index) continue;
+    for (int r = 0; r < c->tp; r++) {
+      int64_t lo, hi;
+      lce_shard_range(c, r, &lo, &hi);
+      if (hi > c->v) hi = c->v;
+      double m = -INFINITY;
+      for (int64_t j = lo; j < hi; j++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < c->h; k++)
+          s += lce_load(c->dtype, in->hidden, (size_t)(n * c->h + k)) * lce_load(c->dtype, w, (size_t)(j * c->h + k));
+        z[j] = c->softcap > 0 ? c->softcap * tanh(s / c->softcap) : s;
+        m = fmax(m, z[j]);
+      }
+      if (!(hi > lo) || !isfinite(m)) continue;
+      float s32 = 0.0f;
+      long double exact = 0.0L;
+      for (int64_t j = lo; j < hi; j++) {
+        const double t = exp(z[j] - m);
+        s32 += (float)t;
+        exact += t;
+      }
+      const double rel = fabs((double)((long double)s32 - exact) / (double)exact);
+      if (isfinite(rel) && rel > worst) worst = rel;
+    }
+  }
+  free(z);
+  return worst;
+}
+
 void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_verdict *ov, lce_bound_scales *s) {
   s->cond = ov->metrics.cond;
-  s->neff = ov->metrics.neff > 1.0 ? ov->metrics.neff : 1.0;
+  /* The few-element term ms*cond/sqrtn counts the elements the error can be in: those of the error
+   * scale emag, which r's count stands for only where r and emag spread alike; a prior the gradient
+   * adds to (tied embeddings) spreads r over every row while one token's errors sit in its label
+   * row (golden/policy.txt). The smaller count, so that no bound tightens; r's where a tier has no
+   * emag count. */
+  const double n_r = ov->metrics.neff, n_e = ov->metrics.neff_emag;
+  const double n = n_e > 0.0 && n_e < n_r ? n_e : n_r;
+  s->neff = n > 1.0 ? n : 1.0;
   s->vs = (double)((c->v + c->tp - 1) / c->tp);
   s->h = (double)c->h;
   s->k = (double)ov->inner;
@@ -231,6 +282,7 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * dominates elsewhere, and the fitted terms carry it. */
   s->flipn = gradient && lce_case_precision(c) == LCE_PREC_FP32 && isfinite(ov->metrics.flip_norm)
                  ? ov->metrics.flip_norm : 0.0;
+  s->rsum = gradient && isfinite(ov->metrics.rsum_rel) ? ov->metrics.rsum_rel : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0
               : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
 }
@@ -351,14 +403,14 @@ static void begin_output(lce_output_verdict *ov) {
 }
 
 /* Metrics from the comparison, then the bounds: the same step on the host and the device path. */
-static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, double g_rel,
+static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, double g_rel, double rsum_rel,
                                const lce_golden *g, const char *subject_class, const int64_t *inner,
                                lce_output_verdict *ov, lce_verdict *v, lce_status *st) {
   if (!ov->class_ok) ov->pass = 0;
   ov->inner = inner ? inner[o] : lce_output_inner(c, o);
   if (!has_metrics(c, o)) return LCE_OK;
   lce_metrics_from_comparison(cmp, &ov->metrics);
-  if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) ov->metrics.g_rel = g_rel;
+  if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) ov->metrics.g_rel = g_rel, ov->metrics.rsum_rel = rsum_rel;
   v->inconclusive += ov->metrics.inconclusive;
   if (g == NULL) return LCE_OK;
   return lce_bounds_apply(g, subject_class, c, o, ov, st);
@@ -410,6 +462,9 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
   lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
   const double g_rel = loss_gradient_rel_error(c, in);
+  /* The rows' logits again, in double: only where the reference's values are on the host (the
+   * shapes tier 1 reaches; tier 2's production shapes would make it a GEMM of hours). */
+  const double rsum_rel = ref->mode == LCE_REF_HOST ? softmax_sum_rel_error(c, in) : 0.0;
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];
@@ -428,7 +483,7 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
       continue;
     }
     report_exact(&cs, ov); /* pass 5, after pass 4's untouched buffers */
-    LCE_TRY(measure_output(c, o, &cmp, g_rel, g, subject_class, inner, ov, v, st));
+    LCE_TRY(measure_output(c, o, &cmp, g_rel, rsum_rel, g, subject_class, inner, ov, v, st));
   }
   return LCE_OK;
 }

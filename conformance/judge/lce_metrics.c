@@ -26,7 +26,7 @@ int lce_metric_parse(const char *s, lce_metric *out) {
 /* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
-enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_COUNT };
+enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_COUNT };
 
 static inline void comp_add(lce_compare_acc *a, int k, long double x) {
   long double t = a->s[k] + x;
@@ -74,6 +74,7 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     double emag = ref->emag ? ref->emag[i] : ref->mag[i];
     cmp->well_conditioned += well;
     comp_add(acc, SUM_MAG2, (long double)emag * emag);
+    comp_add(acc, SUM_MAG4, (long double)emag * emag * emag * emag);
     if (!isfinite(xi)) {
       cmp->subject_nonfinite = 1;
       cmp->beyond_ulps += well;
@@ -107,7 +108,8 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
 void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
   cmp->sum_d2 = (double)comp_value(acc, SUM_ERR2), cmp->sum_r2 = (double)comp_value(acc, SUM_REF2);
   cmp->sum_dr = (double)comp_value(acc, SUM_CROSS), cmp->sum_r4 = (double)comp_value(acc, SUM_REF4);
-  cmp->sum_emag2 = (double)comp_value(acc, SUM_MAG2), cmp->max_scaled = (double)acc->maxscaled;
+  cmp->sum_emag2 = (double)comp_value(acc, SUM_MAG2), cmp->sum_emag4 = (double)comp_value(acc, SUM_MAG4);
+  cmp->max_scaled = (double)acc->maxscaled;
   cmp->sum_rnd_r = (double)comp_value(acc, SUM_RND), cmp->sum_flip_r = (double)comp_value(acc, SUM_FLIP);
   cmp->sum_outr_r = (double)comp_value(acc, SUM_OUTR);
   cmp->sum_acc_r = (double)comp_value(acc, SUM_ACC), cmp->sum_acc_m2 = (double)comp_value(acc, SUM_ACCM);
@@ -137,6 +139,8 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   mv->ref_norm = sqrt(rr);
   mv->cond = rr > 0 && m2 > 0 ? fmax(1.0, sqrt(m2 / rr)) : 1.0;
   mv->neff = cmp->sum_r4 > 0 ? rr * rr / cmp->sum_r4 : 0.0;
+  /* The same count of the error scale: where the errors can be (golden/policy.txt, ms*cond/sqrtn). */
+  mv->neff_emag = cmp->has_emag && cmp->sum_emag4 > 0 ? m2 * m2 / cmp->sum_emag4 : 0.0;
   mv->rnd_bias = cmp->has_rnd && rr > 0 ? cmp->sum_rnd_r / rr : NAN;
   /* |<e, r>| <= sum_i flip_i |r_i| for the error e the roundings a kernel's fp32 d_logit errors can
    * change make (lce_ref_output.flip): the bias they can add to rnd's. */

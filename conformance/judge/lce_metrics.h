@@ -71,6 +71,7 @@ typedef struct lce_metric_values {
   double ref_norm;     /* ||r||_2 over judged elements (non-zero norms are asserted by tests) */
   double cond;         /* max(1, ||mag||_2 / ||r||_2) over judged elements; 1 when r == 0 */
   double neff;         /* effective element count (sum r^2)^2 / sum r^4; 0 when r == 0 */
+  double neff_emag;    /* the error scale's: (sum emag^2)^2 / sum emag^4; 0 without emag or its sum (tier 2) */
   double rnd_bias;     /* the bias <rnd - r, r> / <r, r> of the reference's rounded-d_logit values
                         * (lce_ref_output.rnd) over the same elements; NaN when it has none */
   double outr_bias;    /* sum_i |rounded_i - r_i| |r_i| / <r, r>: the most the output's own rounding moves the
@@ -86,6 +87,8 @@ typedef struct lce_metric_values {
                         * the most the kernel's fp32 d_logit errors move the output normwise (term flipn) */
   double g_rel;        /* the relative error of the loss gradient g an fp32 kernel computes (term gsc; set
                         * by the judge, which has the labels and weights), else 0 */
+  double rsum_rel;     /* the relative error of the rows' softmax denominators summed in fp32 in row order
+                        * (term rsum; set by the judge, which has the inputs), else 0 */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
@@ -100,8 +103,8 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[11], c[11]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r|,
-                             * m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn), flip^2 */
+  long double s[12], c[12]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r|,
+                             * m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn), flip^2, emag^4 */
   long double maxscaled;
 } lce_compare_acc;
 void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);

@@ -83,6 +83,8 @@ typedef struct lce_comparison {
   double sum_acc_m2;       /* sum m^2 (has_rnd): the term accn's numerator squared */
   double sum_flip2;        /* sum flip^2 (has_rnd and flip): the term flipn's numerator squared */
   double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
+  double sum_emag4;        /* sum emag^4: the error scale's effective element count (sum emag^2)^2 / sum emag^4;
+                            * 0 from a tier that does not sum it (tier 2: the count of r is used) */
   double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
   int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */
   int64_t beyond_ulps;     /* of those, how many are more than LCE_ULPFRAC_K ulps off */
