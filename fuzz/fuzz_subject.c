@@ -2,7 +2,8 @@
  * judge against the subject class's golden bounds, plus a determinism check; traps on a violation
  * after writing the case id, verdict and repro line (lce_fuzz_session.c does the work).
  *
- * The subject defaults to fused-host; LCE_FUZZ_SUBJECT selects another one, including mutants
+ * The subject is chosen at build time (CMake LCE_FUZZ_DEFAULT_SUBJECT: fused-host, or fused-cuda in a
+ * LCE_FUZZ_WITH_CUDA build); LCE_FUZZ_SUBJECT selects another one at run time, including mutants
  * (e.g. LCE_FUZZ_SUBJECT=mutant/bf16-dhidden-accum), which this target must then find.
  * Build: CC=clang cmake -DLCE_BUILD_FUZZERS=ON -DLCE_BUILD_TESTS=OFF; run: scripts/fuzz_campaign.py.
  * The same object links into fuzz_replay_subject (replay_main.c) for ctest.

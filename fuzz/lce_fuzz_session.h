@@ -18,7 +18,12 @@
 
 #include "lce_engine.h"
 
+/* fuzz_subject's subject when LCE_FUZZ_SUBJECT is unset: chosen at build time (CMake
+ * LCE_FUZZ_DEFAULT_SUBJECT; a LCE_FUZZ_WITH_CUDA build defaults to fused-cuda), so that an engine that runs
+ * the binary as it is (ClusterFuzzLite, OSS-Fuzz) fuzzes the subject the build was made for. */
+#ifndef LCE_FUZZ_DEFAULT_SUBJECT
 #define LCE_FUZZ_DEFAULT_SUBJECT "fused-host"
+#endif
 #define LCE_FUZZ_DEFAULT_FINDINGS "fuzz-findings"
 
 typedef enum lce_fuzz_outcome {
