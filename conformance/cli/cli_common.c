@@ -381,25 +381,14 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
     cli_json_number(f, ov->metrics.neff);
     fputs(",\"neff_emag\":", f);
     cli_json_number(f, ov->metrics.neff_emag);
-    if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) { /* the rnd term's scale, which the goldens fit */
+    if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) { /* the derived terms' scales, which the goldens use */
       lce_bound_scales scales;
       lce_bound_scales_of(&r->c, (lce_output_id)o, ov, &scales);
-      fputs(",\"rnd\":", f);
-      cli_json_number(f, scales.rnd);
-      fputs(",\"flip\":", f);
-      cli_json_number(f, scales.flip);
-      fputs(",\"outr\":", f);
-      cli_json_number(f, scales.outr);
-      fputs(",\"acc\":", f);
-      cli_json_number(f, scales.acc);
-      fputs(",\"accn\":", f);
-      cli_json_number(f, scales.accn);
-      fputs(",\"gsc\":", f);
-      cli_json_number(f, scales.gsc);
-      fputs(",\"flipn\":", f);
-      cli_json_number(f, scales.flipn);
-      fputs(",\"rsum\":", f);
-      cli_json_number(f, scales.rsum);
+      for (int t = LCE_TERM_RND; t < LCE_TERM_COUNT; t++) {
+        if (t == LCE_TERM_PERTOK) continue; /* the case's own unit roundoff, not a measurement */
+        fprintf(f, ",\"%s\":", lce_bound_term_name((lce_bound_term)t));
+        cli_json_number(f, lce_bound_term_scale((lce_bound_term)t, &scales));
+      }
     }
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       fprintf(f, ",\"%s\":", lce_metric_name((lce_metric)m));
