@@ -18,14 +18,21 @@ typedef struct run_report {
   double started, printed; /* progress: the run's start and the last line's time */
 } run_report;
 
-/* A progress line every tenth step, at the end, and whenever 5 s passed without one (a step at a
- * production-sized head takes seconds). */
-static void progress(void *ctx, int step, int steps, double loss) {
+/* A progress line every tenth step, at the end, and whenever 5 s passed without one; the phases of a
+ * step (lce_converge_config.progress) only after 5 s of silence, and the setup's always: at a
+ * production-sized head the setup and each part of a step take seconds. */
+static void progress(void *ctx, int step, int steps, const char *phase, double loss) {
   run_report *r = ctx;
   double now = lce_now_seconds();
-  if (step % 10 == 0 || step == steps || now - r->printed >= 5.0) {
-    fprintf(stderr, "[converge %s] step %d/%d  reference loss on the step's batch %.4f  (%.1f s)\n",
-            r->tied ? "tied" : "untied", step, steps, loss, now - r->started);
+  const char *run = r->tied ? "tied" : "untied";
+  if (phase != NULL) {
+    if (step == 0 || now - r->printed >= 5.0) {
+      fprintf(stderr, "[converge %s] after %d/%d steps: %s  (%.1f s)\n", run, step, steps, phase, now - r->started);
+      r->printed = now;
+    }
+  } else if (step % 10 == 0 || step == steps || now - r->printed >= 5.0) {
+    fprintf(stderr, "[converge %s] step %d/%d  reference loss on the step's batch %.4f  (%.1f s)\n", run, step,
+            steps, loss, now - r->started);
     r->printed = now;
   }
 }

@@ -109,7 +109,9 @@ static lce_code reference_at(const lce_converge_config *cfg, const lce_case *c, 
                              lce_tensors *in, double *loss, params *g, lce_status *st) {
   fill_tensors(c, p, x, in);
   lce_reference ref;
-  lce_code rc = lce_reference_prepare(cfg->tier, c, in, LCE_REF_HOST, &ref, st);
+  /* Values only: the loop needs the exact gradient, not the bounds a judge would (tier 2 then skips
+   * its magnitudes and copies back two V x H tables instead of eight). */
+  lce_code rc = lce_reference_prepare(cfg->tier, c, in, LCE_REF_VALUES, &ref, st);
   if (rc != LCE_OK) return rc;
   const lce_ref_output *o = ref.host.out;
   *loss = o[LCE_OUT_LOSS].value[0];
@@ -130,6 +132,10 @@ static lce_code subject_at(const lce_converge_config *cfg, const lce_case *c, co
     assemble(c, x, out.grad_embedding, out.grad_weight, elem_f32, out.d_hidden, elem_dtype, g);
   lce_outputs_free(&out);
   return rc;
+}
+
+static void phase(const lce_converge_config *cfg, int step, const char *what) {
+  if (cfg->progress) cfg->progress(cfg->ctx, step, cfg->steps, what, NAN);
 }
 
 /* sum over k of term(a, b, k), in PARAM_BLOCK blocks (see PARAM_BLOCK). */
@@ -232,6 +238,7 @@ lce_code lce_converge_run(const lce_converge_config *cfg, lce_converge_result *r
   memset(&in, 0, sizeof in);
   lce_code rc = LCE_OK;
   if (x == NULL || res->eval == NULL) rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory for the run");
+  phase(cfg, 0, "setup: the token stream, six parameter sets, the case tensors");
   if (rc == LCE_OK) rc = make_stream(cfg, len, x, st);
   params *all[] = {&a, &b, &start, &ga, &gr, &gb};
   for (size_t k = 0; rc == LCE_OK && k < sizeof all / sizeof all[0]; k++) rc = params_alloc(all[k], size, c.tied, st);
@@ -249,6 +256,7 @@ lce_code lce_converge_run(const lce_converge_config *cfg, lce_converge_result *r
     int evaluate = s % cfg->eval_every == 0 || s == cfg->steps;
     if (evaluate) {
       lce_converge_step *r = &res->eval[res->nevals];
+      phase(cfg, s, "evaluation: the held-out loss of both runs (reference)");
       rc = reference_at(&run, &c, &a, held_out, &in, &r->loss_a, &gr, st);
       if (rc == LCE_OK) rc = reference_at(&run, &c, &b, held_out, &in, &r->loss_b, &gr, st);
       if (rc != LCE_OK) break;
@@ -260,8 +268,11 @@ lce_code lce_converge_run(const lce_converge_config *cfg, lce_converge_result *r
     }
     if (s == cfg->steps) break;
     double loss;
+    phase(cfg, s, "the reference's gradient (run B)");
     rc = reference_at(&run, &c, &b, batch, &in, &loss, &gb, st);
+    phase(cfg, s, "the subject's gradient (run A)");
     if (rc == LCE_OK) rc = subject_at(&run, &c, &a, batch, &in, &ga, st);
+    if (evaluate) phase(cfg, s, "the reference's gradient at run A's parameters (agreement)");
     if (rc == LCE_OK && evaluate) rc = reference_at(&run, &c, &a, batch, &in, &loss, &gr, st);
     if (rc != LCE_OK) break;
     if (evaluate) { /* the subject's gradient against the reference's, at the subject's parameters */
@@ -276,7 +287,7 @@ lce_code lce_converge_run(const lce_converge_config *cfg, lce_converge_result *r
     }
     sgd(&a, &ga, cfg->lr);
     sgd(&b, &gb, cfg->lr);
-    if (cfg->progress) cfg->progress(cfg->ctx, s + 1, cfg->steps, loss);
+    if (cfg->progress) cfg->progress(cfg->ctx, s + 1, cfg->steps, NULL, loss);
   }
   res->seconds = lce_now_seconds() - t0;
   lce_tensors_free(&in);

@@ -38,8 +38,10 @@ typedef struct lce_converge_config {
   int eval_every; /* evaluate (held-out loss, drift, gradient agreement) every this many steps */
   double lr;
   uint64_t seed;
-  /* Called after every step (may be NULL): progress lines. */
-  void (*progress)(void *ctx, int step, int steps, double loss_b);
+  /* Progress (may be NULL): after every step with phase NULL and the reference run's loss on the
+   * step's batch; before each long part of a step (a reference or subject evaluation, the setup) with
+   * phase naming it and loss_b NaN, since at a production-sized head each part takes seconds. */
+  void (*progress)(void *ctx, int step, int steps, const char *phase, double loss_b);
   void *ctx;
 } lce_converge_config;
 

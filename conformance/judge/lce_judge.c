@@ -458,6 +458,8 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
                               const lce_outputs *out, const lce_golden *g, const char *subject_class,
                               const int64_t *inner, unsigned outputs, const judge_masks *masks, lce_verdict *v,
                               lce_status *st) {
+  LCE_CHECK(st, ref->mode != LCE_REF_VALUES, LCE_EINVAL,
+            "judge: the reference holds values only (LCE_REF_VALUES): no bounds to judge by");
   char guard_msg[256];
   const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
   lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;

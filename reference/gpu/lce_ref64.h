@@ -106,6 +106,11 @@ lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id o, const l
  * is certain given err, with tier 0's 2^-12 ulp margin); precision_bits = 53. Free with
  * lce_oracle_free. */
 lce_code lce_ref64_oracle(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_status *st);
+/* The values alone (lce_reference.h's LCE_REF_VALUES): the device run with skip_mags (a third of the
+ * GEMMs, half the memory) and only value copied back; err, mag, emag, rounded, decisive stay NULL,
+ * n_valid is set. At H 4096 x V 128256 this copies 2 x 4.2 GB instead of 4 x that and skips the
+ * per-element rounding pass over the weight gradient. */
+lce_code lce_ref64_values(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_status *st);
 
 #ifdef __cplusplus
 }

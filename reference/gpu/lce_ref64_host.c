@@ -19,13 +19,14 @@ static lce_code download(double **dst, const double *src, int64_t count, lce_sta
   return LCE_OK;
 }
 
-static lce_code fill_output(const lce_case *c, const lce_ref64_device *dev, lce_output_id o, lce_oracle_result *res,
-                            lce_status *st) {
+static lce_code fill_output(const lce_case *c, const lce_ref64_device *dev, lce_output_id o, int values_only,
+                            lce_oracle_result *res, lce_status *st) {
   const lce_ref64_dev_output *d = &dev->out[o];
   lce_ref_output *r = &res->out[o];
   if (d->count == 0) return LCE_OK;
   r->count = d->count;
   LCE_TRY(download(&r->value, d->value, d->count, st));
+  if (values_only) return LCE_OK;
   LCE_TRY(download(&r->err, d->err, d->count, st));
   LCE_TRY(download(&r->mag, d->mag, d->count, st));
   LCE_TRY(download(&r->emag, d->emag, d->count, st));
@@ -47,12 +48,15 @@ static lce_code fill_output(const lce_case *c, const lce_ref64_device *dev, lce_
   return LCE_OK;
 }
 
-lce_code lce_ref64_oracle(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_status *st) {
+static lce_code host_result(const lce_case *c, const lce_tensors *in, int values_only, lce_oracle_result *res,
+                            lce_status *st) {
   LCE_CHECK(st, res != NULL, LCE_EINVAL, "ref64: result is NULL");
   memset(res, 0, sizeof *res);
   lce_ref64_device dev;
-  lce_code rc = lce_ref64_device_run(c, in, NULL, &dev, st);
-  for (int o = 0; o < LCE_OUT_COUNT && rc == LCE_OK; o++) rc = fill_output(c, &dev, (lce_output_id)o, res, st);
+  const lce_ref64_options opt = {.skip_mags = values_only};
+  lce_code rc = lce_ref64_device_run(c, in, &opt, &dev, st);
+  for (int o = 0; o < LCE_OUT_COUNT && rc == LCE_OK; o++)
+    rc = fill_output(c, &dev, (lce_output_id)o, values_only, res, st);
   if (rc == LCE_OK) {
     res->n_valid = dev.n_valid;
     res->precision_bits = 53;
@@ -60,4 +64,12 @@ lce_code lce_ref64_oracle(const lce_case *c, const lce_tensors *in, lce_oracle_r
   lce_ref64_device_free(&dev);
   if (rc != LCE_OK) lce_oracle_free(res);
   return rc;
+}
+
+lce_code lce_ref64_oracle(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_status *st) {
+  return host_result(c, in, 0, res, st);
+}
+
+lce_code lce_ref64_values(const lce_case *c, const lce_tensors *in, lce_oracle_result *res, lce_status *st) {
+  return host_result(c, in, 1, res, st);
 }

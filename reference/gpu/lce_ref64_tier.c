@@ -1,6 +1,6 @@
 /* lce_ref64_tier.c — tier 2 (fp64 on the GPU, lce_ref64.h) behind the reference interface
  * (lce_reference.h). Host mode brings every output's values to the host (lce_ref64_oracle: medium
- * shapes, full class checks); device mode keeps the reference in device memory and compares each
+ * shapes, full class checks); values mode only the values (lce_ref64_values: converge); device mode keeps the reference in device memory and compares each
  * subject output there (production shapes, where d_weight alone is 1e9 elements). In device mode
  * the error magnitudes (cond, maxscaled) double the reference's memory: they are dropped only when
  * the reference with them would not fit the free device memory. */
@@ -23,6 +23,12 @@ static lce_code ref64_prepare(const lce_case *c, const lce_tensors *in, lce_ref_
   if (mode == LCE_REF_HOST) {
     LCE_TRY(lce_ref64_oracle(c, in, &ref->host, st));
     lce_reference_adopt_host(ref);
+    return LCE_OK;
+  }
+  if (mode == LCE_REF_VALUES) {
+    LCE_TRY(lce_ref64_values(c, in, &ref->host, st));
+    ref->mode = LCE_REF_VALUES;
+    ref->n_valid = ref->host.n_valid;
     return LCE_OK;
   }
   size_t free_bytes = 0;

@@ -2,7 +2,8 @@
  * one new implementation of lce_reference_tier:
  *   available  can it run here (tier 2 needs a GPU);
  *   prepare    compute the reference of one case from its tensors, either with per-element values on
- *              the host (ref->host) or kept where it was computed (LCE_REF_DEVICE, tiers with compare);
+ *              the host (ref->host) or kept where it was computed (LCE_REF_DEVICE, tiers with compare),
+ *              or only the values on the host (LCE_REF_VALUES);
  *   compare    one subject output against a reference kept on the device, into an lce_comparison;
  *   release    free what prepare made.
  * Tiers, numbered as what they are:
@@ -19,7 +20,11 @@
 
 typedef enum lce_ref_mode {
   LCE_REF_HOST = 0,   /* per-element values on the host: full class checks, every metric */
-  LCE_REF_DEVICE = 1  /* the reference stays on the device and compare() reduces each output there */
+  LCE_REF_DEVICE = 1, /* the reference stays on the device and compare() reduces each output there */
+  LCE_REF_VALUES = 2  /* each output's values on the host and nothing else (err, mag, emag, rounded,
+                       * decisive NULL; n_valid set): an exact gradient for a training loop (converge),
+                       * not for the judge. A tier without compare answers it with LCE_REF_HOST, a
+                       * superset; tier 2 skips its bounds and magnitudes and copies only the values */
 } lce_ref_mode;
 
 struct lce_reference_tier;
@@ -28,7 +33,7 @@ typedef struct lce_reference {
   const struct lce_reference_tier *tier;
   lce_case c;
   lce_ref_mode mode;      /* what prepare produced (a tier without compare always produces HOST) */
-  lce_oracle_result host; /* LCE_REF_HOST: every output's values */
+  lce_oracle_result host; /* LCE_REF_HOST: every output's values and bounds; LCE_REF_VALUES: the values */
   int64_t n_valid;        /* tokens not labelled ignore_index */
   int64_t decisive, total;/* certified elements (host mode; device mode: 0, 0) */
   double worst_rel_err;   /* the reference's own accuracy (host mode) */
