@@ -169,14 +169,16 @@ def cmd_bundle(args):
     parsers = sorted(p.stem for p in (REPO / "fuzz" / "parsers").glob("fuzz_parse_*.c")
                      if (p.with_suffix(".options")).is_file())
     asan_targets = ["fuzz_subject", "fuzz_tiers", *parsers]
-    configure_and_build(root / "build-bundle-asan", ["-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
-                        [*asan_targets, "fuzz_plugin_scripted"], args.jobs)
+    if not args.release_only:
+        configure_and_build(root / "build-bundle-asan", ["-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
+                            [*asan_targets, "fuzz_plugin_scripted"], args.jobs)
     configure_and_build(root / "build-bundle-release", ["-DCMAKE_BUILD_TYPE=Release",
                         "-DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link", "-DLCE_FUZZING_ENGINE=-fsanitize=fuzzer"],
                         RELEASE_TARGETS, args.jobs)
     shutil.rmtree(out, ignore_errors=True)
-    copy_binaries(root / "build-bundle-asan", asan_targets, out / "bin-asan", "")
-    shutil.copy2(root / "build-bundle-asan" / "libfuzz_plugin_scripted.so", out / "bin-asan")  # fuzz_parse_plugin's
+    if not args.release_only:
+        copy_binaries(root / "build-bundle-asan", asan_targets, out / "bin-asan", "")
+        shutil.copy2(root / "build-bundle-asan" / "libfuzz_plugin_scripted.so", out / "bin-asan")  # fuzz_parse_plugin's
     copy_binaries(root / "build-bundle-release", RELEASE_TARGETS, out / "bin-release",
                   "\n(the judging targets without sanitizers, for throughput: findings are replayed under bin-asan)")
     (out / "scripts").mkdir()
@@ -185,18 +187,21 @@ def cmd_bundle(args):
     shutil.copytree(REPO / "golden", out / "golden", ignore=shutil.ignore_patterns("plots", "*.md", "CMakeLists.txt"))
     shutil.copytree(REPO / "fuzz", out / "fuzz", ignore=not_campaign_files)
     versions = [f"{sys.version_info.major}.{sys.version_info.minor}", *(args.python_version or ["3.12"])]
-    for v in dict.fromkeys(versions):
+    for v in dict.fromkeys(versions) if not args.release_only else ():
         atheris_for(v, root / "build-bundle-python", out / "python" / ("cp" + v.replace(".", "")))
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    run_line = ("python3 scripts/fuzz_campaign.py run --target fuzz_subject --build bin-release --jobs N --seconds S "
+                "--seed K" if args.release_only else
+                "python3 scripts/fuzz_campaign.py run --target all --build bin-asan --jobs N --seconds S --deadline D "
+                "--out results")
     (out / "BUNDLE_INFO").write_text(
         f"lcecheck CPU fuzz targets, built {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n"
         f"commit: {head_commit(REPO)} (working tree as it was then)\n"
         f"command: {invocation()}\n"
-        f"bin-asan: {build_description(root / 'build-bundle-asan')}; bin-release: "
-        f"{build_description(root / 'build-bundle-release')}; atheris for CPython {', '.join(dict.fromkeys(versions))}\n"
-        f"run: cd <this folder> && python3 scripts/fuzz_campaign.py run --target all --build bin-asan --jobs N "
-        f"--seconds S --deadline D --out results\n")
-    print(f"fuzz_campaign: {out}: {size / 2**20:.1f} MiB; run it with: cd {out} && python3 scripts/fuzz_campaign.py "
-          f"run --target all --build bin-asan --jobs N --seconds S --deadline D --out results")
+        + (f"bin-release only: {build_description(root / 'build-bundle-release')}\n" if args.release_only else
+           f"bin-asan: {build_description(root / 'build-bundle-asan')}; bin-release: "
+           f"{build_description(root / 'build-bundle-release')}; atheris for CPython {', '.join(dict.fromkeys(versions))}\n")
+        + f"run: cd <this folder> && {run_line}\n")
+    print(f"fuzz_campaign: {out}: {size / 2**20:.1f} MiB; run it with: cd {out} && {run_line}")
     note_unignored(out)
     return 0

@@ -19,13 +19,15 @@
   bundle-gpu [--build DIR] [--out DIR]   the libFuzzer build WITH fused-cuda (clang + nvcc), copied with
                                            the shared libraries a GPU machine may lack into an ignored
                                            folder (default .gpufuzz/) that scripts/gpu_fuzz.sh runs there
-  bundle [--out DIR] [--python-version X.Y]
+  bundle [--out DIR] [--python-version X.Y] [--release-only]
                                            the CPU targets built twice (bin-asan: ASan + UBSan;
                                            bin-release: fuzz_subject and fuzz_tiers without sanitizers),
                                            MPFR/GMP static, with this script, options, dictionaries,
                                            seed corpora, goldens and atheris, into an ignored folder
                                            (default .fuzzbundle/) that runs where there is no clang:
-                                           cd .fuzzbundle && python3 scripts/fuzz_campaign.py run ...
+                                           cd .fuzzbundle && python3 scripts/fuzz_campaign.py run ...;
+                                           --release-only: bin-release alone (no sanitizers, no
+                                           atheris), for campaigns on a GPU machine's host CPUs
   kill-table [--seconds T] [--json] [--record FILE]
                                            fused-host and every mutant/* subject of `lcecheck list`,
                                            one campaign each (T seconds at most, default 60);
@@ -313,6 +315,9 @@ def main():
     c.add_argument("--out", default=str(REPO / ".fuzzbundle"), help="bundle folder (git-ignored)")
     c.add_argument("--build-root", default=str(REPO), help="build-bundle-asan/ and build-bundle-release/ go here")
     c.add_argument("--jobs", type=positive(int), default=2, help="parallel build jobs")
+    c.add_argument("--release-only", action="store_true",
+                   help="bin-release alone (fuzz_subject, fuzz_tiers without sanitizers, no atheris): throughput "
+                        "campaigns on another machine's CPUs, a quarter of the size")
     c.add_argument("--python-version", action="append", metavar="X.Y",
                    help="also bundle atheris for this CPython (pip download; repeatable; default 3.12, the GPU "
                         "machines' python3); this interpreter's own is always bundled")

@@ -8,7 +8,11 @@
 #   2. campaign: the libFuzzer build with fused-cuda made on the workstation
 #      (`python3 scripts/fuzz_campaign.py bundle-gpu`, folder .gpufuzz/) for LCE_GPU_FUZZ_SECONDS
 #      (default 120) on fused-cuda from the committed seeds: must find nothing;
-#   3. the same campaign on mutant-cuda/bf16-dhidden-accum: must find it.
+#   3. the same campaign on mutant-cuda/bf16-dhidden-accum: must find it;
+#   4. with LCE_GPU_FUZZ_SEEDS (e.g. "1 2 3 4 5"): one more campaign on fused-cuda per seed, over
+#      LCE_GPU_FUZZ_JOBS processes sharing the GPU (fuzz_campaign.py run --target fuzz_subject), each
+#      for LCE_GPU_FUZZ_SEED_SECONDS (default 60): must find nothing; their report.md and report.json
+#      come back in $OUT/seed-campaigns.tar.
 # Everything is tee'd into $OUT/fuzz-log; $OUT also gets fuzz-summary.txt (the table that ends the
 # log), replay-fused-cuda.txt and one campaign-<subject>.json per campaign (5 files: the device tool
 # brings back 8 at most). Campaign findings directories stay on the machine; their .finding reports
@@ -17,13 +21,14 @@
 #   OUT=/tmp/out bash scripts/gpu_fuzz.sh      (the device tool sets OUT)
 # Environment: LCE_GPU_BUILD (normal build dir, default build-gpu: shared with gpu_run.sh),
 #   LCE_GPU_FUZZ_BUNDLE (default .gpufuzz), LCE_GPU_FUZZ_SECONDS (default 120), LCE_GPU_JOBS,
+#   LCE_GPU_FUZZ_SEEDS, LCE_GPU_FUZZ_JOBS (default 8), LCE_GPU_FUZZ_SEED_SECONDS (step 4),
 #   LCE_GPU_DEADLINE_S (default 540 s from the start: every step runs under it).
 # Exit status: 0 when every step met its expectation, 1 otherwise.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start fuzz-log 21 540 "$@"
+gpu_start fuzz-log 26 540 "$@"
 BUNDLE=${LCE_GPU_FUZZ_BUNDLE:-$ROOT/.gpufuzz}
 SECONDS_PER_CAMPAIGN=${LCE_GPU_FUZZ_SECONDS:-120}
 JOBS=${LCE_GPU_JOBS:-$(nproc)}
@@ -78,6 +83,16 @@ if [ -x "$FUZZER" ]; then
   step "ldd bundle (nothing 'not found')" 0 30 sh -c "ldd '$FUZZER'; ! ldd '$FUZZER' | grep -q 'not found'"
   campaign fused-cuda 0
   campaign "$MUTANT" 1
+  for seed in ${LCE_GPU_FUZZ_SEEDS:-}; do
+    seconds=${LCE_GPU_FUZZ_SEED_SECONDS:-60}
+    step "campaign fused-cuda -seed=$seed, ${LCE_GPU_FUZZ_JOBS:-8} jobs (${seconds}s)" 0 $((seconds + 90)) \
+      python3 "$ROOT/scripts/fuzz_campaign.py" run --target fuzz_subject --subject fused-cuda --build "$BUNDLE" \
+      --jobs "${LCE_GPU_FUZZ_JOBS:-8}" --seed "$seed" --seconds "$seconds" --findings-root "$WORK/seeds" \
+      --out "$WORK/seed-$seed"
+  done
+  if [ -n "${LCE_GPU_FUZZ_SEEDS:-}" ]; then
+    (cd "$WORK" && tar -cf "$OUT/seed-campaigns.tar" seed-*/report.md seed-*/report.json 2>/dev/null)
+  fi
 else
   echo "no $FUZZER: build it on the workstation with python3 scripts/fuzz_campaign.py bundle-gpu, carry .gpufuzz"
   step_note "campaigns (bundle)" 0 "NOT RUN (no bundle)"
