@@ -70,7 +70,9 @@ def output_scales(case_id, output, o):
     rnd = (o.get("rnd") or 0.0) if grad else 0.0  # 0 unmeasured (tier 2)
     flip = (o.get("flip") or 0.0) if grad else 0.0
     outr = (o.get("outr") or 0.0) if grad else 0.0
-    acc, accn, gsc, flipn, rsum = ((o.get(t) or 0.0) if grad else 0.0 for t in ("acc", "accn", "gsc", "flipn", "rsum"))
+    acc, accn, gsc, flipn = ((o.get(t) or 0.0) if grad else 0.0 for t in ("acc", "accn", "gsc", "flipn"))
+    # rsum also reaches lse and loss_token (lse = m + log s; lce_output_has_rsum)
+    rsum = (o.get("rsum") or 0.0) if grad or output in ("lse", "loss_token") else 0.0
     # ms*cond/sqrtn counts the smaller of r's and the error scale's elements (lce_bound_scales_of).
     neff = o.get("neff") or 1.0
     if (o.get("neff_emag") or 0.0) > 0.0:

@@ -381,7 +381,7 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
     cli_json_number(f, ov->metrics.neff);
     fputs(",\"neff_emag\":", f);
     cli_json_number(f, ov->metrics.neff_emag);
-    if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) { /* the derived terms' scales, which the goldens use */
+    if (lce_output_has_rsum((lce_output_id)o)) { /* the derived terms' scales, which the goldens use */
       lce_bound_scales scales;
       lce_bound_scales_of(&r->c, (lce_output_id)o, ov, &scales);
       for (int t = LCE_TERM_RND; t < LCE_TERM_COUNT; t++) {

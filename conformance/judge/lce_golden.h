@@ -67,8 +67,9 @@
  *                first-order image there; 0 where the d_logits are rounded to a coarser format, whose
  *                rounding the fitted terms carry (lce_metric_values.flip_norm)
  *   rsum         the largest relative error of the case's softmax denominators summed in fp32 in row
- *                order, shard by shard (gradients; lce_metric_values.rsum_rel): every p_v of a token
- *                inherits it through lse, coherently on flat rows (up to ~vs/2 u32)
+ *                order, shard by shard (lse, loss_token and the gradients: lce_output_has_rsum;
+ *                lce_metric_values.rsum_rel): lse = m + log s carries it absolutely, loss_token with it,
+ *                and every p_v of a token inherits it through lse, coherently on flat rows (up to ~vs/2 u32)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H

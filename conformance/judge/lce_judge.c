@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_parallel.h"
+
 static int has_metrics(const lce_case *c, lce_output_id o) {
   if (o == LCE_OUT_D_EMBEDDING) return 0;
   if (o == LCE_OUT_LOSS && c->reduction == LCE_RED_NONE) return 0;
@@ -214,39 +216,85 @@ static double loss_gradient_rel_error(const lce_case *c, const lce_tensors *in) 
  * varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic, not the worst case of
  * the shape, which is ~vs/2 u32 for every row order and would leave the fitted constant nothing to
  * hold. 0 for a non-finite row (the class checks judge it). */
+/* One token's worst shard (softmax_sum_rel_error): h its hidden row, wd the weight, both in double;
+ * z scratch of v. Each logit is the same sequential sum over k as a plain loop would make; four vocab
+ * rows at a time only give the four sums their own chains. */
+static double token_sum_rel_error(const lce_case *c, const double *h, const double *wd, double *z) {
+  const int64_t H = c->h;
+  double worst = 0.0;
+  for (int r = 0; r < c->tp; r++) {
+    int64_t lo, hi;
+    lce_shard_range(c, r, &lo, &hi);
+    if (hi > c->v) hi = c->v;
+    int64_t j = lo;
+    for (; j + 4 <= hi; j += 4) {
+      const double *w0 = wd + j * H, *w1 = w0 + H, *w2 = w1 + H, *w3 = w2 + H;
+      double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+      for (int64_t k = 0; k < H; k++) {
+        s0 += h[k] * w0[k];
+        s1 += h[k] * w1[k];
+        s2 += h[k] * w2[k];
+        s3 += h[k] * w3[k];
+      }
+      z[j] = s0, z[j + 1] = s1, z[j + 2] = s2, z[j + 3] = s3;
+    }
+    for (; j < hi; j++) {
+      double s = 0.0;
+      for (int64_t k = 0; k < H; k++) s += h[k] * wd[j * H + k];
+      z[j] = s;
+    }
+    double m = -INFINITY;
+    for (j = lo; j < hi; j++) {
+      if (c->softcap > 0) z[j] = c->softcap * tanh(z[j] / c->softcap);
+      m = fmax(m, z[j]);
+    }
+    if (!(hi > lo) || !isfinite(m)) continue;
+    float s32 = 0.0f;
+    long double exact = 0.0L;
+    for (j = lo; j < hi; j++) {
+      const double t = exp(z[j] - m);
+      s32 += (float)t;
+      exact += t;
+    }
+    const double rel = fabs((double)((long double)s32 - exact) / (double)exact);
+    if (isfinite(rel) && rel > worst) worst = rel;
+  }
+  return worst;
+}
+
 static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in) {
   const void *w = lce_output_weight(c, in);
-  double *z = malloc((size_t)c->v * sizeof *z);
-  if (z == NULL) return 0.0;
-  double worst = 0.0;
-  for (int64_t n = 0; n < c->n; n++) {
-    if (in->labels[n] == c->ignore_index) continue;
-    for (int r = 0; r < c->tp; r++) {
-      int64_t lo, hi;
-      lce_shard_range(c, r, &lo, &hi);
-      if (hi > c->v) hi = c->v;
-      double m = -INFINITY;
-      for (int64_t j = lo; j < hi; j++) {
-        double s = 0.0;
-        for (int64_t k = 0; k < c->h; k++)
-          s += lce_load(c->dtype, in->hidden, (size_t)(n * c->h + k)) * lce_load(c->dtype, w, (size_t)(j * c->h + k));
-        z[j] = c->softcap > 0 ? c->softcap * tanh(s / c->softcap) : s;
-        m = fmax(m, z[j]);
-      }
-      if (!(hi > lo) || !isfinite(m)) continue;
-      float s32 = 0.0f;
-      long double exact = 0.0L;
-      for (int64_t j = lo; j < hi; j++) {
-        const double t = exp(z[j] - m);
-        s32 += (float)t;
-        exact += t;
-      }
-      const double rel = fabs((double)((long double)s32 - exact) / (double)exact);
-      if (isfinite(rel) && rel > worst) worst = rel;
-    }
+  const int64_t N = c->n, H = c->h, V = c->v;
+  /* The inputs in double once (a dtype load per multiply-add made this a minute per medium case), the
+   * tokens in parallel, each into its own slot: the same result for any thread count. */
+  double *wd = malloc((size_t)(V * H) * sizeof *wd), *rel = calloc((size_t)N, sizeof *rel);
+  if (wd == NULL || rel == NULL) {
+    free(wd);
+    free(rel);
+    return 0.0;
   }
-  free(z);
+  LCE_PARALLEL_FOR_IF(V * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t j = 0; j < V; j++)
+    for (int64_t k = 0; k < H; k++) wd[j * H + k] = lce_load(c->dtype, w, (size_t)(j * H + k));
+  LCE_PARALLEL_FOR_IF(N * V * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t n = 0; n < N; n++) {
+    if (in->labels[n] == c->ignore_index) continue;
+    double *buf = malloc((size_t)(V + H) * sizeof *buf);
+    if (buf == NULL) continue;
+    double *h = buf + V;
+    for (int64_t k = 0; k < H; k++) h[k] = lce_load(c->dtype, in->hidden, (size_t)(n * H + k));
+    rel[n] = token_sum_rel_error(c, h, wd, buf);
+    free(buf);
+  }
+  double worst = 0.0;
+  for (int64_t n = 0; n < N; n++) worst = rel[n] > worst ? rel[n] : worst;
+  free(wd);
+  free(rel);
   return worst;
+}
+
+int lce_output_has_rsum(lce_output_id o) {
+  return o == LCE_OUT_LSE || o == LCE_OUT_LOSS_TOKEN || o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
 }
 
 void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_verdict *ov, lce_bound_scales *s) {
@@ -282,7 +330,7 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * dominates elsewhere, and the fitted terms carry it. */
   s->flipn = gradient && lce_case_precision(c) == LCE_PREC_FP32 && isfinite(ov->metrics.flip_norm)
                  ? ov->metrics.flip_norm : 0.0;
-  s->rsum = gradient && isfinite(ov->metrics.rsum_rel) ? ov->metrics.rsum_rel : 0.0;
+  s->rsum = lce_output_has_rsum(o) && isfinite(ov->metrics.rsum_rel) ? ov->metrics.rsum_rel : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0
               : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
 }
@@ -410,7 +458,8 @@ static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_com
   ov->inner = inner ? inner[o] : lce_output_inner(c, o);
   if (!has_metrics(c, o)) return LCE_OK;
   lce_metrics_from_comparison(cmp, &ov->metrics);
-  if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) ov->metrics.g_rel = g_rel, ov->metrics.rsum_rel = rsum_rel;
+  if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) ov->metrics.g_rel = g_rel;
+  if (lce_output_has_rsum(o)) ov->metrics.rsum_rel = rsum_rel;
   v->inconclusive += ov->metrics.inconclusive;
   if (g == NULL) return LCE_OK;
   return lce_bounds_apply(g, subject_class, c, o, ov, st);
