@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from fuzz_common import REPO, build_description, echo_run, head_commit, invocation
+from fuzz_common import GPU_BUNDLE_MARK, REPO, build_description, echo_run, head_commit, invocation
 
 
 # What a GPU machine may lack, copied beside the fuzzer: MPFR and GMP (the device image has neither)
@@ -63,7 +63,7 @@ def cmd_bundle_gpu(args):
     if missing:
         sys.exit(f"fuzz_campaign: ldd of {fuzzer} lists no {', '.join(missing)}")
     (out / "BUILD_INFO").write_text(
-        f"fuzz_subject with fused-cuda, built {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+        f"{GPU_BUNDLE_MARK}, built {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
         f"at commit {head_commit(REPO)} (working tree as it was then)\n"
         f"build: {build_description(build)}; CUDA objects nvcc sm_90, host compiler g++, no sanitizers\n"
         f"command: {invocation()}\n"

@@ -93,11 +93,18 @@ def log_tail(text, lines=8):
     return "\n".join("    " + line for line in kept[-lines:])
 
 
+# The first line of the BUILD_INFO that `bundle-gpu` writes beside its fuzzer (fuzz_bundle.py).
+GPU_BUNDLE_MARK = "fuzz_subject with fused-cuda"
+
+
 def build_has_cuda(build):
-    """Whether the fuzzer build was configured with fused-cuda (LCE_FUZZ_WITH_CUDA=ON)."""
-    cache = Path(build) / "CMakeCache.txt"
-    return cache.is_file() and re.search(r"^LCE_FUZZ_WITH_CUDA:\w+=(ON|1|TRUE|YES)\s*$",
-                                         cache.read_text(errors="replace"), re.M | re.I) is not None
+    """Whether the fuzzer build was configured with fused-cuda (LCE_FUZZ_WITH_CUDA=ON), or is a
+    bundle-gpu folder (no CMakeCache.txt there; its BUILD_INFO says so)."""
+    cache, info = Path(build) / "CMakeCache.txt", Path(build) / "BUILD_INFO"
+    if not cache.is_file():
+        return info.is_file() and info.read_text(errors="replace").startswith(GPU_BUNDLE_MARK)
+    return re.search(r"^LCE_FUZZ_WITH_CUDA:\w+=(ON|1|TRUE|YES)\s*$",
+                     cache.read_text(errors="replace"), re.M | re.I) is not None
 
 
 def is_gpu_subject(subject):
