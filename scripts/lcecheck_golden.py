@@ -77,6 +77,10 @@ def output_scales(case_id, output, o):
     neff = o.get("neff") or 1.0
     if (o.get("neff_emag") or 0.0) > 0.0:
         neff = min(neff, o["neff_emag"])
+    # equal tokens make equal per-token errors: the count is of distinct tokens (lce_output_per_token)
+    share = o.get("token_share") or 1.0
+    if output in ("lse", "loss_token", "d_hidden") and 0.0 < share < 1.0:
+        neff *= share
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
                      acc, accn, gsc, flipn, rsum)
 

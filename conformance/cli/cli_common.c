@@ -381,6 +381,10 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
     cli_json_number(f, ov->metrics.neff);
     fputs(",\"neff_emag\":", f);
     cli_json_number(f, ov->metrics.neff_emag);
+    if (lce_output_per_token((lce_output_id)o)) { /* the few-element term's share of distinct tokens */
+      fputs(",\"token_share\":", f);
+      cli_json_number(f, ov->metrics.token_share);
+    }
     if (lce_output_has_rsum((lce_output_id)o)) { /* the derived terms' scales, which the goldens use */
       lce_bound_scales scales;
       lce_bound_scales_of(&r->c, (lce_output_id)o, ov, &scales);

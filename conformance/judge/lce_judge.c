@@ -216,6 +216,52 @@ static double loss_gradient_rel_error(const lce_case *c, const lce_tensors *in) 
  * varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic, not the worst case of
  * the shape, which is ~vs/2 u32 for every row order and would leave the fitted constant nothing to
  * hold. 0 for a non-finite row (the class checks judge it). */
+/* The share of distinct tokens among the valid ones for output o (lce_metric_values.token_share): two
+ * tokens whose output is made by the same arithmetic on the same numbers make the same error, one error
+ * counted twice, not two independent ones. What the arithmetic reads: lse the token's logit row (row,
+ * a hash of its logits rounded to fp32, as a kernel holds them, from softmax_sum_rel_error: subnormal
+ * inputs make rows that differ in double and not in fp32); loss_token also the label's logit zy and class
+ * weight; a d_hidden row also the label itself and, under reduction none, the token's grad_output.
+ * Rows are told apart by 64-bit FNV-1a hashes: a collision can only lower the share, which loosens the
+ * bound it enters. 1 without the row hashes (tier 2) or valid tokens. */
+static int cmp_u64(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t size) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+#define FNV_OFFSET 0xcbf29ce484222325ull
+
+static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce_output_id o, const uint64_t *row,
+                                   const double *zy) {
+  uint64_t *key = row ? malloc((size_t)c->n * sizeof *key) : NULL;
+  if (key == NULL) return 1.0;
+  int64_t valid = 0;
+  for (int64_t n = 0; n < c->n; n++) {
+    const int64_t y = in->labels[n];
+    if (y == c->ignore_index) continue;
+    uint64_t h = fnv1a(FNV_OFFSET, &row[n], sizeof row[n]);
+    if (o == LCE_OUT_LOSS_TOKEN) {
+      h = fnv1a(h, &zy[n], sizeof zy[n]);
+      if (in->class_weight && y >= 0 && y < c->v) h = fnv1a(h, &in->class_weight[y], sizeof in->class_weight[y]);
+    }
+    if (o == LCE_OUT_D_HIDDEN) {
+      h = fnv1a(h, &y, sizeof y);
+      if (c->reduction == LCE_RED_NONE) h = fnv1a(h, &in->grad_output[n], sizeof in->grad_output[n]);
+    }
+    key[valid++] = h;
+  }
+  qsort(key, (size_t)valid, sizeof *key, cmp_u64);
+  int64_t distinct = valid > 0;
+  for (int64_t i = 1; i < valid; i++) distinct += key[i] != key[i - 1];
+  free(key);
+  return valid > 0 ? (double)distinct / (double)valid : 1.0;
+}
+
 /* One token's worst shard (softmax_sum_rel_error): h its hidden row, wd the weight, both in double;
  * z scratch of v. Each logit is the same sequential sum over k as a plain loop would make; four vocab
  * rows at a time only give the four sums their own chains. */
@@ -262,7 +308,9 @@ static double token_sum_rel_error(const lce_case *c, const double *h, const doub
   return worst;
 }
 
-static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in) {
+/* With row and zy (may be NULL): per valid token the hash of its logit row and its label's logit (for
+ * distinct_token_share). */
+static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, uint64_t *row, double *zy) {
   const void *w = lce_output_weight(c, in);
   const int64_t N = c->n, H = c->h, V = c->v;
   /* The inputs in double once (a dtype load per multiply-add made this a minute per medium case), the
@@ -284,6 +332,16 @@ static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in) {
     double *h = buf + V;
     for (int64_t k = 0; k < H; k++) h[k] = lce_load(c->dtype, in->hidden, (size_t)(n * H + k));
     rel[n] = token_sum_rel_error(c, h, wd, buf);
+    if (row) { /* the row as an fp32 kernel holds it: the logits rounded to fp32 */
+      const int64_t y = in->labels[n];
+      uint64_t hash = FNV_OFFSET;
+      for (int64_t j = 0; j < V; j++) {
+        const float zf = (float)buf[j];
+        hash = fnv1a(hash, &zf, sizeof zf);
+      }
+      row[n] = hash;
+      zy[n] = y >= 0 && y < V ? (float)buf[y] : 0.0;
+    }
     free(buf);
   }
   double worst = 0.0;
@@ -291,6 +349,10 @@ static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in) {
   free(wd);
   free(rel);
   return worst;
+}
+
+int lce_output_per_token(lce_output_id o) {
+  return o == LCE_OUT_LSE || o == LCE_OUT_LOSS_TOKEN || o == LCE_OUT_D_HIDDEN;
 }
 
 int lce_output_has_rsum(lce_output_id o) {
@@ -304,8 +366,10 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * adds to (tied embeddings) spreads r over every row while one token's errors sit in its label
    * row (golden/policy.txt). The smaller count, so that no bound tightens; r's where a tier has no
    * emag count. */
-  const double n_r = ov->metrics.neff, n_e = ov->metrics.neff_emag;
-  const double n = n_e > 0.0 && n_e < n_r ? n_e : n_r;
+  const double n_r = ov->metrics.neff, n_e = ov->metrics.neff_emag, share = ov->metrics.token_share;
+  double n = n_e > 0.0 && n_e < n_r ? n_e : n_r;
+  /* Equal tokens make equal per-token errors (lse, loss_token, d_hidden's rows): they count once. */
+  if (share > 0.0 && share < 1.0) n *= share;
   s->neff = n > 1.0 ? n : 1.0;
   s->vs = (double)((c->v + c->tp - 1) / c->tp);
   s->h = (double)c->h;
@@ -451,15 +515,22 @@ static void begin_output(lce_output_verdict *ov) {
 }
 
 /* Metrics from the comparison, then the bounds: the same step on the host and the device path. */
-static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, double g_rel, double rsum_rel,
+/* What the judge measures once per case from its inputs, for every output's bound scales. */
+typedef struct case_terms {
+  double g_rel, rsum_rel;
+  double token_share[LCE_OUT_COUNT]; /* per-token outputs only (lce_output_per_token) */
+} case_terms;
+
+static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, const case_terms *ct,
                                const lce_golden *g, const char *subject_class, const int64_t *inner,
                                lce_output_verdict *ov, lce_verdict *v, lce_status *st) {
   if (!ov->class_ok) ov->pass = 0;
   ov->inner = inner ? inner[o] : lce_output_inner(c, o);
   if (!has_metrics(c, o)) return LCE_OK;
   lce_metrics_from_comparison(cmp, &ov->metrics);
-  if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) ov->metrics.g_rel = g_rel;
-  if (lce_output_has_rsum(o)) ov->metrics.rsum_rel = rsum_rel;
+  if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) ov->metrics.g_rel = ct->g_rel;
+  if (lce_output_has_rsum(o)) ov->metrics.rsum_rel = ct->rsum_rel;
+  ov->metrics.token_share = lce_output_per_token(o) ? ct->token_share[o] : 1.0;
   v->inconclusive += ov->metrics.inconclusive;
   if (g == NULL) return LCE_OK;
   return lce_bounds_apply(g, subject_class, c, o, ov, st);
@@ -512,10 +583,26 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   char guard_msg[256];
   const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
   lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
-  const double g_rel = loss_gradient_rel_error(c, in);
+  case_terms ct = {.g_rel = loss_gradient_rel_error(c, in)};
   /* The rows' logits again, in double: only where the reference's values are on the host (the
    * shapes tier 1 reaches; tier 2's production shapes would make it a GEMM of hours). */
-  const double rsum_rel = ref->mode == LCE_REF_HOST ? softmax_sum_rel_error(c, in) : 0.0;
+  uint64_t *row = NULL;
+  double *zy = NULL;
+  if (ref->mode == LCE_REF_HOST) {
+    row = malloc((size_t)c->n * sizeof *row), zy = calloc((size_t)c->n, sizeof *zy);
+    if (row == NULL || zy == NULL) {
+      free(row);
+      free(zy);
+      row = NULL, zy = NULL;
+    }
+    /* A token the pass cannot reach (no memory) keeps a hash of its own index: distinct from all. */
+    for (int64_t n = 0; row && n < c->n; n++) row[n] = fnv1a(~FNV_OFFSET, &n, sizeof n);
+    ct.rsum_rel = softmax_sum_rel_error(c, in, row, zy);
+  }
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    ct.token_share[o] = lce_output_per_token((lce_output_id)o) ? distinct_token_share(c, in, (lce_output_id)o, row, zy) : 1.0;
+  free(row);
+  free(zy);
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];
@@ -534,7 +621,7 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
       continue;
     }
     report_exact(&cs, ov); /* pass 5, after pass 4's untouched buffers */
-    LCE_TRY(measure_output(c, o, &cmp, g_rel, rsum_rel, g, subject_class, inner, ov, v, st));
+    LCE_TRY(measure_output(c, o, &cmp, &ct, g, subject_class, inner, ov, v, st));
   }
   return LCE_OK;
 }

@@ -52,6 +52,9 @@ lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference
 /* 1 for the outputs whose errors carry the softmax denominators' fp32 running sums (term rsum): lse
  * and loss_token absolutely (lse = m + log s), the gradients through every p_v = exp(z_v - lse). */
 int lce_output_has_rsum(lce_output_id o);
+/* 1 for the outputs made token by token (lse, loss_token, d_hidden's rows), whose few-element term
+ * counts distinct tokens only (lce_metric_values.token_share). */
+int lce_output_per_token(lce_output_id o);
 /* What the golden terms scale with on output ov of case c (its metrics and inner size filled). */
 void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_verdict *ov, lce_bound_scales *s);
 /* The one bound applier: each defined metric of ov (metrics and inner filled) against the golden

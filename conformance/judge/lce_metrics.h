@@ -87,6 +87,8 @@ typedef struct lce_metric_values {
                         * the most the kernel's fp32 d_logit errors move the output normwise (term flipn) */
   double g_rel;        /* the relative error of the loss gradient g an fp32 kernel computes (term gsc; set
                         * by the judge, which has the labels and weights), else 0 */
+  double token_share;  /* distinct valid tokens / valid tokens (set by the judge for the per-token outputs,
+                        * lce_output_per_token), else 1: the few-element term's neff is scaled by it */
   double rsum_rel;     /* the relative error of the rows' softmax denominators summed in fp32 in row order
                         * (term rsum; set by the judge, which has the inputs), else 0 */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
