@@ -135,7 +135,7 @@ static const cli_option CONVERGE_OPTIONS[] = {
     {"--embeddings", "E", "untied, tied or untied,tied (the default)"},
     {"--steps", "T", "SGD steps, 1..100000 (default 60; the golden judges its recorded run only)"},
     {"--every", "E", "evaluate every E steps, 1 for every step (default 10; the golden judges its recorded E)"},
-    {"--lr", "LR", "learning rate (default 4)"},
+    {"--lr", "LR", "learning rate (default 2N/H: 4 at the default N 64, H 32)"},
     {"--shape", "NxHxV", "tokens per step, hidden size, vocab (default 64x32x256; the golden judges its recorded shape)"},
     {"--vocab-chunk", "C", "vocab rows per chunk, 1..V (default 4)"},
     {"--seed", "S", "seed of the token stream and the start (default 1; any seed is judged)"},

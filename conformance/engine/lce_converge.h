@@ -61,7 +61,7 @@ typedef struct lce_converge_result {
 } lce_converge_result;
 
 /* The defaults of `lcecheck converge`: bf16, untied, N 64, H 32, V 256 in 64 vocab chunks of 4, 60
- * steps evaluated every 10, lr 4, seed 1, tier 1. */
+ * steps evaluated every 10, lr 4, seed 1, tier 1 (lcecheck converge's default lr is 2N/H: 4 here). */
 lce_converge_config lce_converge_defaults(void);
 /* The case each step runs (mean reduction, nothing ignored, no prior gradient): its id names the run. */
 lce_case lce_converge_case(const lce_converge_config *cfg);
