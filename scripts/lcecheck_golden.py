@@ -25,6 +25,9 @@ reports per case and output as "cond"; ceilings in the policy may use the name c
   cores / N OpenMP threads)
   scripts/lcecheck_golden.py regen --subject fused-cuda --arch sm_90 [...]   on that GPU: golden/sm_90/
   scripts/lcecheck_golden.py show [--arch sm_90] [--json]
+  scripts/lcecheck_golden.py [--arch sm_90] judge --from-json FILE [--subject S] [--json]
+  measurements made elsewhere (production --json, measure --json) judged offline against the committed
+  goldens: a subject's runs must pass, a mutant's must fail a case (out-of-sample checks)
   scripts/lcecheck_golden.py reproduce [--command-only] [--build build] [--jobs N] [FILE...]
 
 GPU subjects have one golden directory per architecture (golden/<arch>/, as glibc keeps one ulps
@@ -81,8 +84,11 @@ def output_scales(case_id, output, o):
     share = o.get("token_share") or 1.0
     if output in ("lse", "loss_token", "d_hidden") and 0.0 < share < 1.0:
         neff *= share
+    # uo: the unit roundoff of the output's own format (d_hidden: the case dtype; the rest fp32)
+    dtype = case_id.split(".")[0]
+    uo = 2.0**-24 if output != "d_hidden" or dtype == "fp32" else {"bf16": 2.0**-8, "fp16": 2.0**-11}[dtype]
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn, rsum)
+                     acc, accn, gsc, flipn, rsum, uo)
 
 
 def with_ms(entries, key, scales):
@@ -205,7 +211,7 @@ def diff_entries(old, new, samples, worst=None):
     nearest its new bound), or at the measured output with the largest new bound without one."""
     rows = []
     worst = worst or {}
-    neutral = {"cond": 1.0, "neff": 1.0, "vs": 1.0, "h": 1.0, "k": 1.0, "coh": 0.0}
+    neutral = {"cond": 1.0, "neff": 1.0, "vs": 1.0, "h": 1.0, "k": 1.0, "coh": 0.0, "ms": 0.0, "rnd": 0.0, "pertok": 0.0}
     for key in sorted(set(old) | set(new), key=entry_order):
         points = [s["scales"] for s in samples.get(key, [])] or [neutral]
         w = worst.get(key)
@@ -518,6 +524,73 @@ def cmd_show(args):
     return 0
 
 
+def judge_run(run, entries):
+    """Every (case, output, metric) of one measured run against entries: rows with value, bound and % of
+    budget (the judge's rule, offline: a metric above its bound fails the case)."""
+    cls, rows = run.get("golden_class"), []
+    for case in run.get("cases", []):
+        for out, o in (case.get("outputs") or {}).items():
+            for metric in METRICS:
+                key = (cls, case.get("dtype"), out, metric)
+                e, v = entries.get(key), (o or {}).get(metric)
+                if e is None or v is None:
+                    continue
+                bound = bound_at(e, with_ms(entries, key, output_scales(case["id"], out, o)))
+                rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
+                             "value": abs(float(v)), "bound": bound,
+                             "pct": 100.0 * abs(float(v)) / bound if bound > 0 else math.inf})
+    return rows
+
+
+def cmd_judge(args):
+    """Measurements made elsewhere (lcecheck production --json, measure --json) judged offline against
+    the committed golden of each run's class: how goldens fitted on some cases hold on others (the
+    out-of-sample tables of golden/README.md). A run of a subject must pass every metric; a mutant run
+    (--json files of `production` hold them) must fail at least one, or it is reported as surviving."""
+    runs = []
+    for path in args.from_json:
+        try:
+            d = json.loads(read_text(path))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ToolError(f"cannot read measurements {path}: {e}")
+        runs += [dict(r, file=os.path.relpath(os.path.abspath(path), REPO)) for r in d.get("runs", [d]) if isinstance(r, dict)]
+    if args.subject:
+        runs = [r for r in runs if r.get("subject") in args.subject]
+    if not runs:
+        raise ToolError("no run to judge in " + ", ".join(args.from_json))
+    results, bad = [], []
+    for run in runs:
+        cls = run.get("golden_class")
+        path = os.path.join(args.golden_dir, f"{cls}.golden")
+        if not cls or not os.path.exists(path):
+            raise ToolError(f"{run['file']}: run of {run.get('subject')}: no golden {path} for class {cls}")
+        rows = judge_run(run, load_golden(path)["entries"])
+        misses = [r for r in rows if r["pct"] > 100.0]
+        mutant = bool(run.get("mutant"))
+        verdict = ("killed" if misses else "SURVIVED") if mutant else ("pass" if not misses else "MISS")
+        worst = max(rows, key=lambda r: r["pct"], default=None)
+        results.append({"file": run["file"], "subject": run.get("subject"), "golden": os.path.relpath(path, REPO),
+                        "mutant": mutant, "metrics": len(rows), "misses": misses, "worst": worst,
+                        "verdict": verdict})
+        if verdict in ("MISS", "SURVIVED"):
+            bad.append(f"{run.get('subject')} ({run['file']}): {verdict}")
+    if args.json:
+        print(json.dumps({"golden_dir": os.path.relpath(args.golden_dir, REPO), "runs": results}, indent=2))
+    else:
+        print(f"{'subject':<34} {'metrics':>7} {'misses':>6} {'worst':>8}  verdict   worst at")
+        for r in results:
+            w = r["worst"]
+            at = f"{w['case']} {w['output']} {w['metric']}" if w else "-"
+            pct = f"{w['pct']:.1f}%" if w else "-"
+            print(f"{r['subject']:<34} {r['metrics']:>7} {len(r['misses']):>6} {pct:>8}  {r['verdict']:<9} {at}")
+            for m in (r["misses"] if not r["mutant"] else [])[:10]:
+                print(f"    miss: {m['case']} {m['output']} {m['metric']} {m['value']:.3e} > {m['bound']:.3e} "
+                      f"({m['pct']:.0f}%)")
+    if bad:
+        raise Refusal("judged against " + os.path.relpath(args.golden_dir, REPO) + ":\n  " + "\n  ".join(bad))
+    return 0
+
+
 def cmd_reproduce(args):
     """Reruns the command each golden's header records (without writing) and compares: every entry
     bit for bit and the generator line itself. --command-only checks the command is complete (it
@@ -616,6 +689,12 @@ def build_parser():
     s.add_argument("--json", action="store_true")
     s.add_argument("--require", action="append", default=[], metavar="CLASS",
                    help="fail when golden/CLASS.golden is missing (repeatable)")
+    j = sub.add_parser("judge", parents=[where],
+                       help="judge measurements made elsewhere against the committed goldens (out of sample)")
+    j.add_argument("--from-json", action="append", required=True, metavar="FILE",
+                   help="lcecheck production/measure --json output (repeatable)")
+    j.add_argument("--subject", action="append", metavar="S", help="only the runs of S (repeatable)")
+    j.add_argument("--json", action="store_true")
     p = sub.add_parser("reproduce", help="rerun each golden's recorded generator and compare its entries")
     p.add_argument("golden", nargs="*", help="golden files (default: every *.golden under golden/)")
     p.add_argument("--command-only", action="store_true",
@@ -644,7 +723,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        return {"regen": cmd_regen, "show": cmd_show, "reproduce": cmd_reproduce}[args.cmd](args)
+        return {"regen": cmd_regen, "show": cmd_show, "judge": cmd_judge, "reproduce": cmd_reproduce}[args.cmd](args)
     except Refusal as e:
         log(f"lcecheck_golden: REFUSED: {e}")
         if args.json:

@@ -70,6 +70,9 @@
  *                order, shard by shard (lse, loss_token and the gradients: lce_output_has_rsum;
  *                lce_metric_values.rsum_rel): lse = m + log s carries it absolutely, loss_token with it,
  *                and every p_v of a token inherits it through lse, coherently on flat rows (up to ~vs/2 u32)
+ *   uo           the unit roundoff of the output's own format (lce_output_format: d_hidden the case dtype,
+ *                the rest fp32): the rounding of every element to it errs by at most uo relative, so
+ *                relerr carries it whatever cond is (a fitted b·cond carried it only at the matrix's cond)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -110,7 +113,8 @@ typedef enum lce_bound_term {
   LCE_TERM_GSC = 20,
   LCE_TERM_FLIPN = 21,
   LCE_TERM_RSUM = 22,
-  LCE_TERM_COUNT = 23
+  LCE_TERM_UO = 23,
+  LCE_TERM_COUNT = 24
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -131,6 +135,7 @@ typedef struct lce_bound_scales {
   double gsc;    /* the relative error of an fp32 loss gradient g shared by every token (term gsc) */
   double flipn;  /* the normwise image of the kernel's fp32 d_logit errors, fp32 d_logits only (term flipn) */
   double rsum;   /* the relative error of the rows' fp32 softmax denominators (term rsum) */
+  double uo;     /* the unit roundoff of the output's own format (term uo) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

@@ -395,6 +395,7 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   s->flipn = gradient && lce_case_precision(c) == LCE_PREC_FP32 && isfinite(ov->metrics.flip_norm)
                  ? ov->metrics.flip_norm : 0.0;
   s->rsum = lce_output_has_rsum(o) && isfinite(ov->metrics.rsum_rel) ? ov->metrics.rsum_rel : 0.0;
+  s->uo = lce_dtype_unit_roundoff(lce_output_format(c, o));
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0
               : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
 }

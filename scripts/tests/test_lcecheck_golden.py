@@ -57,9 +57,10 @@ def golden_entries(body):
         return lcecheck_golden.load_golden(p)["entries"]
 
 def at(entry, cid="bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign0.prior.mixed.s1", cond=1.0, neff=1.0, k=300, ms=None):
-    """The bound of a proposed entry on one output of case cid (the judge's scales); ms: the same
-    output's maxscaled entry, whose bound there the term ms*cond/sqrtn scales with."""
-    scales = lcecheck_golden_fit.scales_of(cid, cond, neff, k)
+    """The bound of a proposed entry on one output of case cid (the judge's scales, those of d_hidden:
+    its uo is the case dtype's); ms: the same output's maxscaled entry, whose bound there the term
+    ms*cond/sqrtn scales with."""
+    scales = lcecheck_golden.output_scales(cid, "d_hidden", {"cond": cond, "neff": neff, "inner": k})
     scales["ms"] = lcecheck_golden.bound_at(ms, scales) if ms is not None else 0.0
     return lcecheck_golden.bound_at(entry, scales)
 
@@ -195,15 +196,16 @@ class RegenTest(unittest.TestCase):
         self.assertTrue(row["new"].startswith("model cond="))
 
     def test_cond_bound_is_looser_where_cond_is_large(self):
-        # A const 1e-2 replaced by 6e-3·cond is tighter at cond 1 but far looser at the confident
-        # case's cond 1e5: loosening, so it needs a reason.
+        # A const 1e-2 replaced by b·cond + uo (6e-3 at cond 1: b = 6e-3 - 2^-8, uo the bf16 output's
+        # rounding) is tighter at cond 1 but far looser at the confident case's cond 1e5: loosening, so
+        # it needs a reason.
         self.write_golden([f"{CLASS} bf16 d_hidden relerr const {(1e-2).hex()}"])
         self.configure(cases=DEFAULT_CASES + [CONFIDENT])
         p = self.regen("--write")
         self.assert_refused(p, "bf16 d_hidden relerr (looser)")
         # Values are shown at the worst sample (cond 1); the ratio is the largest over every
-        # measured (K, cond): 6e-3·1e5 / 1e-2.
-        self.assertIn("60000.000  looser", p.stdout)
+        # measured (K, cond): ((6e-3 - 2^-8)·1e5 + 2^-8) / 1e-2.
+        self.assertIn("20937.891  looser", p.stdout)
         p = self.regen("--write", "--allow-loosen", "bounds scale with cond")
         self.assertEqual(p.returncode, 0, p.stderr)
 
@@ -391,6 +393,26 @@ class FromJsonTest(unittest.TestCase):
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn("mutant-cuda/bf16-dhidden-accum: passes every measured case", p.stderr)
             self.assertFalse(os.path.exists(os.path.join(d, "fused-cuda.golden")))
+
+    def judge(self, d, mutant_relerr):
+        path = os.path.join(d, "other.json")
+        with open(path, "w") as f:
+            json.dump(self.production_json(mutant_relerr), f)
+        argv = [sys.executable, SCRIPT, "--arch", "sm_90", "--golden-dir", d, "judge", "--from-json", path, "--json"]
+        return subprocess.run(argv, capture_output=True, text=True)
+
+    def test_judge_offline_kills_and_reports_survivors(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(self.regen(d, 6.9e-3).returncode, 0)
+            p = self.judge(d, 6.9e-3)  # the measurements the golden was fitted on: subject passes, mutant killed
+            self.assertEqual(p.returncode, 0, p.stderr)
+            runs = {r["subject"]: r for r in json.loads(p.stdout)["runs"]}
+            self.assertEqual(runs["fused-cuda"]["verdict"], "pass")
+            self.assertEqual(runs["mutant-cuda/bf16-dhidden-accum"]["verdict"], "killed")
+            self.assertEqual(runs["mutant-cuda/bf16-dhidden-accum"]["misses"][0]["output"], "d_hidden")
+            p = self.judge(d, 3e-3)  # a mutant inside the bound: reported, exit 1
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("SURVIVED", p.stderr)
 
     def test_measurements_of_another_architecture_are_refused(self):
         with tempfile.TemporaryDirectory() as d:
