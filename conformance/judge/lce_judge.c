@@ -218,12 +218,13 @@ static double loss_gradient_rel_error(const lce_case *c, const lce_tensors *in) 
  * hold. 0 for a non-finite row (the class checks judge it). */
 /* The share of distinct tokens among the valid ones for output o (lce_metric_values.token_share): two
  * tokens whose output is made by the same arithmetic on the same numbers make the same error, one error
- * counted twice, not two independent ones. What the arithmetic reads: lse the token's logit row (row,
- * a hash of its logits rounded to fp32, as a kernel holds them, from softmax_sum_rel_error: subnormal
- * inputs make rows that differ in double and not in fp32); loss_token also the label's logit zy and class
- * weight; a d_hidden row also the label itself and, under reduction none, the token's grad_output.
- * Rows are told apart by 64-bit FNV-1a hashes: a collision can only lower the share, which loosens the
- * bound it enters. 1 without the row hashes (tier 2) or valid tokens. */
+ * counted twice, not two independent ones. lse and loss_token: tokens whose lse rounds to the same fp32
+ * value (lse32, from softmax_sum_rel_error) share that rounding, the last of lse's and the one loss_token
+ * inherits, whatever else differs (subnormal logits that differ in fp32 and vanish in every sum; class
+ * weights that scale the loss alike). A d_hidden row: the token's logits rounded to fp32 (row, hashed),
+ * its label and, under reduction none, its grad_output. Tokens are told apart by 64-bit FNV-1a hashes: a
+ * collision can only lower the share, which loosens the bound it enters. 1 without the row pass (tier
+ * 2) or valid tokens. */
 static int cmp_u64(const void *a, const void *b) {
   const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
@@ -237,21 +238,20 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t size) {
 #define FNV_OFFSET 0xcbf29ce484222325ull
 
 static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce_output_id o, const uint64_t *row,
-                                   const double *zy) {
+                                   const float *lse32) {
   uint64_t *key = row ? malloc((size_t)c->n * sizeof *key) : NULL;
   if (key == NULL) return 1.0;
   int64_t valid = 0;
   for (int64_t n = 0; n < c->n; n++) {
     const int64_t y = in->labels[n];
     if (y == c->ignore_index) continue;
-    uint64_t h = fnv1a(FNV_OFFSET, &row[n], sizeof row[n]);
-    if (o == LCE_OUT_LOSS_TOKEN) {
-      h = fnv1a(h, &zy[n], sizeof zy[n]);
-      if (in->class_weight && y >= 0 && y < c->v) h = fnv1a(h, &in->class_weight[y], sizeof in->class_weight[y]);
-    }
+    uint64_t h;
     if (o == LCE_OUT_D_HIDDEN) {
+      h = fnv1a(FNV_OFFSET, &row[n], sizeof row[n]);
       h = fnv1a(h, &y, sizeof y);
       if (c->reduction == LCE_RED_NONE) h = fnv1a(h, &in->grad_output[n], sizeof in->grad_output[n]);
+    } else {
+      h = fnv1a(FNV_OFFSET, &lse32[n], sizeof lse32[n]);
     }
     key[valid++] = h;
   }
@@ -308,9 +308,9 @@ static double token_sum_rel_error(const lce_case *c, const double *h, const doub
   return worst;
 }
 
-/* With row and zy (may be NULL): per valid token the hash of its logit row and its label's logit (for
- * distinct_token_share). */
-static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, uint64_t *row, double *zy) {
+/* With row and lse32 (may be NULL): per valid token the hash of its logit row and its lse rounded to
+ * fp32 (for distinct_token_share). */
+static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, uint64_t *row, float *lse32) {
   const void *w = lce_output_weight(c, in);
   const int64_t N = c->n, H = c->h, V = c->v;
   /* The inputs in double once (a dtype load per multiply-add made this a minute per medium case), the
@@ -332,15 +332,17 @@ static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, ui
     double *h = buf + V;
     for (int64_t k = 0; k < H; k++) h[k] = lce_load(c->dtype, in->hidden, (size_t)(n * H + k));
     rel[n] = token_sum_rel_error(c, h, wd, buf);
-    if (row) { /* the row as an fp32 kernel holds it: the logits rounded to fp32 */
-      const int64_t y = in->labels[n];
+    if (row) { /* the row as an fp32 kernel holds it: the logits rounded to fp32; and its lse in fp32 */
       uint64_t hash = FNV_OFFSET;
       for (int64_t j = 0; j < V; j++) {
         const float zf = (float)buf[j];
         hash = fnv1a(hash, &zf, sizeof zf);
       }
       row[n] = hash;
-      zy[n] = y >= 0 && y < V ? (float)buf[y] : 0.0;
+      double m = -INFINITY, sum = 0.0;
+      for (int64_t j = 0; j < V; j++) m = fmax(m, buf[j]);
+      for (int64_t j = 0; j < V; j++) sum += exp(buf[j] - m);
+      lse32[n] = (float)(m + log(sum));
     }
     free(buf);
   }
@@ -588,22 +590,22 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   /* The rows' logits again, in double: only where the reference's values are on the host (the
    * shapes tier 1 reaches; tier 2's production shapes would make it a GEMM of hours). */
   uint64_t *row = NULL;
-  double *zy = NULL;
+  float *lse32 = NULL;
   if (ref->mode == LCE_REF_HOST) {
-    row = malloc((size_t)c->n * sizeof *row), zy = calloc((size_t)c->n, sizeof *zy);
-    if (row == NULL || zy == NULL) {
+    row = malloc((size_t)c->n * sizeof *row), lse32 = malloc((size_t)c->n * sizeof *lse32);
+    if (row == NULL || lse32 == NULL) {
       free(row);
-      free(zy);
-      row = NULL, zy = NULL;
+      free(lse32);
+      row = NULL, lse32 = NULL;
     }
-    /* A token the pass cannot reach (no memory) keeps a hash of its own index: distinct from all. */
-    for (int64_t n = 0; row && n < c->n; n++) row[n] = fnv1a(~FNV_OFFSET, &n, sizeof n);
-    ct.rsum_rel = softmax_sum_rel_error(c, in, row, zy);
+    /* A token the pass cannot reach (no memory) keeps values of its own index: distinct from all. */
+    for (int64_t n = 0; row && n < c->n; n++) row[n] = fnv1a(~FNV_OFFSET, &n, sizeof n), lse32[n] = -(float)(n + 1);
+    ct.rsum_rel = softmax_sum_rel_error(c, in, row, lse32);
   }
   for (int o = 0; o < LCE_OUT_COUNT; o++)
-    ct.token_share[o] = lce_output_per_token((lce_output_id)o) ? distinct_token_share(c, in, (lce_output_id)o, row, zy) : 1.0;
+    ct.token_share[o] = lce_output_per_token((lce_output_id)o) ? distinct_token_share(c, in, (lce_output_id)o, row, lse32) : 1.0;
   free(row);
-  free(zy);
+  free(lse32);
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];
