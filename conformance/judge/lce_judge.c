@@ -207,15 +207,6 @@ static double loss_gradient_rel_error(const lce_case *c, const lce_tensors *in) 
   return u32 * (1.0 + sum_rel);
 }
 
-/* The relative error of the softmax denominators a sequential fp32 running sum makes on this case's
- * rows (term rsum; golden/policy.txt): per valid token and shard, the exact terms exp(z_v - m) (z in
- * double from the case's inputs, softcap applied, m the shard's largest logit) each rounded to fp32
- * and added in row order in fp32, against their exact sum; the largest over tokens and shards. Every
- * p_v of the token inherits that error through lse. A flat row rounds every addition the same way
- * once the partial sum outgrows its terms (up to vs/2 u32, golden/README.md false alarm 3), a row of
- * varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic, not the worst case of
- * the shape, which is ~vs/2 u32 for every row order and would leave the fitted constant nothing to
- * hold. 0 for a non-finite row (the class checks judge it). */
 /* The share of distinct tokens among the valid ones for output o (lce_metric_values.token_share): two
  * tokens whose output is made by the same arithmetic on the same numbers make the same error, one error
  * counted twice, not two independent ones. lse and loss_token: tokens whose lse rounds to the same fp32
@@ -308,8 +299,17 @@ static double token_sum_rel_error(const lce_case *c, const double *h, const doub
   return worst;
 }
 
-/* With row and lse32 (may be NULL): per valid token the hash of its logit row and its lse rounded to
- * fp32 (for distinct_token_share). */
+/* The relative error of the softmax denominators a sequential fp32 running sum makes on this case's
+ * rows (term rsum; golden/policy.txt): per valid token and shard, the exact terms exp(z_v - m) (z in
+ * double from the case's inputs, softcap applied, m the shard's largest logit) each rounded to fp32
+ * and added in row order in fp32, against their exact sum; the largest over tokens and shards. Every
+ * p_v of the token inherits that error through lse. A flat row rounds every addition the same way
+ * once the partial sum outgrows its terms (up to vs/2 u32, golden/README.md false alarm 3), a row of
+ * varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic, not the worst case of
+ * the shape, which is ~vs/2 u32 for every row order and would leave the fitted constant nothing to
+ * hold. 0 for a non-finite row (the class checks judge it).
+ * With row and lse32 (may be NULL) it also gives, per valid token, the hash of its logit row and its
+ * lse rounded to fp32 (for distinct_token_share). */
 static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, uint64_t *row, float *lse32) {
   const void *w = lce_output_weight(c, in);
   const int64_t N = c->n, H = c->h, V = c->v;
@@ -517,12 +517,13 @@ static void begin_output(lce_output_verdict *ov) {
   ov->metrics.cond = NAN;
 }
 
-/* Metrics from the comparison, then the bounds: the same step on the host and the device path. */
 /* What the judge measures once per case from its inputs, for every output's bound scales. */
 typedef struct case_terms {
   double g_rel, rsum_rel;
   double token_share[LCE_OUT_COUNT]; /* per-token outputs only (lce_output_per_token) */
 } case_terms;
+
+/* Metrics from the comparison, then the bounds: the same step on the host and the device path. */
 
 static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, const case_terms *ct,
                                const lce_golden *g, const char *subject_class, const int64_t *inner,
