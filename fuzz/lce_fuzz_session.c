@@ -119,6 +119,9 @@ static void report_violation(const lce_fuzz_session *s, const lce_case_result *r
     return;
   }
   write_report(f, s, r, kind, detail, repro);
+  /* The file also gets every output's metrics, scales and bound terms: a case whose values came from
+   * the input cannot be measured again from its id (lcecheck measure), and this is what triage needs. */
+  if (!r->error && !r->skipped) lce_verdict_explain(f, "detail: ", &s->golden, s->subject->golden_class, &r->c, &r->verdict);
   fclose(f);
   snprintf(path, sizeof path, "%s/%s.input", s->findings_dir, r->id);
   lce_status st;

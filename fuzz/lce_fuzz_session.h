@@ -4,7 +4,9 @@
  * One input: bytes → case and, where the input carries them, tensor values (lce_fuzz_case.h) → the engine (lce_engine.h) against the golden of the
  * subject's class, the subject run twice on fresh buffers (bit-identical outputs: determinism).
  * A violation is a failed verdict (class or bound), an unexpected error, or nondeterminism; it is
- * written to stderr and to <findings>/<case id>.finding (with the input beside it as .input).
+ * written to stderr and to <findings>/<case id>.finding (with the input beside it as .input); the
+ * .finding file also gets every output's metrics, derived scales and bound terms as "detail:" lines
+ * (lce_verdict_explain), which triage reads without measuring the case again.
  * Skipped cases (capability) and verdicts that pass with inconclusive oracle elements are not
  * violations.
  *

@@ -74,6 +74,9 @@ def output_scales(case_id, output, o):
     flip = (o.get("flip") or 0.0) if grad else 0.0
     outr = (o.get("outr") or 0.0) if grad else 0.0
     acc, accn, gsc, flipn = ((o.get(t) or 0.0) if grad else 0.0 for t in ("acc", "accn", "gsc", "flipn"))
+    # pertok: u per unit of sum mag |r| / <r, r> under reduction none, as measured; None: measurements
+    # from before it was reported, where it was u of the case (scales_of)
+    pertok = o.get("pertok") if grad else None
     # rsum also reaches lse and loss_token (lse = m + log s; lce_output_has_rsum)
     rsum = (o.get("rsum") or 0.0) if grad or output in ("lse", "loss_token") else 0.0
     # ms*cond/sqrtn counts the smaller of r's and the error scale's elements (lce_bound_scales_of).
@@ -88,7 +91,7 @@ def output_scales(case_id, output, o):
     dtype = case_id.split(".")[0]
     uo = 2.0**-24 if output != "d_hidden" or dtype == "fp32" else {"bf16": 2.0**-8, "fp16": 2.0**-11}[dtype]
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn, rsum, uo)
+                     acc, accn, gsc, flipn, rsum, pertok, uo)
 
 
 def with_ms(entries, key, scales):

@@ -27,7 +27,7 @@ class FitError(Exception):
 
 
 def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn=0.0, gsc=0.0, flipn=0.0, rsum=0.0,
-              uo=0.0):
+              pertok=None, uo=0.0):
     """The scales of one judged output (lce_bound_scales_of): cond, neff >= 1, the shard's rows vs,
     the inner size k, coh = u of the input dtype when one scale g serves every token, and rnd as
     lcecheck reports it. ms (the same output's maxscaled bound on the case) is 0 until the caller
@@ -41,12 +41,13 @@ def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn
     if set(dims) != {"tp", "v", "h"} or tok[0] not in UNIT_ROUNDOFF_INPUT:
         raise ValueError(f"case id '{case_id}' does not name its dtype, tp, h and v")
     shared = "sum" in tok or "mean" in tok
+    if pertok is None:  # not measured: u of the GEMMs' d_logit format under reduction none
+        pertok = 0.0 if "none" not in tok else 2.0**-11 if "tf32" in tok else UNIT_ROUNDOFF_INPUT[tok[0]]
     return {"cond": float(cond), "neff": max(1.0, float(neff)), "vs": float(-(-dims["v"] // dims["tp"])),
             "h": float(dims["h"]), "k": float(k), "coh": UNIT_ROUNDOFF_INPUT[tok[0]] if shared else 0.0,
             "ms": 0.0, "rnd": float(rnd), "flip": float(flip), "outr": float(outr),
             "acc": float(acc), "accn": float(accn), "gsc": float(gsc), "flipn": float(flipn), "rsum": float(rsum),
-            "uo": float(uo),
-            "pertok": 0.0 if "none" not in tok else 2.0**-11 if "tf32" in tok else UNIT_ROUNDOFF_INPUT[tok[0]]}
+            "pertok": float(pertok), "uo": float(uo)}
 
 
 def term_scale(term, s):

@@ -389,7 +389,7 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
       lce_bound_scales scales;
       lce_bound_scales_of(&r->c, (lce_output_id)o, ov, &scales);
       for (int t = LCE_TERM_RND; t < LCE_TERM_COUNT; t++) {
-        if (t == LCE_TERM_PERTOK || t == LCE_TERM_UO) continue; /* the case's own unit roundoffs, not measurements */
+        if (t == LCE_TERM_UO) continue; /* the output format's unit roundoff, not a measurement */
         fprintf(f, ",\"%s\":", lce_bound_term_name((lce_bound_term)t));
         cli_json_number(f, lce_bound_term_scale((lce_bound_term)t, &scales));
       }

@@ -44,9 +44,11 @@
  *                a correct kernel makes (lce_metric_values.rnd_bias); 0 from a reference tier that
  *                does not compute it (tier 2)
  *   pertok       u of the format the GEMMs read when every token has its own g (reduction none), else
- *                0: how a kernel applies each token's g (folded into its d_logits, or a power of two
- *                there and the rest in fp32) changes its rows' coherent rounding by up to u per
- *                rounding, two against rnd (golden/policy.txt: coefficient 2)
+ *                0, times max(1, sum_i mag_i |r_i| / <r, r>) for the gradients (lce_metric_values.mag_bias;
+ *                1 from a tier without it): how a kernel applies each token's g (folded into its
+ *                d_logits, or a power of two there and the rest in fp32) changes its rows' coherent
+ *                rounding by up to u of each term per rounding, two against rnd (golden/policy.txt:
+ *                coefficient 2); where the terms cancel that is far more than u of the element
  *   flip         sum_i flip_i |r_i| / <r, r> (gradients, from a reference with rnd; else 0): the
  *                most the roundings that the kernel's own fp32 d_logit errors can change move the
  *                bias from rnd's, all taken the same way (lce_ref_output.flip)
@@ -127,7 +129,7 @@ typedef struct lce_bound_scales {
   double coh;  /* u of the case dtype under a shared scale g (sum, mean with a valid token), else 0 */
   double ms;   /* the same output's maxscaled bound on this case (0 until lce_bounds_apply sets it) */
   double rnd;  /* |bias| of the output from exactly rounded d_logits (see the term rnd), else 0 */
-  double pertok; /* u of the GEMMs' d_logit format under reduction none, else 0 */
+  double pertok; /* u of the GEMMs' d_logit format under reduction none (times mag_bias for gradients), else 0 */
   double outr;   /* the bias the output's own rounding can add (term outr) */
   double flip;   /* the bias the roundings a kernel's fp32 d_logit errors can change can add (term flip) */
   double acc;    /* one standard deviation of the bias the fp32 accumulation of the gradient can add (term acc) */

@@ -398,8 +398,12 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
                  ? ov->metrics.flip_norm : 0.0;
   s->rsum = lce_output_has_rsum(o) && isfinite(ov->metrics.rsum_rel) ? ov->metrics.rsum_rel : 0.0;
   s->uo = lce_dtype_unit_roundoff(lce_output_format(c, o));
-  s->pertok = c->reduction != LCE_RED_NONE ? 0.0
-              : lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
+  /* Each token's own g applied with roundings of its own, up to u of each term of an element: u per
+   * unit of the bias sum_i mag_i |r_i| / <r, r>, which is u where the terms do not cancel and grows
+   * where they do (golden/policy.txt, pertok); u itself from a tier without that sum (tier 2). */
+  const double pertok_u = lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
+  const double mag_bias = gradient && isfinite(ov->metrics.mag_bias) ? ov->metrics.mag_bias : 0.0;
+  s->pertok = c->reduction != LCE_RED_NONE ? 0.0 : pertok_u * (mag_bias > 1.0 ? mag_bias : 1.0);
 }
 
 lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,

@@ -11,6 +11,8 @@
 #ifndef LCE_JUDGE_H
 #define LCE_JUDGE_H
 
+#include <stdio.h>
+
 #include "lce_golden.h"
 #include "lce_reference.h"
 
@@ -62,6 +64,12 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
  * bounded; a missing entry for a defined metric is LCE_EINVAL. */
 lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
                           lce_output_verdict *ov, lce_status *st);
+
+/* The verdict v of case c in full, each line starting with prefix: per judged output its cond, neff
+ * and derived scales, then every metric with its bound and, for a model-form entry of golden g (class
+ * subject_class; g may be NULL), each term's coefficient, scale and contribution (lce_explain.c). */
+void lce_verdict_explain(FILE *f, const char *prefix, const lce_golden *g, const char *subject_class,
+                         const lce_case *c, const lce_verdict *v);
 
 /* "build/lcecheck repro --subject S <case id>" */
 void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size);

@@ -26,7 +26,7 @@ int lce_metric_parse(const char *s, lce_metric *out) {
 /* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
-enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_COUNT };
+enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_COUNT };
 
 static inline void comp_add(lce_compare_acc *a, int k, long double x) {
   long double t = a->s[k] + x;
@@ -95,6 +95,7 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       const long double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
       comp_add(acc, SUM_ACC, m * m * r * r);
       comp_add(acc, SUM_ACCM, m * m);
+      comp_add(acc, SUM_MAGR, (long double)ref->mag[i] * fabs(r));
     }
     if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) cmp->beyond_ulps++;
     long double scaled;
@@ -114,6 +115,7 @@ void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
   cmp->sum_outr_r = (double)comp_value(acc, SUM_OUTR);
   cmp->sum_acc_r = (double)comp_value(acc, SUM_ACC), cmp->sum_acc_m2 = (double)comp_value(acc, SUM_ACCM);
   cmp->sum_flip2 = (double)comp_value(acc, SUM_FLIP2);
+  cmp->sum_mag_r = (double)comp_value(acc, SUM_MAGR);
 }
 
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
@@ -156,6 +158,9 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   mv->acc_bias = cmp->has_rnd && rr > 0 ? sqrt(cmp->sum_acc_r) / rr : 0.0;
   /* ||e|| <= ||flip|| for the error e the kernel's fp32 d_logit errors make (|e_i| <= flip_i): term flipn. */
   mv->flip_norm = !cmp->has_rnd ? 0.0 : rr > 0 ? sqrt(cmp->sum_flip2 / rr) : m2 > 0 ? sqrt(cmp->sum_flip2 / m2) : 0.0;
+  /* |<e, r>| <= u sum_i mag_i |r_i| for an error e_i within u of element i's terms, each term's own
+   * rounding, all taken one way (term pertok: a token's own g applied with roundings of its own). */
+  mv->mag_bias = cmp->has_rnd && rr > 0 ? cmp->sum_mag_r / rr : 0.0;
   mv->acc_norm = !cmp->has_rnd ? 0.0 : rr > 0 ? sqrt(cmp->sum_acc_m2 / rr) : m2 > 0 ? sqrt(cmp->sum_acc_m2 / m2) : 0.0;
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
   if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no metric exists */

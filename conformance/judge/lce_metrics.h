@@ -91,6 +91,9 @@ typedef struct lce_metric_values {
                         * lce_output_per_token), else 1: the few-element term's neff is scaled by it */
   double rsum_rel;     /* the relative error of the rows' softmax denominators summed in fp32 in row order
                         * (term rsum; set by the judge, which has the inputs), else 0 */
+  double mag_bias;     /* sum_i mag_i |r_i| / <r, r> (gradients with rnd), else 0: the bias per unit of u that an
+                        * error of u per term of every element can add, all taken one way; >= 1 where
+                        * mag >= |r|, and large where the terms cancel (term pertok) */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
@@ -105,8 +108,9 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[12], c[12]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r|,
-                             * m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn), flip^2, emag^4 */
+  long double s[13], c[13]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r|,
+                             * m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn), flip^2, emag^4,
+                             * mag |r| (term pertok) */
   long double maxscaled;
 } lce_compare_acc;
 void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);

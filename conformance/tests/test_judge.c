@@ -5,6 +5,7 @@
  * lce_outputs_alloc (poisoned, guarded, priors copied). The "oracle" is written by hand with
  * dyadic values, and a perfect subject copies it: that must pass at 0% of budget. Each test then
  * breaks one thing the way a real kernel bug would and checks the verdict names it. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -317,6 +318,42 @@ static void test_bounds_and_errors(void) {
   teardown(&f);
 }
 
+/* lce_verdict_explain: every judged output's scales, each metric with its bound and budget, and a
+ * model-form bound's terms (coefficient * scale = contribution) that sum to that bound. */
+static void test_explain(void) {
+  fixture f;
+  setup_h(&f, 0, LCE_RED_MEAN, 40);
+  for (int64_t i = 0; i < f.c.n * f.c.h; i++)
+    lce_store(f.c.dtype, f.out.d_hidden, (size_t)i, oracle_value(&f, LCE_OUT_D_HIDDEN, i) * (1 - 0x1p-4));
+  lce_golden_entry *e = (lce_golden_entry *)lce_golden_find(&f.g, CLASS, LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR);
+  EXPECT(e != NULL, "the fixture's golden has d_hidden relerr");
+  if (e == NULL) return;
+  e->form = LCE_FORM_MODEL, e->a = e->b = 0.0;
+  e->terms = 1u << LCE_TERM_COND | 1u << LCE_TERM_RND;
+  e->coef[LCE_TERM_COND] = 0x1p-8, e->coef[LCE_TERM_RND] = 1.0;
+  expect_fail(&f, "explain", "FAIL d_hidden bias ");
+  char *text = NULL;
+  size_t size = 0;
+  FILE *mem = open_memstream(&text, &size);
+  lce_verdict_explain(mem, "detail: ", &f.g, CLASS, &f.c, &f.v);
+  fclose(mem);
+  const lce_output_verdict *ov = &f.v.out[LCE_OUT_D_HIDDEN];
+  char want[256];
+  snprintf(want, sizeof want, "detail: d_hidden bias -0.0625, bound 0.000244141 (25600%% of budget)\n");
+  EXPECT(strstr(text, want) != NULL, "explain lacks '%s':\n%s", want, text);
+  snprintf(want, sizeof want, "detail: d_hidden relerr 0.0625, bound %.6g (%.0f%% of budget) = cond 0.003906*%.4g=%.4g + rnd 1*0=0\n",
+           ov->bound[LCE_METRIC_RELERR], ov->budget_pct[LCE_METRIC_RELERR], ov->metrics.cond, 0x1p-8 * ov->metrics.cond);
+  EXPECT(strstr(text, want) != NULL, "explain lacks '%s':\n%s", want, text);
+  EXPECT(ov->bound[LCE_METRIC_RELERR] == 0x1p-8 * ov->metrics.cond, "the model bound is the sum of its terms");
+  snprintf(want, sizeof want, "detail: d_hidden judged %lld inner ", (long long)ov->metrics.judged);
+  EXPECT(strstr(text, want) != NULL && strstr(text, "detail: d_weight scales: coh 0.003906 ") != NULL,
+         "explain lacks the scales lines:\n%s", text);
+  EXPECT(strstr(text, "detail: loss bias nan (undefined: too few elements, not bounded)\n") != NULL,
+         "an undefined metric is named, not bounded:\n%s", text);
+  free(text);
+  teardown(&f);
+}
+
 int main(void) {
   test_perfect(0);
   test_perfect(1);
@@ -324,5 +361,6 @@ int main(void) {
   test_scaled_d_hidden(-0x1p-4);
   test_scaled_d_hidden(0x1p-4);
   test_bounds_and_errors();
+  test_explain();
   return lce_test_finish("test_judge");
 }
