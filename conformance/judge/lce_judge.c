@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_parallel.h"
+
 static int has_metrics(const lce_case *c, lce_output_id o) {
   if (o == LCE_OUT_D_EMBEDDING) return 0;
   if (o == LCE_OUT_LOSS && c->reduction == LCE_RED_NONE) return 0;
@@ -208,44 +210,27 @@ static double loss_gradient_rel_error(const lce_case *c, const lce_tensors *in) 
 /* The relative error of the softmax denominators a sequential fp32 running sum makes on this case's
  * rows (term rsum; golden/policy.txt): per valid token and shard, the exact terms exp(z_v - m) (z in
  * double from the case's inputs, softcap applied, m the shard's largest logit) each rounded to fp32
- * and added in row order in fp32, against their exact sum; the largest over tokens and shards. Every
- * p_v of the token inherits that error through lse. A flat row rounds every addition the same way
- * once the partial sum outgrows its terms (up to vs/2 u32, golden/README.md false alarm 3), a row of
- * varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic, not the worst case of
- * the shape, which is ~vs/2 u32 for every row order and would leave the fitted constant nothing to
- * hold. 0 for a non-finite row (the class checks judge it). */
-static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in) {
-  const void *w = lce_output_weight(c, in);
-  double *z = malloc((size_t)c->v * sizeof *z);
-  if (z == NULL) return 0.0;
-  double worst = 0.0;
+ * and added in row order in fp32, against their exact sum; the largest over tokens and shards
+ * (lce_softmax_sum_replay). Every p_v of the token inherits that error through lse. A flat row rounds
+ * every addition the same way once the partial sum outgrows its terms (up to vs/2 u32, golden/README.md
+ * false alarm 3), a row of varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic,
+ * not the worst case of the shape, which is ~vs/2 u32 for every row order and would leave the fitted
+ * constant nothing to hold. 0 for a non-finite row (the class checks judge it). Tier 1 computes it in
+ * its row pass, where the logits are; for another tier the rows are replayed here, in parallel. */
+static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref) {
+  if (ref->has_rsum) return ref->rsum_rel;
+  double *rel = calloc((size_t)c->n + 1, sizeof *rel), worst = 0.0;
+  if (rel == NULL) return 0.0;
+  LCE_PARALLEL_FOR_IF(c->n > 1 && c->h * c->v >= LCE_PARALLEL_MIN_MACS)
   for (int64_t n = 0; n < c->n; n++) {
-    if (in->labels[n] == c->ignore_index) continue;
-    for (int r = 0; r < c->tp; r++) {
-      int64_t lo, hi;
-      lce_shard_range(c, r, &lo, &hi);
-      if (hi > c->v) hi = c->v;
-      double m = -INFINITY;
-      for (int64_t j = lo; j < hi; j++) {
-        double s = 0.0;
-        for (int64_t k = 0; k < c->h; k++)
-          s += lce_load(c->dtype, in->hidden, (size_t)(n * c->h + k)) * lce_load(c->dtype, w, (size_t)(j * c->h + k));
-        z[j] = c->softcap > 0 ? c->softcap * tanh(s / c->softcap) : s;
-        m = fmax(m, z[j]);
-      }
-      if (!(hi > lo) || !isfinite(m)) continue;
-      float s32 = 0.0f;
-      long double exact = 0.0L;
-      for (int64_t j = lo; j < hi; j++) {
-        const double t = exp(z[j] - m);
-        s32 += (float)t;
-        exact += t;
-      }
-      const double rel = fabs((double)((long double)s32 - exact) / (double)exact);
-      if (isfinite(rel) && rel > worst) worst = rel;
-    }
+    double *z = in->labels[n] == c->ignore_index ? NULL : malloc((size_t)c->v * sizeof *z);
+    if (z == NULL) continue;
+    for (int64_t j = 0; j < c->v; j++) z[j] = lce_plain_logit(c, in, n, j);
+    rel[n] = lce_softmax_sum_replay(c, z);
+    free(z);
   }
-  free(z);
+  for (int64_t n = 0; n < c->n; n++) worst = fmax(worst, rel[n]);
+  free(rel);
   return worst;
 }
 
@@ -464,7 +449,7 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   const double g_rel = loss_gradient_rel_error(c, in);
   /* The rows' logits again, in double: only where the reference's values are on the host (the
    * shapes tier 1 reaches; tier 2's production shapes would make it a GEMM of hours). */
-  const double rsum_rel = ref->mode == LCE_REF_HOST ? softmax_sum_rel_error(c, in) : 0.0;
+  const double rsum_rel = ref->mode == LCE_REF_HOST ? softmax_sum_rel_error(c, in, &ref->host) : 0.0;
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];

@@ -119,6 +119,7 @@ typedef struct fast_in {
 typedef struct fast_row {
   int64_t v;
   double *z, *f, *t, *term; /* [v] logits, softcap factors, exp(z - max), logit error scales */
+  unsigned char *exact;     /* [v] logit v proven exact in plain double (Logits, lce_fast_row.c); NULL: not kept */
   double ez, rf;            /* bound on |z_v - Z_v| (all v); relative bound of every f_v */
   double rho, rs, rsy;      /* relative bounds: each t_v, S, S_y (against their exact values) */
   double s, s_y;            /* sum_v t_v, sum_{v != y} t_v */
