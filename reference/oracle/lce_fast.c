@@ -235,20 +235,23 @@ static void row_slopes(fast_work *w, int64_t n, int64_t y, const double *term, c
 }
 
 /* Row n of d_hidden: the propagated error is sum_v err_v |W_vk| itself (E, an upper bound by
- * lce_sum_bound), |ds_v| <= 1.01 term_v + err_v. ds and term are the row's in the block. */
-static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double *term, const double *err, double *hi,
-                         double *lo, double *t1, double *E) {
+ * lce_sum_bound), |ds_v| <= 1.01 term_v + err_v. ds and term are the row's in the block; the same
+ * pass over W sums the row's rnd and flip (dzr, dzq: lce_fast_rnd.c). */
+static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double *term, const double *err,
+                         const double *dzr, const double *dzq, double *hi, double *lo, double *t1, double *E) {
   const lce_case *c = w->c;
   const int64_t H = c->h, V = c->v;
   for (int64_t k = 0; k < H; k++) hi[k] = lo[k] = t1[k] = E[k] = 0.0;
+  const fast_acc acc = {hi, lo, t1, NULL, E, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H,
+                        w->res->out[LCE_OUT_D_HIDDEN].flip + n * H};
   fast_step s[FAST_TERMS];
   const double *x[FAST_TERMS];
   int count = 0;
   for (int64_t v = 0; v < V; v++) {
     const double d = ds[v], dh = top26(d);
-    s[count] = (fast_step){dh, d - dh, term[v], 0.0, err[v]};
+    s[count] = (fast_step){dh, d - dh, term[v], 0.0, err[v], dzr[v], dzq[v]};
     x[count++] = w->w + v * H;
-    if (count == FAST_TERMS || v == V - 1) fast_grad_step2(s, x, count, H, hi, lo, t1, E), count = 0;
+    if (count == FAST_TERMS || v == V - 1) fast_grad_step(s, x, count, H, &acc), count = 0;
   }
   const double cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   const fast_dot_k dot = fast_dot_factors(V);
@@ -318,13 +321,10 @@ static void run_row(fast_work *w, int64_t n) {
     w->cond[n] = 1.0 + r.term_max;
     w->floor[n] = lce_dz_floor(c, fabs(g));
     row_slopes(w, n, y, term, err);
-    row_d_hidden(w, n, ds, term, err, hi, lo, t1, E);
-    double *dzr = w->dzr + (n - w->n0) * V;
+    double *dzr = w->dzr + (n - w->n0) * V, *dzq = w->dzq + (n - w->n0) * V;
     fast_rnd_row(c, g, ds, V, dzr);
-    fast_rnd_hidden(dzr, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H);
-    double *dzq = w->dzq + (n - w->n0) * V;
     fast_flip_row(c, &r, &w->opts, y, g, ds, dzq);
-    fast_flip_hidden(dzq, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].flip + n * H);
+    row_d_hidden(w, n, ds, term, err, dzr, dzq, hi, lo, t1, E);
   }
   w->inexact[n] = r.inexact_logits;
   free(buf);
@@ -366,27 +366,27 @@ static void weight_begin(fast_work *w, int64_t j) {
     r->value[i] = r->rnd[i] = prior[i], r->flip[i] = 0.0, r->err[i] = r->mag[i] = r->emag[i] = r->rounded[i] = 0.0;
 }
 
-/* The block's active tokens into row j's running sums. e_nj = a_n term_nj + b_n, or the label's own
+/* The block's active tokens into row j's running sums, and into its rnd and flip. e_nj = a_n term_nj + b_n, or the label's own
  * bound ey_n where j = y_n (row_slopes), rounded upward. */
 static void weight_accumulate(fast_work *w, int64_t j) {
   const int64_t H = w->c->h, V = w->c->v;
   lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
-  double *hi = r->value + j * H, *lo = r->err + j * H, *A = r->mag + j * H, *B = r->emag + j * H, *E = r->rounded + j * H;
+  const fast_acc acc = {r->value + j * H, r->err + j * H, r->mag + j * H, r->emag + j * H, r->rounded + j * H,
+                        r->rnd + j * H, r->flip + j * H};
   fast_step s[FAST_TERMS];
   const double *x[FAST_TERMS];
   int count = 0;
   const int64_t end = w->n0 + w->block < w->c->n ? w->n0 + w->block : w->c->n;
   for (int64_t n = w->n0; n < end; n++) {
     if (w->active[n]) {
-      const double d = w->ds[(n - w->n0) * V + j], dh = top26(d), t = w->term[(n - w->n0) * V + j];
+      const int64_t at = (n - w->n0) * V + j;
+      const double d = w->ds[at], dh = top26(d), t = w->term[at];
       const double en = w->in->labels[n] == j ? w->ey[n] : lce_add_up(lce_mul_up(w->a[n], t), w->b[n]);
-      s[count] = (fast_step){dh, d - dh, t, t * w->cond[n], en};
+      s[count] = (fast_step){dh, d - dh, t, t * w->cond[n], en, w->dzr[at], w->dzq[at]};
       x[count++] = w->hidden + n * H;
     }
-    if (count == FAST_TERMS || (n == end - 1 && count > 0)) fast_grad_step3(s, x, count, H, hi, lo, A, B, E), count = 0;
+    if (count == FAST_TERMS || (n == end - 1 && count > 0)) fast_grad_step(s, x, count, H, &acc), count = 0;
   }
-  fast_rnd_weight(w->dzr, V, j, w->active, w->n0, end, w->hidden, H, r->rnd + j * H);
-  fast_flip_weight(w->dzq, V, j, w->active, w->n0, end, w->hidden, H, r->flip + j * H);
 }
 
 /* Row j of d_weight from its running sums (a real vocab row). The propagated error is
