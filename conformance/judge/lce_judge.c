@@ -209,13 +209,13 @@ static double loss_gradient_rel_error(const lce_case *c, const lce_tensors *in) 
 
 /* The share of distinct tokens among the valid ones for output o (lce_metric_values.token_share): two
  * tokens whose output is made by the same arithmetic on the same numbers make the same error, one error
- * counted twice, not two independent ones. lse and loss_token: tokens whose lse rounds to the same fp32
- * value (lse32, from softmax_sum_rel_error) share that rounding, the last of lse's and the one loss_token
- * inherits, whatever else differs (subnormal logits that differ in fp32 and vanish in every sum; class
- * weights that scale the loss alike). A d_hidden row: the token's logits rounded to fp32 (row, hashed),
- * its label and, under reduction none, its grad_output. Tokens are told apart by 64-bit FNV-1a hashes: a
- * collision can only lower the share, which loosens the bound it enters. 1 without the row pass (tier
- * 2) or valid tokens. */
+ * counted twice, not two independent ones. lse and loss_token: tokens whose exact lse rounds to the same
+ * fp32 value (lse, the reference's values) share that rounding, the last of lse's and the one loss_token
+ * inherits, whatever else differs (subnormal logits that vanish in every sum; class weights that scale
+ * the loss alike). A d_hidden row: the token's hidden row, its label and, under reduction none, its
+ * grad_output. Tokens are told apart by 64-bit FNV-1a hashes: a collision can only lower the share,
+ * which loosens the bound it enters. 1 without the reference's lse on the host (tier 2's device mode)
+ * or valid tokens. */
 static int cmp_u64(const void *a, const void *b) {
   const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
@@ -228,21 +228,22 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t size) {
 }
 #define FNV_OFFSET 0xcbf29ce484222325ull
 
-static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce_output_id o, const uint64_t *row,
-                                   const float *lse32) {
-  uint64_t *key = row ? malloc((size_t)c->n * sizeof *key) : NULL;
+static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce_output_id o, const double *lse) {
+  const size_t row = (size_t)c->h * lce_dtype_size(c->dtype);
+  uint64_t *key = o == LCE_OUT_D_HIDDEN || lse ? malloc((size_t)c->n * sizeof *key) : NULL;
   if (key == NULL) return 1.0;
   int64_t valid = 0;
   for (int64_t n = 0; n < c->n; n++) {
     const int64_t y = in->labels[n];
     if (y == c->ignore_index) continue;
-    uint64_t h;
+    uint64_t h = FNV_OFFSET;
     if (o == LCE_OUT_D_HIDDEN) {
-      h = fnv1a(FNV_OFFSET, &row[n], sizeof row[n]);
+      h = fnv1a(h, (const char *)in->hidden + (size_t)n * row, row);
       h = fnv1a(h, &y, sizeof y);
       if (c->reduction == LCE_RED_NONE) h = fnv1a(h, &in->grad_output[n], sizeof in->grad_output[n]);
     } else {
-      h = fnv1a(FNV_OFFSET, &lse32[n], sizeof lse32[n]);
+      const float l32 = (float)lse[n];
+      h = fnv1a(h, &l32, sizeof l32);
     }
     key[valid++] = h;
   }
@@ -253,69 +254,49 @@ static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce
   return valid > 0 ? (double)distinct / (double)valid : 1.0;
 }
 
-/* One token's worst shard (softmax_sum_rel_error): h its hidden row, wd the weight, both in double;
- * z scratch of v. Each logit is the same sequential sum over k as a plain loop would make; four vocab
- * rows at a time only give the four sums their own chains. */
-static double token_sum_rel_error(const lce_case *c, const double *h, const double *wd, double *z) {
-  const int64_t H = c->h;
-  double worst = 0.0;
-  for (int r = 0; r < c->tp; r++) {
-    int64_t lo, hi;
-    lce_shard_range(c, r, &lo, &hi);
-    if (hi > c->v) hi = c->v;
-    int64_t j = lo;
-    for (; j + 4 <= hi; j += 4) {
-      const double *w0 = wd + j * H, *w1 = w0 + H, *w2 = w1 + H, *w3 = w2 + H;
-      double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-      for (int64_t k = 0; k < H; k++) {
-        s0 += h[k] * w0[k];
-        s1 += h[k] * w1[k];
-        s2 += h[k] * w2[k];
-        s3 += h[k] * w3[k];
-      }
-      z[j] = s0, z[j + 1] = s1, z[j + 2] = s2, z[j + 3] = s3;
+/* One token's logits z[0..v) in double, as lce_plain_logit makes each (the same sequential sum over k
+ * of the same products, softcap applied): h its hidden row, wd the weight, both converted once; four
+ * vocab rows at a time only give the four sums their own chains. */
+static void token_logits(const lce_case *c, const double *h, const double *wd, double *z) {
+  const int64_t H = c->h, V = c->v;
+  int64_t j = 0;
+  for (; j + 4 <= V; j += 4) {
+    const double *w0 = wd + j * H, *w1 = w0 + H, *w2 = w1 + H, *w3 = w2 + H;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    for (int64_t k = 0; k < H; k++) {
+      s0 += h[k] * w0[k];
+      s1 += h[k] * w1[k];
+      s2 += h[k] * w2[k];
+      s3 += h[k] * w3[k];
     }
-    for (; j < hi; j++) {
-      double s = 0.0;
-      for (int64_t k = 0; k < H; k++) s += h[k] * wd[j * H + k];
-      z[j] = s;
-    }
-    double m = -INFINITY;
-    for (j = lo; j < hi; j++) {
-      if (c->softcap > 0) z[j] = c->softcap * tanh(z[j] / c->softcap);
-      m = fmax(m, z[j]);
-    }
-    if (!(hi > lo) || !isfinite(m)) continue;
-    float s32 = 0.0f;
-    long double exact = 0.0L;
-    for (j = lo; j < hi; j++) {
-      const double t = exp(z[j] - m);
-      s32 += (float)t;
-      exact += t;
-    }
-    const double rel = fabs((double)((long double)s32 - exact) / (double)exact);
-    if (isfinite(rel) && rel > worst) worst = rel;
+    z[j] = s0, z[j + 1] = s1, z[j + 2] = s2, z[j + 3] = s3;
   }
-  return worst;
+  for (; j < V; j++) {
+    double s = 0.0;
+    for (int64_t k = 0; k < H; k++) s += h[k] * wd[j * H + k];
+    z[j] = s;
+  }
+  if (c->softcap > 0)
+    for (j = 0; j < V; j++) z[j] = c->softcap * tanh(z[j] / c->softcap);
 }
 
 /* The relative error of the softmax denominators a sequential fp32 running sum makes on this case's
  * rows (term rsum; golden/policy.txt): per valid token and shard, the exact terms exp(z_v - m) (z in
  * double from the case's inputs, softcap applied, m the shard's largest logit) each rounded to fp32
- * and added in row order in fp32, against their exact sum; the largest over tokens and shards. Every
- * p_v of the token inherits that error through lse. A flat row rounds every addition the same way
- * once the partial sum outgrows its terms (up to vs/2 u32, golden/README.md false alarm 3), a row of
- * varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic, not the worst case of
- * the shape, which is ~vs/2 u32 for every row order and would leave the fitted constant nothing to
- * hold. 0 for a non-finite row (the class checks judge it).
- * With row and lse32 (may be NULL) it also gives, per valid token, the hash of its logit row and its
- * lse rounded to fp32 (for distinct_token_share). */
-static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, uint64_t *row, float *lse32) {
+ * and added in row order in fp32, against their exact sum; the largest over tokens and shards
+ * (lce_softmax_sum_replay). Every p_v of the token inherits that error through lse. A flat row rounds
+ * every addition the same way once the partial sum outgrows its terms (up to vs/2 u32, golden/README.md
+ * false alarm 3), a row of varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic,
+ * not the worst case of the shape, which is ~vs/2 u32 for every row order and would leave the fitted
+ * constant nothing to hold. 0 for a non-finite row (the class checks judge it). Tier 1 computes it in
+ * its row pass, where the logits are; for another tier the rows are replayed here: the weight in double
+ * once (a dtype load per multiply-add made this a minute per medium case), the tokens in parallel, each
+ * into its own slot, the same result for any thread count. */
+static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref) {
+  if (ref->has_rsum) return ref->rsum_rel;
   const void *w = lce_output_weight(c, in);
   const int64_t N = c->n, H = c->h, V = c->v;
-  /* The inputs in double once (a dtype load per multiply-add made this a minute per medium case), the
-   * tokens in parallel, each into its own slot: the same result for any thread count. */
-  double *wd = malloc((size_t)(V * H) * sizeof *wd), *rel = calloc((size_t)N, sizeof *rel);
+  double *wd = malloc((size_t)(V * H) * sizeof *wd), *rel = calloc((size_t)N + 1, sizeof *rel), worst = 0.0;
   if (wd == NULL || rel == NULL) {
     free(wd);
     free(rel);
@@ -324,30 +305,17 @@ static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, ui
   LCE_PARALLEL_FOR_IF(V * H >= LCE_PARALLEL_MIN_MACS)
   for (int64_t j = 0; j < V; j++)
     for (int64_t k = 0; k < H; k++) wd[j * H + k] = lce_load(c->dtype, w, (size_t)(j * H + k));
-  LCE_PARALLEL_FOR_IF(N * V * H >= LCE_PARALLEL_MIN_MACS)
+  LCE_PARALLEL_FOR_IF(N > 1 && N * V * H >= LCE_PARALLEL_MIN_MACS)
   for (int64_t n = 0; n < N; n++) {
-    if (in->labels[n] == c->ignore_index) continue;
-    double *buf = malloc((size_t)(V + H) * sizeof *buf);
+    double *buf = in->labels[n] == c->ignore_index ? NULL : malloc((size_t)(V + H) * sizeof *buf);
     if (buf == NULL) continue;
     double *h = buf + V;
     for (int64_t k = 0; k < H; k++) h[k] = lce_load(c->dtype, in->hidden, (size_t)(n * H + k));
-    rel[n] = token_sum_rel_error(c, h, wd, buf);
-    if (row) { /* the row as an fp32 kernel holds it: the logits rounded to fp32; and its lse in fp32 */
-      uint64_t hash = FNV_OFFSET;
-      for (int64_t j = 0; j < V; j++) {
-        const float zf = (float)buf[j];
-        hash = fnv1a(hash, &zf, sizeof zf);
-      }
-      row[n] = hash;
-      double m = -INFINITY, sum = 0.0;
-      for (int64_t j = 0; j < V; j++) m = fmax(m, buf[j]);
-      for (int64_t j = 0; j < V; j++) sum += exp(buf[j] - m);
-      lse32[n] = (float)(m + log(sum));
-    }
+    token_logits(c, h, wd, buf);
+    rel[n] = lce_softmax_sum_replay(c, buf);
     free(buf);
   }
-  double worst = 0.0;
-  for (int64_t n = 0; n < N; n++) worst = rel[n] > worst ? rel[n] : worst;
+  for (int64_t n = 0; n < N; n++) worst = fmax(worst, rel[n]);
   free(wd);
   free(rel);
   return worst;
@@ -594,23 +562,12 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   case_terms ct = {.g_rel = loss_gradient_rel_error(c, in)};
   /* The rows' logits again, in double: only where the reference's values are on the host (the
    * shapes tier 1 reaches; tier 2's production shapes would make it a GEMM of hours). */
-  uint64_t *row = NULL;
-  float *lse32 = NULL;
-  if (ref->mode == LCE_REF_HOST) {
-    row = malloc((size_t)c->n * sizeof *row), lse32 = malloc((size_t)c->n * sizeof *lse32);
-    if (row == NULL || lse32 == NULL) {
-      free(row);
-      free(lse32);
-      row = NULL, lse32 = NULL;
-    }
-    /* A token the pass cannot reach (no memory) keeps values of its own index: distinct from all. */
-    for (int64_t n = 0; row && n < c->n; n++) row[n] = fnv1a(~FNV_OFFSET, &n, sizeof n), lse32[n] = -(float)(n + 1);
-    ct.rsum_rel = softmax_sum_rel_error(c, in, row, lse32);
-  }
+  if (ref->mode == LCE_REF_HOST) ct.rsum_rel = softmax_sum_rel_error(c, in, &ref->host);
+  const lce_ref_output *lse = &ref->host.out[LCE_OUT_LSE];
+  const double *lse_values = ref->mode == LCE_REF_HOST && lse->value && lse->count == c->n ? lse->value : NULL;
   for (int o = 0; o < LCE_OUT_COUNT; o++)
-    ct.token_share[o] = lce_output_per_token((lce_output_id)o) ? distinct_token_share(c, in, (lce_output_id)o, row, lse32) : 1.0;
-  free(row);
-  free(lse32);
+    ct.token_share[o] = lce_output_per_token((lce_output_id)o) ? distinct_token_share(c, in, (lce_output_id)o, lse_values)
+                                                                : 1.0;
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];

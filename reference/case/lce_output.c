@@ -1,6 +1,7 @@
 /* lce_output.c — names, shapes, formats and element access of the judged outputs (lce_output.h). */
 #include "lce_output.h"
 
+#include <math.h>
 #include <string.h>
 
 static const char *const OUTPUT_NAMES[LCE_OUT_COUNT] = {"loss", "loss_token", "lse",
@@ -64,4 +65,34 @@ void lce_output_load(const lce_case *c, const lce_outputs *out, lce_output_id o,
     return;
   }
   for (int64_t i = i0; i < i1; i++) x[i - i0] = lce_load(t, buf, (size_t)i);
+}
+
+double lce_plain_logit(const lce_case *c, const lce_tensors *in, int64_t n, int64_t j) {
+  const void *w = lce_output_weight(c, in);
+  double s = 0.0;
+  for (int64_t k = 0; k < c->h; k++)
+    s += lce_load(c->dtype, in->hidden, (size_t)(n * c->h + k)) * lce_load(c->dtype, w, (size_t)(j * c->h + k));
+  return c->softcap > 0 ? c->softcap * tanh(s / c->softcap) : s;
+}
+
+double lce_softmax_sum_replay(const lce_case *c, const double *z) {
+  double worst = 0.0;
+  for (int r = 0; r < c->tp; r++) {
+    int64_t lo, hi;
+    lce_shard_range(c, r, &lo, &hi);
+    if (hi > c->v) hi = c->v;
+    double m = -INFINITY;
+    for (int64_t j = lo; j < hi; j++) m = fmax(m, z[j]);
+    if (!(hi > lo) || !isfinite(m)) continue;
+    float s32 = 0.0f;
+    long double exact = 0.0L;
+    for (int64_t j = lo; j < hi; j++) {
+      const double t = exp(z[j] - m);
+      s32 += (float)t;
+      exact += t;
+    }
+    const double rel = fabs((double)((long double)s32 - exact) / (double)exact);
+    if (isfinite(rel) && rel > worst) worst = rel;
+  }
+  return worst;
 }

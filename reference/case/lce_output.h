@@ -34,4 +34,14 @@ double lce_output_get(const lce_case *c, const lce_outputs *out, lce_output_id o
 /* Elements [i0, i1) of it into x[0 .. i1 - i0): the same values, the format's switch once a block. */
 void lce_output_load(const lce_case *c, const lce_outputs *out, lce_output_id o, int64_t i0, int64_t i1, double *x);
 
+/* The softmax-sum replay behind the judge's term rsum (golden/policy.txt), in one place for the judge
+ * and for tier 1, which computes it in its row pass. lce_plain_logit: logit j of token n as the plain
+ * double sum of the dtype inputs' products in k order (exact products, one rounding per addition),
+ * softcap applied as c tanh(s / c). lce_softmax_sum_replay: for one token's logits z[0..v) and each
+ * shard, the exact terms exp(z_j - m) (m the shard's largest logit) each rounded to fp32 and added in
+ * row order in fp32, against their exact sum: the largest relative error over the shards, 0 for a
+ * shard with no finite largest logit or a non-finite error. */
+double lce_plain_logit(const lce_case *c, const lce_tensors *in, int64_t n, int64_t j);
+double lce_softmax_sum_replay(const lce_case *c, const double *z);
+
 #endif

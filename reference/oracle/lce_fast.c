@@ -82,6 +82,7 @@ typedef struct fast_work {
   unsigned char *col_zero;          /* [h] d_hidden[n, k] is exactly 0 for every active row (see run_row) */
   double *loss, *loss_err;          /* [n] token losses as the reduction adds them */
   int64_t *inexact;                 /* [n] logits of the row not proven exact */
+  double *rsum;                     /* [n] the row's softmax-sum replay (row_replay), 0 for ignored tokens */
   double sw, sw_rel;
   int64_t inexact_logits;
 } fast_work;
@@ -89,7 +90,7 @@ typedef struct fast_work {
 static void work_free(fast_work *w) {
   free(w->hidden), free(w->cfl), free(w->w), free(w->w1), free(w->lsb_h), free(w->lsb_w), free(w->bad_h);
   free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->dzr), free(w->dzq), free(w->active);
-  free(w->cond), free(w->a), free(w->b), free(w->ey), free(w->col_zero), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact);
+  free(w->cond), free(w->a), free(w->b), free(w->ey), free(w->col_zero), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact), free(w->rsum);
 }
 
 /* The exponent of the lowest set bit of a finite non-zero double. */
@@ -158,6 +159,7 @@ static lce_code load(fast_work *w, lce_status *st) {
     for (int64_t k = 0; k < H; k++) w->w1[k] += fabs(w->w[v * H + k]);
   }
   FAST_ALLOC(w->inexact, N);
+  FAST_ALLOC(w->rsum, N);
   w->fin = (fast_in){N, H, V, w->hidden, w->w, w->lsb_h, w->lsb_w};
 #undef FAST_ALLOC
   return LCE_OK;
@@ -233,20 +235,23 @@ static void row_slopes(fast_work *w, int64_t n, int64_t y, const double *term, c
 }
 
 /* Row n of d_hidden: the propagated error is sum_v err_v |W_vk| itself (E, an upper bound by
- * lce_sum_bound), |ds_v| <= 1.01 term_v + err_v. ds and term are the row's in the block. */
-static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double *term, const double *err, double *hi,
-                         double *lo, double *t1, double *E) {
+ * lce_sum_bound), |ds_v| <= 1.01 term_v + err_v. ds and term are the row's in the block; the same
+ * pass over W sums the row's rnd and flip (dzr, dzq: lce_fast_rnd.c). */
+static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double *term, const double *err,
+                         const double *dzr, const double *dzq, double *hi, double *lo, double *t1, double *E) {
   const lce_case *c = w->c;
   const int64_t H = c->h, V = c->v;
   for (int64_t k = 0; k < H; k++) hi[k] = lo[k] = t1[k] = E[k] = 0.0;
+  const fast_acc acc = {hi, lo, t1, NULL, E, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H,
+                        w->res->out[LCE_OUT_D_HIDDEN].flip + n * H};
   fast_step s[FAST_TERMS];
   const double *x[FAST_TERMS];
   int count = 0;
   for (int64_t v = 0; v < V; v++) {
     const double d = ds[v], dh = top26(d);
-    s[count] = (fast_step){dh, d - dh, term[v], 0.0, err[v]};
+    s[count] = (fast_step){dh, d - dh, term[v], 0.0, err[v], dzr[v], dzq[v]};
     x[count++] = w->w + v * H;
-    if (count == FAST_TERMS || v == V - 1) fast_grad_step2(s, x, count, H, hi, lo, t1, E), count = 0;
+    if (count == FAST_TERMS || v == V - 1) fast_grad_step(s, x, count, H, &acc), count = 0;
   }
   const double cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   const fast_dot_k dot = fast_dot_factors(V);
@@ -263,23 +268,39 @@ static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double
   }
 }
 
+/* The judge's softmax-sum replay of valid row n (lce_softmax_sum_replay, term rsum) from the logits
+ * at hand, so that the judge need not compute them again: a logit proven exact (r->exact) is also the
+ * value of the plain sum the replay defines, since every partial sum of it is exact too (Logits,
+ * lce_fast_row.c), and its softcap is the same operations; the other logits, every logit of a tf32
+ * case (whose inputs here are tf32-rounded) and a poisoned row's (r NULL) are that plain sum itself. */
+static void row_replay(fast_work *w, int64_t n, const fast_row *r, double *z) {
+  const lce_case *c = w->c;
+  const int keep = r != NULL && c->gemm != LCE_GEMM_TF32;
+  for (int64_t v = 0; v < c->v; v++) z[v] = keep && r->exact[v] ? r->z[v] : lce_plain_logit(c, w->in, n, v);
+  w->rsum[n] = lce_softmax_sum_replay(c, z);
+}
+
 /* One token: lse, loss, dz and its d_hidden row. */
 static void run_row(fast_work *w, int64_t n) {
   const lce_case *c = w->c;
   const int64_t V = c->v, H = c->h, y = w->in->labels[n];
   const int valid = y != c->ignore_index;
-  if (w->bad_w || w->bad_h[n]) {
-    poisoned_row(w, n, valid);
-    return;
-  }
-  double *buf = malloc((size_t)(5 * V + 4 * H) * sizeof *buf);
+  double *buf = malloc((size_t)(6 * V + 4 * H) * sizeof *buf + (size_t)V);
   if (buf == NULL) {
     w->failed[n] = 1;
     return;
   }
+  if (w->bad_w || w->bad_h[n]) {
+    if (valid) row_replay(w, n, NULL, buf);
+    poisoned_row(w, n, valid);
+    free(buf);
+    return;
+  }
   fast_row r = {.v = V, .z = buf, .f = buf + V, .t = buf + 2 * V, .term = buf + 3 * V};
-  double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H, *E = t1 + H;
+  double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H, *E = t1 + H, *zr = E + H;
+  r.exact = (unsigned char *)(zr + V);
   fast_row_logits(&r, &w->fin, &w->opts, n);
+  if (valid) row_replay(w, n, &r, zr);
   fast_row_forward(&r, &w->opts, valid ? y : -1);
   fast_put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
       lce_add_up(r.mag_lse, r.term_max));
@@ -300,13 +321,10 @@ static void run_row(fast_work *w, int64_t n) {
     w->cond[n] = 1.0 + r.term_max;
     w->floor[n] = lce_dz_floor(c, fabs(g));
     row_slopes(w, n, y, term, err);
-    row_d_hidden(w, n, ds, term, err, hi, lo, t1, E);
-    double *dzr = w->dzr + (n - w->n0) * V;
+    double *dzr = w->dzr + (n - w->n0) * V, *dzq = w->dzq + (n - w->n0) * V;
     fast_rnd_row(c, g, ds, V, dzr);
-    fast_rnd_hidden(dzr, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H);
-    double *dzq = w->dzq + (n - w->n0) * V;
     fast_flip_row(c, &r, &w->opts, y, g, ds, dzq);
-    fast_flip_hidden(dzq, w->w, V, H, w->res->out[LCE_OUT_D_HIDDEN].flip + n * H);
+    row_d_hidden(w, n, ds, term, err, dzr, dzq, hi, lo, t1, E);
   }
   w->inexact[n] = r.inexact_logits;
   free(buf);
@@ -348,27 +366,27 @@ static void weight_begin(fast_work *w, int64_t j) {
     r->value[i] = r->rnd[i] = prior[i], r->flip[i] = 0.0, r->err[i] = r->mag[i] = r->emag[i] = r->rounded[i] = 0.0;
 }
 
-/* The block's active tokens into row j's running sums. e_nj = a_n term_nj + b_n, or the label's own
+/* The block's active tokens into row j's running sums, and into its rnd and flip. e_nj = a_n term_nj + b_n, or the label's own
  * bound ey_n where j = y_n (row_slopes), rounded upward. */
 static void weight_accumulate(fast_work *w, int64_t j) {
   const int64_t H = w->c->h, V = w->c->v;
   lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
-  double *hi = r->value + j * H, *lo = r->err + j * H, *A = r->mag + j * H, *B = r->emag + j * H, *E = r->rounded + j * H;
+  const fast_acc acc = {r->value + j * H, r->err + j * H, r->mag + j * H, r->emag + j * H, r->rounded + j * H,
+                        r->rnd + j * H, r->flip + j * H};
   fast_step s[FAST_TERMS];
   const double *x[FAST_TERMS];
   int count = 0;
   const int64_t end = w->n0 + w->block < w->c->n ? w->n0 + w->block : w->c->n;
   for (int64_t n = w->n0; n < end; n++) {
     if (w->active[n]) {
-      const double d = w->ds[(n - w->n0) * V + j], dh = top26(d), t = w->term[(n - w->n0) * V + j];
+      const int64_t at = (n - w->n0) * V + j;
+      const double d = w->ds[at], dh = top26(d), t = w->term[at];
       const double en = w->in->labels[n] == j ? w->ey[n] : lce_add_up(lce_mul_up(w->a[n], t), w->b[n]);
-      s[count] = (fast_step){dh, d - dh, t, t * w->cond[n], en};
+      s[count] = (fast_step){dh, d - dh, t, t * w->cond[n], en, w->dzr[at], w->dzq[at]};
       x[count++] = w->hidden + n * H;
     }
-    if (count == FAST_TERMS || (n == end - 1 && count > 0)) fast_grad_step3(s, x, count, H, hi, lo, A, B, E), count = 0;
+    if (count == FAST_TERMS || (n == end - 1 && count > 0)) fast_grad_step(s, x, count, H, &acc), count = 0;
   }
-  fast_rnd_weight(w->dzr, V, j, w->active, w->n0, end, w->hidden, H, r->rnd + j * H);
-  fast_flip_weight(w->dzq, V, j, w->active, w->n0, end, w->hidden, H, r->flip + j * H);
 }
 
 /* Row j of d_weight from its running sums (a real vocab row). The propagated error is
@@ -516,7 +534,7 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
   cost->block_rows = block_rows(c, opt);
   cost->macs = 3.0 * N * H * V;
   cost->bytes = 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + 24.0 * (double)cost->block_rows * V +
-                (double)threads * 8.0 * (5.0 * V + 4.0 * H);
+                (double)threads * (8.0 * (6.0 * V + 4.0 * H) + V);
   /* Tier 0's own (lce_oracle_bytes: no N V term beyond its block budget) and tier 1's masks. */
   cost->escalation_bytes = lce_oracle_bytes(c, threads) + (N + N * H + V * H);
 }
@@ -580,6 +598,8 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
     if (stats) stats->inexact_logits += w->inexact[n];
   }
   if (stats) stats->logits = N * V;
+  w->res->has_rsum = 1;
+  for (int64_t n = 0; n < N; n++) w->res->rsum_rel = fmax(w->res->rsum_rel, w->rsum[n]);
   run_loss(w, poisoned);
   LCE_PARALLEL_FOR_IF(V > 1 && H * V >= LCE_PARALLEL_MIN_MACS)
   for (int64_t j = 0; j < V; j++) weight_finish(w, j, poisoned);

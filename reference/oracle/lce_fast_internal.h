@@ -70,20 +70,27 @@ static inline double fast_dot_bound(double res, double m, int64_t n) {
 /* A logit's sum of exact products h_k w_k in a fixed order (lanes), and in *m the sum of |h_k w_k|. */
 double fast_dot_lanes(const double *restrict h, const double *restrict w, int64_t n, double *restrict m);
 
-/* One term d of a split dot product (fast_dot_bound) and the coefficients of its magnitude sums. */
+/* One term d of a split dot product (fast_dot_bound), the coefficients of its magnitude sums, and
+ * its d_logit as the rnd and flip references take it (lce_fast_rnd.c). */
 typedef struct fast_step {
   double dh, dl;     /* d = dh + dl, dh its top 26 bits */
   double ta, tb, te; /* a[k] += ta |x_k|, b[k] += tb |x_k|, e[k] += te |x_k| */
+  double tr, tq;     /* r[k] += tr x_k, q[k] += tq |x_k| */
 } fast_step;
 
+/* The accumulators of a gradient row, element-wise over k: the split dot product (hi, lo), the
+ * magnitude sums (a, b, e; b NULL where not kept) and the rnd and flip sums (r, q). */
+typedef struct fast_acc {
+  double *hi, *lo, *a, *b, *e, *r, *q;
+} fast_acc;
+
 /* For each term j < count (at most FAST_TERMS) in order: hi, lo += d_j x_j (TwoSum of dh x_jk into
- * hi, its error and dl x_jk into lo), a and e (and b) += t_j |x_j|, element-wise over k < n. The
- * same bits as count calls with one term each. */
+ * hi, its error and dl x_jk into lo), a and e (and b) += t_j |x_j|, r += tr_j x_j, q += tq_j |x_j|,
+ * element-wise over k < n. The same bits as count calls with one term each, and the rnd and flip
+ * sums the same bits as their own loops over the terms (no operation mixes them with the others):
+ * one pass over x serves all of them. */
 #define FAST_TERMS 4
-void fast_grad_step2(const fast_step *s, const double *const *x, int count, int64_t n, double *restrict hi,
-                     double *restrict lo, double *restrict a, double *restrict e);
-void fast_grad_step3(const fast_step *s, const double *const *x, int count, int64_t n, double *restrict hi,
-                     double *restrict lo, double *restrict a, double *restrict b, double *restrict e);
+void fast_grad_step(const fast_step *s, const double *const *x, int count, int64_t n, const fast_acc *acc);
 /* y[k] += t |x_k| for k < n. */
 void fast_axpy_abs(double t, const double *restrict x, int64_t n, double *restrict y);
 
@@ -119,6 +126,7 @@ typedef struct fast_in {
 typedef struct fast_row {
   int64_t v;
   double *z, *f, *t, *term; /* [v] logits, softcap factors, exp(z - max), logit error scales */
+  unsigned char *exact;     /* [v] logit v proven exact in plain double (Logits, lce_fast_row.c); NULL: not kept */
   double ez, rf;            /* bound on |z_v - Z_v| (all v); relative bound of every f_v */
   double rho, rs, rsy;      /* relative bounds: each t_v, S, S_y (against their exact values) */
   double s, s_y;            /* sum_v t_v, sum_{v != y} t_v */
@@ -147,22 +155,15 @@ void fast_row_dz(fast_row *r, const fast_opts *o, int64_t y, double g, double g_
                  double *mag);
 
 /* The reference of the coherent d_logit rounding (lce_fast_rnd.c, lce_ref_output.rnd): a row's ds
- * as a kernel stores them, round(ds / g) * g in the format the GEMMs read; d_hidden's row from them
- * (out[k] = sum_j dzr_j w_jk); and vocab row col's d_weight contributions of the active tokens
- * [n0, n1) (dzr rows of length stride, from n0) added into out[0..h). */
+ * as a kernel stores them, round(ds / g) * g in the format the GEMMs read, into dzr; d_hidden's and
+ * d_weight's rnd are then sum_j dzr_j w_jk and sum_n dzr_nj h_nk, added in term order by
+ * fast_grad_step (tr). */
 void fast_rnd_row(const lce_case *c, double g, const double *ds, int64_t v, double *dzr);
-void fast_rnd_hidden(const double *dzr, const double *w, int64_t v, int64_t h, double *out);
-void fast_rnd_weight(const double *dzr, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
-                     int64_t n1, const double *hidden, int64_t h, double *out);
 /* The rounding decisions a kernel's fp32 d_logit errors can change (lce_ref_output.flip): per d_logit
  * dzq_v = |g| (R(t + delta_v) - R(t - delta_v)) with t = ds_v / g and delta_v the modelled fp32 error
- * of t (lce_fast_rnd.c); then d_hidden's row sum_j dzq_j |w_jk| and vocab row col's d_weight
- * contributions sum_n dzq_nj |h_nk| added into out. */
+ * of t (lce_fast_rnd.c); flip is then sum_j dzq_j |w_jk| and sum_n dzq_nj |h_nk| (fast_grad_step, tq). */
 void fast_flip_row(const lce_case *c, const fast_row *r, const fast_opts *o, int64_t y, double g, const double *ds,
                    double *dzq);
-void fast_flip_hidden(const double *dzq, const double *w, int64_t v, int64_t h, double *out);
-void fast_flip_weight(const double *dzq, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
-                      int64_t n1, const double *hidden, int64_t h, double *out);
 
 /* Stores one element and certifies it as tier 0 does (lce_fast.c). */
 void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,

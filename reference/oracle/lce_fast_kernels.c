@@ -58,16 +58,16 @@ double fast_dot_lanes(const double *restrict h, const double *restrict w, int64_
   return st;
 }
 
-/* Terms s[0..count) of the split dot product and its magnitude sums, element-wise over k, each k
- * taking the terms in order (the same sequence of operations per element as one term at a time);
- * x[j] is term j's vector. Each accumulator is loaded and stored once per FAST_TERMS terms, which
- * is what makes the loop compute-bound. with_b selects the third magnitude sum; count and with_b
- * are constants in each caller, so each specializes. */
+/* Terms s[0..count) of the split dot product and its magnitude, rnd and flip sums, element-wise
+ * over k, each k taking the terms in order (the same sequence of operations per element as one term
+ * at a time); x[j] is term j's vector. Each accumulator is loaded and stored once per FAST_TERMS
+ * terms, which is what makes the loop compute-bound. with_b selects the third magnitude sum; count
+ * and with_b are constants in each caller, so each specializes. */
 static inline void grad_steps(const fast_step *restrict s, const double *const restrict *x, int count, int64_t n,
                               double *restrict hi, double *restrict lo, double *restrict a, double *restrict b,
-                              double *restrict e, int with_b) {
+                              double *restrict e, double *restrict r, double *restrict q, int with_b) {
   for (int64_t k = 0; k < n; k++) {
-    double h = hi[k], l = lo[k], av = a[k], bv = with_b ? b[k] : 0.0, ev = e[k];
+    double h = hi[k], l = lo[k], av = a[k], bv = with_b ? b[k] : 0.0, ev = e[k], rv = r[k], qv = q[k];
     for (int j = 0; j < count; j++) {
       const double xk = x[j][k], ax = fabs(xk);
       const double p = s[j].dh * xk, sum = h + p, bb = sum - h;
@@ -77,26 +77,23 @@ static inline void grad_steps(const fast_step *restrict s, const double *const r
       av += s[j].ta * ax;
       if (with_b) bv += s[j].tb * ax;
       ev += s[j].te * ax;
+      rv += s[j].tr * xk;
+      qv += s[j].tq * ax;
     }
-    hi[k] = h, lo[k] = l, a[k] = av, e[k] = ev;
+    hi[k] = h, lo[k] = l, a[k] = av, e[k] = ev, r[k] = rv, q[k] = qv;
     if (with_b) b[k] = bv;
   }
 }
 
 FAST_CLONES
-void fast_grad_step2(const fast_step *s, const double *const *x, int count, int64_t n, double *restrict hi,
-                     double *restrict lo, double *restrict a, double *restrict e) {
-  if (count == FAST_TERMS) grad_steps(s, x, FAST_TERMS, n, hi, lo, a, NULL, e, 0);
+void fast_grad_step(const fast_step *s, const double *const *x, int count, int64_t n, const fast_acc *acc) {
+  const fast_acc c = *acc;
+  if (count == FAST_TERMS && c.b) grad_steps(s, x, FAST_TERMS, n, c.hi, c.lo, c.a, c.b, c.e, c.r, c.q, 1);
+  else if (count == FAST_TERMS) grad_steps(s, x, FAST_TERMS, n, c.hi, c.lo, c.a, NULL, c.e, c.r, c.q, 0);
+  else if (c.b)
+    for (int j = 0; j < count; j++) grad_steps(s + j, x + j, 1, n, c.hi, c.lo, c.a, c.b, c.e, c.r, c.q, 1);
   else
-    for (int j = 0; j < count; j++) grad_steps(s + j, x + j, 1, n, hi, lo, a, NULL, e, 0);
-}
-
-FAST_CLONES
-void fast_grad_step3(const fast_step *s, const double *const *x, int count, int64_t n, double *restrict hi,
-                     double *restrict lo, double *restrict a, double *restrict b, double *restrict e) {
-  if (count == FAST_TERMS) grad_steps(s, x, FAST_TERMS, n, hi, lo, a, b, e, 1);
-  else
-    for (int j = 0; j < count; j++) grad_steps(s + j, x + j, 1, n, hi, lo, a, b, e, 1);
+    for (int j = 0; j < count; j++) grad_steps(s + j, x + j, 1, n, c.hi, c.lo, c.a, NULL, c.e, c.r, c.q, 0);
 }
 
 FAST_CLONES

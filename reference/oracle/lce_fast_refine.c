@@ -93,6 +93,7 @@
  * bound adds u |value|. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lce_fast_internal.h"
 #include "lce_parallel.h"
@@ -374,32 +375,69 @@ REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, i
 
 /* ---- one element --------------------------------------------------------------------------------- */
 
-/* prior + sum_i ds[i * ds_stride] c[i * c_stride] with its bound (One element above): term i's M_i
- * is m[i * ds_stride], its rel and ab rows[i * row_stride]'s. */
-REFINE_CLONES static double refine_dot(double prior, const dd *ds, const double *m, int64_t ds_stride, const double *c,
-                                       int64_t c_stride, const refine_row *rows, int64_t row_stride, int64_t count,
-                                       double *err) {
-  dd x = {prior, 0.0};
-  double A = 0.0, P = 0.0, dropped = 0.0;
-  for (int64_t i = 0; i < count; i++) {
-    const dd d = ds[i * ds_stride];
-    const double ci = c[i * c_stride], mag = fabs(d.h) * fabs(ci);
-    if (ci == 0.0) continue; /* exactly nothing, whatever ds is */
-    const refine_row *rw = &rows[i * row_stride];
-    P += (rw->rel * m[i * ds_stride] + rw->ab) * fabs(ci);
-    A += mag;
-    if (mag == 0.0) continue; /* ds dropped as tiny: its bound ab is in P */
-    if (mag < DD_TINY) {
-      dropped += 0x1p-799;
-      continue;
-    }
-    x = dd_add(x, dd_mul_d(d, ci));
+/* The running sums of one element (One element above), its terms added in order to its prior. */
+typedef struct dot_acc {
+  dd x;
+  double A, P, dropped;
+} dot_acc;
+
+static inline dot_acc dot_begin(double prior) { return (dot_acc){{prior, 0.0}, 0.0, 0.0, 0.0}; }
+
+/* Term ds c with ds's M and its row's rel and ab. */
+static inline void dot_add(dot_acc *s, dd d, double m, double ci, const refine_row *rw) {
+  const double mag = fabs(d.h) * fabs(ci);
+  if (ci == 0.0) return; /* exactly nothing, whatever ds is */
+  s->P += (rw->rel * m + rw->ab) * fabs(ci);
+  s->A += mag;
+  if (mag == 0.0) return; /* ds dropped as tiny: its bound ab is in P */
+  if (mag < DD_TINY) {
+    s->dropped += 0x1p-799;
+    return;
   }
-  const double value = x.h + x.l, Au = lce_mul_up(1.01, lce_sum_bound(A, count));
-  double e = lce_add_up(lce_mul_up(1.01, lce_sum_bound(P, 2 * count)), lce_add_up(dropped, (double)(count + 1) * 0x1p-1000));
+  s->x = dd_add(s->x, dd_mul_d(d, ci));
+}
+
+/* The element prior + (count terms) and its bound from its running sums. */
+static double dot_finish(const dot_acc *s, double prior, int64_t count, double *err) {
+  const double value = s->x.h + s->x.l, Au = lce_mul_up(1.01, lce_sum_bound(s->A, count));
+  double e = lce_add_up(lce_mul_up(1.01, lce_sum_bound(s->P, 2 * count)),
+                        lce_add_up(s->dropped, (double)(count + 1) * 0x1p-1000));
   e = lce_add_up(e, lce_mul_up(lce_mul_up(1.02 * DD, (double)(count + 1)), lce_add_up(fabs(prior), Au)));
   *err = fast_add_err(value, e, 0.0);
   return value;
+}
+
+/* d_hidden[n, k] = sum_v ds_nv W_vk of row n's undecided elements; returns how many it decided. */
+REFINE_CLONES static int64_t refine_hidden_row(const fast_refine_in *r, lce_oracle_result *res, int64_t n,
+                                               const refine_row *row) {
+  const int64_t H = r->c->h, V = r->c->v;
+  lce_ref_output *dh = &res->out[LCE_OUT_D_HIDDEN];
+  int64_t decided = 0;
+  for (int64_t k = 0; k < H; k++) {
+    const int64_t i = n * H + k;
+    if (dh->decisive[i]) continue;
+    dot_acc s = dot_begin(0.0);
+    for (int64_t v = 0; v < V; v++) dot_add(&s, row->ds[v], row->m[v], r->fin->w[v * H + k], row);
+    double err, value = dot_finish(&s, 0.0, V, &err);
+    fast_put(r->c, res, LCE_OUT_D_HIDDEN, i, value, err, dh->mag[i], dh->emag[i]);
+    decided += dh->decisive[i];
+  }
+  return decided;
+}
+
+/* Vocab row j's undecided d_weight elements (their indices at, running sums acc): the terms of the
+ * rows [a0, a1) of the block (act: their tokens, rows: their ds, from a0), in token order. */
+REFINE_CLONES static void refine_weight_terms(const fast_refine_in *r, int64_t j, const int64_t *at, dot_acc *acc,
+                                              int64_t count, const int64_t *act, int64_t a0, int64_t a1,
+                                              const refine_row *rows) {
+  const int64_t H = r->c->h;
+  for (int64_t e = 0; e < count; e++) {
+    const int64_t k = at[e] - j * H;
+    for (int64_t a = a0; a < a1; a++) {
+      const refine_row *rw = &rows[a - a0];
+      dot_add(&acc[e], rw->ds[j], rw->m[j], r->fin->hidden[act[a] * H + k], rw);
+    }
+  }
 }
 
 /* ---- the step ------------------------------------------------------------------------------------ */
@@ -414,6 +452,41 @@ static int covered(const fast_refine_in *r) {
   return 1;
 }
 
+/* The undecided d_weight elements by vocab row: their indices (ascending) and where row j's begin
+ * (start[j], start[V] = their count), with a running sum each; 0 when they do not fit in memory
+ * (they stay undecided). */
+typedef struct weight_list {
+  int64_t count, *start, *at;
+  dot_acc *acc;
+} weight_list;
+
+static int weight_list_make(const lce_ref_output *dw, const float *prior, int64_t V, int64_t H, weight_list *l) {
+  memset(l, 0, sizeof *l);
+  int64_t count = 0;
+  for (int64_t i = 0; i < V * H; i++) count += !dw->decisive[i];
+  const double bytes = (double)count * (sizeof(int64_t) + sizeof(dot_acc)) + (double)(V + 1) * sizeof(int64_t);
+  if (bytes > 0.5 * lce_available_memory()) return 0;
+  l->count = count;
+  l->start = malloc((size_t)(V + 1) * sizeof *l->start);
+  l->at = malloc((size_t)(count + 1) * sizeof *l->at);
+  l->acc = malloc((size_t)(count + 1) * sizeof *l->acc);
+  if (l->start == NULL || l->at == NULL || l->acc == NULL) return 0;
+  for (int64_t j = 0, e = 0; j < V; j++) {
+    l->start[j] = e;
+    for (int64_t i = j * H; i < (j + 1) * H; i++)
+      if (!dw->decisive[i]) l->acc[e] = dot_begin(prior[i]), l->at[e++] = i;
+  }
+  l->start[V] = count;
+  return 1;
+}
+
+static void weight_list_free(weight_list *l) { free(l->start), free(l->at), free(l->acc); }
+
+/* The needed rows go in blocks whose ds and M take about 64 MiB (at least one row): each block's rows
+ * are computed in parallel, their d_hidden elements refined, and their terms added to the running
+ * sums of the undecided d_weight elements in parallel over vocab rows. Every element takes its terms
+ * in token order, so the bits do not depend on the block or the thread count; memory is the block
+ * and the undecided elements' running sums, never rows * V. */
 int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
   const lce_case *c = r->c;
   const int64_t N = c->n, H = c->h, V = c->v;
@@ -428,64 +501,54 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
   }
   /* The rows needed: every active one for a d_weight element, else those with an undecided d_hidden. */
   unsigned char *need = calloc((size_t)N, 1);
-  int64_t rows = 0;
-  for (int64_t n = 0; need && n < N; n++) {
+  int64_t *act = malloc((size_t)(N + 1) * sizeof *act), rows = 0;
+  for (int64_t n = 0; need && act && n < N; n++) {
     for (int64_t k = 0; k < H && r->active[n] && !need[n]; k++) need[n] = any_dw || !dh->decisive[n * H + k];
-    rows += need[n];
+    if (need[n]) act[rows++] = n;
   }
-  refine_row *rr = calloc((size_t)N, sizeof *rr);
-  const int fits = (double)rows * (double)V * (sizeof(dd) + sizeof(double)) <= 64.0 * 0x1p20;
-  dd *ds = fits ? malloc((size_t)(rows * V + 1) * sizeof *ds) : NULL;
-  double *mm = fits ? malloc((size_t)(rows * V + 1) * sizeof *mm) : NULL;
-  unsigned char *ok = calloc((size_t)N, 1);
-  int64_t decided = 0;
-  if (need == NULL || rr == NULL || ds == NULL || mm == NULL || ok == NULL) goto done;
-  for (int64_t n = 0, slot = 0; n < N; n++)
-    if (need[n]) rr[n].ds = ds + slot * V, rr[n].m = mm + slot * V, slot++;
+  int64_t block = (int64_t)(64.0 * 0x1p20 / ((double)V * (sizeof(dd) + sizeof(double))));
+  if (block < 1) block = 1;
+  if (block > rows) block = rows > 0 ? rows : 1;
+  refine_row *rr = calloc((size_t)block, sizeof *rr);
+  dd *ds = malloc((size_t)(block * V + 1) * sizeof *ds);
+  double *mm = malloc((size_t)(block * V + 1) * sizeof *mm);
+  unsigned char *ok = calloc((size_t)block, 1);
+  int64_t *hidden_decided = calloc((size_t)block, sizeof *hidden_decided), decided = 0;
+  weight_list wl = {0, NULL, NULL, NULL};
+  if (need == NULL || act == NULL || rr == NULL || ds == NULL || mm == NULL || ok == NULL || hidden_decided == NULL)
+    goto done;
+  const float *prior = lce_output_weight_prior(c, r->in);
+  int weights = any_dw && weight_list_make(dw, prior, V, H, &wl);
+  for (int64_t b = 0; b < block; b++) rr[b].ds = ds + b * V, rr[b].m = mm + b * V;
   refine_opts opts;
   opts_init(r, &opts);
-  int failed = 0;
-  LCE_PARALLEL_FOR_IF(rows > 1 && rows * V >= 4096)
-  for (int64_t n = 0; n < N; n++) {
-    if (!need[n]) continue;
-    dd *t = malloc((size_t)(2 * V) * sizeof *t);
-    ok[n] = t != NULL && row_ds(r, &opts, n, t, &rr[n]);
-    free(t);
-  }
-  for (int64_t n = 0; n < N; n++) failed |= need[n] && !ok[n];
-  for (int64_t n = 0; n < N; n++) /* d_hidden[n, k] = sum_v ds_nv W_vk */
-    for (int64_t k = 0; k < H && ok[n]; k++) {
-      const int64_t i = n * H + k;
-      if (dh->decisive[i]) continue;
-      double err, value = refine_dot(0.0, rr[n].ds, rr[n].m, 1, r->fin->w + k, H, &rr[n], 0, V, &err);
-      fast_put(c, res, LCE_OUT_D_HIDDEN, i, value, err, dh->mag[i], dh->emag[i]);
-      decided += dh->decisive[i];
+  for (int64_t a0 = 0; a0 < rows; a0 += block) {
+    const int64_t a1 = a0 + block < rows ? a0 + block : rows;
+    LCE_PARALLEL_FOR_IF(a1 - a0 > 1 && (a1 - a0) * V >= 4096)
+    for (int64_t a = a0; a < a1; a++) {
+      dd *t = malloc((size_t)(2 * V) * sizeof *t);
+      ok[a - a0] = t != NULL && row_ds(r, &opts, act[a], t, &rr[a - a0]);
+      free(t);
+      hidden_decided[a - a0] = ok[a - a0] ? refine_hidden_row(r, res, act[a], &rr[a - a0]) : 0;
     }
-  if (any_dw && !failed) { /* d_weight[j, k] = prior + sum_n ds_nj h_nk over the active rows */
-    const float *prior = lce_output_weight_prior(c, r->in);
-    int64_t *act = malloc((size_t)(rows + 1) * sizeof *act);
-    dd *col = malloc((size_t)(rows + 1) * sizeof *col);
-    double *mcol = malloc((size_t)(rows + 1) * sizeof *mcol), *hk = malloc((size_t)(rows + 1) * sizeof *hk);
-    refine_row *cr = malloc((size_t)(rows + 1) * sizeof *cr);
-    int64_t na = 0;
-    for (int64_t n = 0; n < N; n++)
-      if (need[n]) cr[na] = rr[n], act[na++] = n;
-    for (int64_t j = 0; act && col && mcol && hk && cr && j < V; j++)
-      for (int64_t k = 0, gathered = 0; k < H; k++) {
-        const int64_t i = j * H + k;
-        if (dw->decisive[i]) continue;
-        for (int64_t a = 0; a < na; a++) {
-          if (!gathered) col[a] = rr[act[a]].ds[j], mcol[a] = rr[act[a]].m[j];
-          hk[a] = r->fin->hidden[act[a] * H + k];
-        }
-        gathered = 1;
-        double err, value = refine_dot(prior[i], col, mcol, 1, hk, 1, cr, 1, na, &err);
-        fast_put(c, res, LCE_OUT_D_WEIGHT, i, value, err, dw->mag[i], dw->emag[i]);
-        decided += dw->decisive[i];
-      }
-    free(act), free(col), free(mcol), free(hk), free(cr);
+    for (int64_t a = a0; a < a1; a++) weights &= ok[a - a0], decided += hidden_decided[a - a0];
+    if (!weights) continue;
+    LCE_PARALLEL_FOR_IF(V > 1 && wl.count * (a1 - a0) >= 4096)
+    for (int64_t j = 0; j < V; j++)
+      refine_weight_terms(r, j, wl.at + wl.start[j], wl.acc + wl.start[j], wl.start[j + 1] - wl.start[j], act, a0, a1,
+                          rr);
+  }
+  if (weights) { /* d_weight[j, k] = prior + sum_n ds_nj h_nk over the active rows */
+    LCE_PARALLEL_FOR_IF(wl.count * rows >= 4096)
+    for (int64_t e = 0; e < wl.count; e++) {
+      const int64_t i = wl.at[e];
+      double err, value = dot_finish(&wl.acc[e], prior[i], rows, &err);
+      fast_put(c, res, LCE_OUT_D_WEIGHT, i, value, err, dw->mag[i], dw->emag[i]);
+    }
+    for (int64_t e = 0; e < wl.count; e++) decided += dw->decisive[wl.at[e]];
   }
 done:
-  free(need), free(rr), free(ds), free(mm), free(ok);
+  weight_list_free(&wl);
+  free(need), free(act), free(rr), free(ds), free(mm), free(ok), free(hidden_decided);
   return decided;
 }

@@ -8,7 +8,8 @@
  * dtype and, with tf32 GEMMs, then to tf32, times g, summed in plain double. Its bias against the
  * exact gradient is the coherent part a correct kernel shows; a kernel that folds g into the stored
  * d_logits moves away from it by g's rounding (golden/policy.txt, term rnd). Not certified: double
- * sums err by ~1e-16 of the terms, far below any rounding it stands for. */
+ * sums err by ~1e-16 of the terms, far below any rounding it stands for. The sums over the terms run
+ * in the gradient passes (fast_grad_step), which read each w row and h row once for all of them. */
 #include "lce_fast_internal.h"
 
 void fast_rnd_row(const lce_case *c, double g, const double *ds, int64_t v, double *dzr) {
@@ -20,20 +21,7 @@ void fast_rnd_row(const lce_case *c, double g, const double *ds, int64_t v, doub
   }
 }
 
-void fast_rnd_hidden(const double *dzr, const double *w, int64_t v, int64_t h, double *out) {
-  for (int64_t k = 0; k < h; k++) out[k] = 0.0;
-  for (int64_t j = 0; j < v; j++)
-    for (int64_t k = 0; k < h; k++) out[k] += dzr[j] * w[j * h + k];
-}
 
-void fast_rnd_weight(const double *dzr, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
-                     int64_t n1, const double *hidden, int64_t h, double *out) {
-  for (int64_t n = n0; n < n1; n++) {
-    if (!active[n]) continue;
-    const double d = dzr[(n - n0) * stride + col];
-    for (int64_t k = 0; k < h; k++) out[k] += d * hidden[n * h + k];
-  }
-}
 
 /* The rounding decisions a kernel's own fp32 errors can change (lce_ref_output.flip; golden/policy.txt,
  * term flip). rnd rounds the exact t_v; a kernel rounds its fp32 t̂_v, and where t_v lies within the
@@ -72,20 +60,5 @@ void fast_flip_row(const lce_case *c, const fast_row *r, const fast_opts *o, int
     double hi = lce_round_to(c->dtype, t + delta), lo = lce_round_to(c->dtype, t - delta);
     if (tf32) hi = lce_round_tf32(hi), lo = lce_round_tf32(lo);
     dzq[v] = fabs(g) * (hi - lo);
-  }
-}
-
-void fast_flip_hidden(const double *dzq, const double *w, int64_t v, int64_t h, double *out) {
-  for (int64_t k = 0; k < h; k++) out[k] = 0.0;
-  for (int64_t j = 0; j < v; j++)
-    for (int64_t k = 0; k < h; k++) out[k] += dzq[j] * fabs(w[j * h + k]);
-}
-
-void fast_flip_weight(const double *dzq, int64_t stride, int64_t col, const unsigned char *active, int64_t n0,
-                      int64_t n1, const double *hidden, int64_t h, double *out) {
-  for (int64_t n = n0; n < n1; n++) {
-    if (!active[n]) continue;
-    const double d = dzq[(n - n0) * stride + col];
-    for (int64_t k = 0; k < h; k++) out[k] += d * fabs(hidden[n * h + k]);
   }
 }

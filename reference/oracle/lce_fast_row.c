@@ -159,6 +159,7 @@ void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t
     int inexact;
     r->z[v] = logit(h, in->w + v * H, H, in->lsb_h[n] + in->lsb_w[v], &m, &es, &inexact);
     r->inexact_logits += inexact;
+    if (r->exact) r->exact[v] = (unsigned char)!inexact;
     double term = m * (1.0 + 0x1p-50); /* tier 0's logit_terms */
     if (o->softcap > 0) {
       es = softcap_logit(r, o, v, es);

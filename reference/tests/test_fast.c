@@ -9,6 +9,8 @@
  *   - tier 1 is as decisive as tier 0 (escalation), and without escalation its own bound already
  *     decides most elements;
  *   - the same bits with 1 and 4 threads, and with 5 token rows in flight instead of all;
+ *   - the softmax-sum replay tier 1 hands the judge (rsum_rel) is the judge's own, from the plain
+ *     logits, bit for bit (and non-zero somewhere);
  *   - with memory for tier 1 but not for tier 0 ($LCE_MEMORY_LIMIT), undecided elements stay so;
  *   - tier 0 handed tier 1's exact logits computes the same bits, also in vocab blocks;
  *   - the memory estimate of a large N V case does not grow with N V;
@@ -32,7 +34,7 @@
 #include "lce_prng.h"
 #include "lce_test.h"
 
-static int64_t unescalated_checked, compared, escalated, refined, refined_all, undecided_alone, total_alone, undecided_by[LCE_OUT_COUNT];
+static int64_t rsum_nonzero, unescalated_checked, compared, escalated, refined, refined_all, undecided_alone, total_alone, undecided_by[LCE_OUT_COUNT];
 static double worst_ratio;
 
 static void gen(const lce_case *c, lce_tensors *t) {
@@ -85,6 +87,18 @@ static int64_t compare(const lce_case *c, const lce_oracle_result *f, const lce_
   return bad;
 }
 
+/* The judge's softmax-sum replay of the case from the plain logits (lce_judge.c, term rsum). */
+static double plain_replay(const lce_case *c, const lce_tensors *t) {
+  double worst = 0.0, *z = malloc((size_t)c->v * sizeof *z);
+  for (int64_t n = 0; z && n < c->n; n++) {
+    if (t->labels[n] == c->ignore_index) continue;
+    for (int64_t j = 0; j < c->v; j++) z[j] = lce_plain_logit(c, t, n, j);
+    worst = fmax(worst, lce_softmax_sum_replay(c, z));
+  }
+  free(z);
+  return worst;
+}
+
 /* Every field of every element bit for bit. */
 static void expect_same_result(const lce_oracle_result *f, const lce_oracle_result *g, const char *how) {
   for (int o = 0; o < LCE_OUT_COUNT; o++)
@@ -109,6 +123,9 @@ static void check_case(const lce_case *c) {
   const lce_fast_options alone = {0, 0, 0};
   EXPECT(lce_fast_run_opts(c, &t, &alone, &f0, &stats0, &st) == LCE_OK, "tier 1 alone: %s", st.msg);
   compare(c, &f, &m, 1);
+  const double replay = plain_replay(c, &t);
+  EXPECT(f.has_rsum && same_bits(f.rsum_rel, replay), "tier 1's softmax-sum replay %a, the judge's %a", f.rsum_rel, replay);
+  rsum_nonzero += replay > 0.0;
   /* Every d_hidden and d_weight element through the double-double step, decided by double or not:
    * the same checks (its bounds hold wherever the case is covered; elsewhere nothing changes). */
   const lce_fast_options all = {0, 0, 1};
@@ -347,6 +364,7 @@ int main(void) {
   EXPECT(compared > 100000, "only %lld elements compared", (long long)compared);
   EXPECT(refined > 0, "the double-double step decided no element: it went unchecked");
   EXPECT(refined_all > 50000, "only %lld elements through the double-double step with refine_all", (long long)refined_all);
+  EXPECT(rsum_nonzero > 0, "every softmax-sum replay was 0: its comparison is vacuous");
   EXPECT(unescalated_checked > 0, "no case escalated: the memory refusal of tier 0 went unchecked");
   EXPECT(worst_ratio > 0.0, "no element differs from tier 0: the comparison is vacuous");
   return lce_test_finish("test_fast");
