@@ -242,7 +242,7 @@ lce_code lce_converge_run(const lce_converge_config *cfg, lce_converge_result *r
   if (rc == LCE_OK) rc = make_stream(cfg, len, x, st);
   params *all[] = {&a, &b, &start, &ga, &gr, &gb};
   for (size_t k = 0; rc == LCE_OK && k < sizeof all / sizeof all[0]; k++) rc = params_alloc(all[k], size, c.tied, st);
-  if (rc == LCE_OK) rc = lce_case_generate(&c, &in, st);
+  if (rc == LCE_OK) rc = lce_tensors_alloc(&c, &in, st); /* fill_tensors writes every element each step */
   if (rc == LCE_OK) {
     params_init(cfg, &start);
     params_copy(&a, &start);

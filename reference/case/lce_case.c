@@ -313,7 +313,7 @@ static void fill_prior(const lce_case *c, float *g, uint64_t stream) {
     g[e] = c->prior_grad ? (float)(0.05 * lce_rand_normal(c->seed, stream, (uint64_t)e)) : 0.0f;
 }
 
-lce_code lce_case_generate(const lce_case *c, lce_tensors *out, lce_status *st) {
+lce_code lce_tensors_alloc(const lce_case *c, lce_tensors *out, lce_status *st) {
   memset(out, 0, sizeof *out);
   LCE_TRY(lce_case_validate(c, st));
   size_t es = lce_dtype_size(c->dtype);
@@ -330,8 +330,13 @@ lce_code lce_case_generate(const lce_case *c, lce_tensors *out, lce_status *st) 
   if (!out->hidden || !out->embedding || (!c->tied && (!out->weight || !out->grad_weight_prior)) ||
       !out->labels || !out->grad_output || !out->grad_embedding_prior || (c->class_weights && !out->class_weight)) {
     lce_tensors_free(out);
-    return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory generating case tensors");
+    return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory for the case tensors");
   }
+  return LCE_OK;
+}
+
+lce_code lce_case_generate(const lce_case *c, lce_tensors *out, lce_status *st) {
+  LCE_TRY(lce_tensors_alloc(c, out, st));
   if (!fill_labels(c, out->labels)) { /* labels first: the hidden rows are built against them */
     lce_tensors_free(out);
     return lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory placing the ignored labels");

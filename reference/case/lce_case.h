@@ -175,6 +175,9 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st);
  * grad_output finite. Used by subjects and the oracle. */
 lce_code lce_tensors_validate(const lce_case *c, const lce_tensors *in, lce_status *st);
 
+/* The case's tensors allocated with the shapes it names and left unfilled (a caller that writes every
+ * element itself: converge's model); lce_case_generate allocates and fills them from the seed. */
+lce_code lce_tensors_alloc(const lce_case *c, lce_tensors *out, lce_status *st);
 lce_code lce_case_generate(const lce_case *c, lce_tensors *out, lce_status *st);
 void lce_tensors_free(lce_tensors *t);
 
