@@ -268,11 +268,11 @@ lce_code lce_converge_run(const lce_converge_config *cfg, lce_converge_result *r
     }
     if (s == cfg->steps) break;
     double loss;
-    phase(cfg, s, "the reference's gradient (run B)");
+    phase(cfg, s, "the reference's gradient at its own parameters");
     rc = reference_at(&run, &c, &b, batch, &in, &loss, &gb, st);
-    phase(cfg, s, "the subject's gradient (run A)");
+    phase(cfg, s, "the subject's gradient at its own parameters");
     if (rc == LCE_OK) rc = subject_at(&run, &c, &a, batch, &in, &ga, st);
-    if (evaluate) phase(cfg, s, "the reference's gradient at run A's parameters (agreement)");
+    if (evaluate) phase(cfg, s, "the reference's gradient at the subject's parameters (agreement)");
     if (rc == LCE_OK && evaluate) rc = reference_at(&run, &c, &a, batch, &in, &loss, &gr, st);
     if (rc != LCE_OK) break;
     if (evaluate) { /* the subject's gradient against the reference's, at the subject's parameters */

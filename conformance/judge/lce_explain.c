@@ -54,10 +54,11 @@ void lce_verdict_explain(FILE *f, const char *prefix, const lce_golden *g, const
     fprintf(f, "%s%s judged %lld inner %lld cond %.6g neff %.6g neff_emag %.6g (bound neff %.6g) vs %.0f h %.0f\n",
             prefix, lce_output_name((lce_output_id)o), (long long)ov->metrics.judged, (long long)ov->inner,
             ov->metrics.cond, ov->metrics.neff, ov->metrics.neff_emag, s.neff, s.vs, s.h);
-    fprintf(f, "%s%s scales: coh %.4g ms %.4g rnd %.4g (signed %.4g) pertok %.4g flip %.4g outr %.4g acc %.4g "
-               "accn %.4g gsc %.4g flipn %.4g rsum %.4g\n",
-            prefix, lce_output_name((lce_output_id)o), s.coh, s.ms, s.rnd, ov->metrics.rnd_bias, s.pertok, s.flip,
-            s.outr, s.acc, s.accn, s.gsc, s.flipn, s.rsum);
+    fprintf(f, "%s%s scales: coh %.4g ms %.4g (rnd signed %.4g)", prefix, lce_output_name((lce_output_id)o), s.coh,
+            s.ms, ov->metrics.rnd_bias);
+    for (int t = LCE_TERM_RND; t < LCE_TERM_COUNT; t++) /* the derived terms, by the golden module's table */
+      fprintf(f, " %s %.4g", lce_bound_term_name((lce_bound_term)t), lce_bound_term_scale((lce_bound_term)t, &s));
+    fputc('\n', f);
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
       const lce_golden_entry *e = g ? lce_golden_find(g, subject_class, p, (lce_output_id)o, (lce_metric)m) : NULL;
       explain_metric(f, prefix, e, &s, ov, (lce_output_id)o, (lce_metric)m);

@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lce_parallel.h"
-
 static int has_metrics(const lce_case *c, lce_output_id o) {
   if (o == LCE_OUT_D_EMBEDDING) return 0;
   if (o == LCE_OUT_LOSS && c->reduction == LCE_RED_NONE) return 0;
@@ -254,32 +252,6 @@ static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce
   return valid > 0 ? (double)distinct / (double)valid : 1.0;
 }
 
-/* One token's logits z[0..v) in double, as lce_plain_logit makes each (the same sequential sum over k
- * of the same products, softcap applied): h its hidden row, wd the weight, both converted once; four
- * vocab rows at a time only give the four sums their own chains. */
-static void token_logits(const lce_case *c, const double *h, const double *wd, double *z) {
-  const int64_t H = c->h, V = c->v;
-  int64_t j = 0;
-  for (; j + 4 <= V; j += 4) {
-    const double *w0 = wd + j * H, *w1 = w0 + H, *w2 = w1 + H, *w3 = w2 + H;
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    for (int64_t k = 0; k < H; k++) {
-      s0 += h[k] * w0[k];
-      s1 += h[k] * w1[k];
-      s2 += h[k] * w2[k];
-      s3 += h[k] * w3[k];
-    }
-    z[j] = s0, z[j + 1] = s1, z[j + 2] = s2, z[j + 3] = s3;
-  }
-  for (; j < V; j++) {
-    double s = 0.0;
-    for (int64_t k = 0; k < H; k++) s += h[k] * wd[j * H + k];
-    z[j] = s;
-  }
-  if (c->softcap > 0)
-    for (j = 0; j < V; j++) z[j] = c->softcap * tanh(z[j] / c->softcap);
-}
-
 /* The relative error of the softmax denominators a sequential fp32 running sum makes on this case's
  * rows (term rsum; golden/policy.txt): per valid token and shard, the exact terms exp(z_v - m) (z in
  * double from the case's inputs, softcap applied, m the shard's largest logit) each rounded to fp32
@@ -289,36 +261,10 @@ static void token_logits(const lce_case *c, const double *h, const double *wd, d
  * false alarm 3), a row of varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic,
  * not the worst case of the shape, which is ~vs/2 u32 for every row order and would leave the fitted
  * constant nothing to hold. 0 for a non-finite row (the class checks judge it). Tier 1 computes it in
- * its row pass, where the logits are; for another tier the rows are replayed here: the weight in double
- * once (a dtype load per multiply-add made this a minute per medium case), the tokens in parallel, each
- * into its own slot, the same result for any thread count. */
+ * its row pass, where the logits are; for another tier the rows are replayed here
+ * (lce_softmax_sum_replay_case). */
 static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref) {
-  if (ref->has_rsum) return ref->rsum_rel;
-  const void *w = lce_output_weight(c, in);
-  const int64_t N = c->n, H = c->h, V = c->v;
-  double *wd = malloc((size_t)(V * H) * sizeof *wd), *rel = calloc((size_t)N + 1, sizeof *rel), worst = 0.0;
-  if (wd == NULL || rel == NULL) {
-    free(wd);
-    free(rel);
-    return 0.0;
-  }
-  LCE_PARALLEL_FOR_IF(V * H >= LCE_PARALLEL_MIN_MACS)
-  for (int64_t j = 0; j < V; j++)
-    for (int64_t k = 0; k < H; k++) wd[j * H + k] = lce_load(c->dtype, w, (size_t)(j * H + k));
-  LCE_PARALLEL_FOR_IF(N > 1 && N * V * H >= LCE_PARALLEL_MIN_MACS)
-  for (int64_t n = 0; n < N; n++) {
-    double *buf = in->labels[n] == c->ignore_index ? NULL : malloc((size_t)(V + H) * sizeof *buf);
-    if (buf == NULL) continue;
-    double *h = buf + V;
-    for (int64_t k = 0; k < H; k++) h[k] = lce_load(c->dtype, in->hidden, (size_t)(n * H + k));
-    token_logits(c, h, wd, buf);
-    rel[n] = lce_softmax_sum_replay(c, buf);
-    free(buf);
-  }
-  for (int64_t n = 0; n < N; n++) worst = fmax(worst, rel[n]);
-  free(wd);
-  free(rel);
-  return worst;
+  return ref->has_rsum ? ref->rsum_rel : lce_softmax_sum_replay_case(c, in);
 }
 
 int lce_output_per_token(lce_output_id o) {
@@ -496,7 +442,6 @@ typedef struct case_terms {
 } case_terms;
 
 /* Metrics from the comparison, then the bounds: the same step on the host and the device path. */
-
 static lce_code measure_output(const lce_case *c, lce_output_id o, const lce_comparison *cmp, const case_terms *ct,
                                const lce_golden *g, const char *subject_class, const int64_t *inner,
                                lce_output_verdict *ov, lce_verdict *v, lce_status *st) {

@@ -2,7 +2,10 @@
 #include "lce_output.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "lce_parallel.h"
 
 static const char *const OUTPUT_NAMES[LCE_OUT_COUNT] = {"loss", "loss_token", "lse",
                                                         "d_hidden", "d_weight", "d_embedding"};
@@ -94,5 +97,59 @@ double lce_softmax_sum_replay(const lce_case *c, const double *z) {
     const double rel = fabs((double)((long double)s32 - exact) / (double)exact);
     if (isfinite(rel) && rel > worst) worst = rel;
   }
+  return worst;
+}
+
+/* One token's logits z[0..v), each as lce_plain_logit makes it (the same sequential sum over k of the
+ * same products, softcap applied): h its hidden row, wd the weight, both in double; four vocab rows at
+ * a time only give the four sums their own chains. */
+static void plain_logits(const lce_case *c, const double *h, const double *wd, double *z) {
+  const int64_t H = c->h, V = c->v;
+  int64_t j = 0;
+  for (; j + 4 <= V; j += 4) {
+    const double *w0 = wd + j * H, *w1 = w0 + H, *w2 = w1 + H, *w3 = w2 + H;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    for (int64_t k = 0; k < H; k++) {
+      s0 += h[k] * w0[k];
+      s1 += h[k] * w1[k];
+      s2 += h[k] * w2[k];
+      s3 += h[k] * w3[k];
+    }
+    z[j] = s0, z[j + 1] = s1, z[j + 2] = s2, z[j + 3] = s3;
+  }
+  for (; j < V; j++) {
+    double s = 0.0;
+    for (int64_t k = 0; k < H; k++) s += h[k] * wd[j * H + k];
+    z[j] = s;
+  }
+  if (c->softcap > 0)
+    for (j = 0; j < V; j++) z[j] = c->softcap * tanh(z[j] / c->softcap);
+}
+
+double lce_softmax_sum_replay_case(const lce_case *c, const lce_tensors *in) {
+  const void *w = lce_output_weight(c, in);
+  const int64_t N = c->n, H = c->h, V = c->v;
+  double *wd = malloc((size_t)(V * H) * sizeof *wd), *rel = calloc((size_t)N + 1, sizeof *rel), worst = 0.0;
+  if (wd == NULL || rel == NULL) {
+    free(wd);
+    free(rel);
+    return 0.0;
+  }
+  LCE_PARALLEL_FOR_IF(V * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t j = 0; j < V; j++)
+    for (int64_t k = 0; k < H; k++) wd[j * H + k] = lce_load(c->dtype, w, (size_t)(j * H + k));
+  LCE_PARALLEL_FOR_IF(N > 1 && N * V * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t n = 0; n < N; n++) {
+    double *buf = in->labels[n] == c->ignore_index ? NULL : malloc((size_t)(V + H) * sizeof *buf);
+    if (buf == NULL) continue;
+    double *h = buf + V;
+    for (int64_t k = 0; k < H; k++) h[k] = lce_load(c->dtype, in->hidden, (size_t)(n * H + k));
+    plain_logits(c, h, wd, buf);
+    rel[n] = lce_softmax_sum_replay(c, buf);
+    free(buf);
+  }
+  for (int64_t n = 0; n < N; n++) worst = fmax(worst, rel[n]);
+  free(wd);
+  free(rel);
   return worst;
 }

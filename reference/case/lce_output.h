@@ -43,5 +43,9 @@ void lce_output_load(const lce_case *c, const lce_outputs *out, lce_output_id o,
  * shard with no finite largest logit or a non-finite error. */
 double lce_plain_logit(const lce_case *c, const lce_tensors *in, int64_t n, int64_t j);
 double lce_softmax_sum_replay(const lce_case *c, const double *z);
+/* The largest lce_softmax_sum_replay over the case's valid tokens, their logits made as lce_plain_logit
+ * makes each (the same bits) from inputs converted to double once, the tokens in parallel, each into its
+ * own slot: the same result for any thread count. 0 where its memory cannot be had. */
+double lce_softmax_sum_replay_case(const lce_case *c, const lce_tensors *in);
 
 #endif

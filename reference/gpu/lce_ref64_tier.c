@@ -1,7 +1,8 @@
 /* lce_ref64_tier.c — tier 2 (fp64 on the GPU, lce_ref64.h) behind the reference interface
  * (lce_reference.h). Host mode brings every output's values to the host (lce_ref64_oracle: medium
- * shapes, full class checks); values mode only the values (lce_ref64_values: converge); device mode keeps the reference in device memory and compares each
- * subject output there (production shapes, where d_weight alone is 1e9 elements). In device mode
+ * shapes, full class checks); values mode only the values (lce_ref64_values: converge); device mode
+ * keeps the reference in device memory and compares each subject output there (production shapes,
+ * where d_weight alone is 1e9 elements). In device mode
  * the error magnitudes (cond, maxscaled) double the reference's memory: they are dropped only when
  * the reference with them would not fit the free device memory. */
 #include <stdio.h>
