@@ -358,20 +358,6 @@ def check_mutants(lcecheck, listing, cls, matrices, candidate_path, no_mutants_r
     return rows
 
 
-def write_atomically(path, text):
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def fewer_matrices(args, cls, matrices):
     """The matrices (or files) class cls's golden was measured on that this run leaves out; refuses
     unless --allow-fewer-matrices gives a reason. Bounds fitted on fewer cases fail the cases left

@@ -5,6 +5,7 @@ held to the same format by the golden_files_parse tests). Pure functions, no too
 import ast
 import math
 import os
+import tempfile
 
 from lcecheck_golden_fit import TERMS, model_bound
 
@@ -34,6 +35,22 @@ def read_text(path):
 # ---- expressions (policy) ------------------------------------------------------------------------
 _ALLOWED_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
                    ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b}
+
+
+def write_atomically(path, text):
+    """Writes text to path through a temporary file in its directory: a reader sees the old file or the
+    new one, never a part."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def parse_expr(text, where):

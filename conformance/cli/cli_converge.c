@@ -82,16 +82,17 @@ static void judge(const lce_converge_golden *g, const lce_converge_config *cfg, 
 static void print_text(const lce_subject *s, const lce_converge_config *cfg, const run_report *r) {
   printf("\n%s, %s, %s: loss on the held-out batch, reference run vs the subject's run\n", s->name,
          r->tied ? "tied" : "untied", lce_dtype_name(cfg->dtype));
-  printf("%6s %10s %10s %11s %10s %10s %10s %11s\n", "step", "loss ref", "loss subj", "gap", "drift", "cosine",
-         "relerr", "bias");
+  printf("%6s %10s %10s %11s %10s %10s %10s %11s %10s %10s\n", "step", "loss ref", "loss subj", "gap", "drift",
+         "cosine", "relerr", "bias", "d_hidden", "head");
   for (int k = 0; k < r->res.nevals; k++) {
     const lce_converge_step *e = &r->res.eval[k];
     printf("%6d %10.6f %10.6f %+11.3e %10.3e", e->step, e->loss_b, e->loss_a, e->gap, e->drift);
-    if (e->has_gradient) printf(" %10.7f %10.3e %+11.3e\n", e->cosine, e->relerr, e->bias);
-    else printf(" %10s %10s %11s\n", "-", "-", "-");
+    if (e->has_gradient)
+      printf(" %10.7f %10.3e %+11.3e %10.3e %10.3e\n", e->cosine, e->relerr, e->bias, e->relerr_hidden, e->relerr_head);
+    else printf(" %10s %10s %11s %10s %10s\n", "-", "-", "-", "-", "-");
   }
   for (int m = 0; m < LCE_CONV_METRICS; m++) {
-    printf("  %-7s %.3e", lce_converge_metric_name((lce_converge_metric)m), r->value[m]);
+    printf("  %-13s %.3e", lce_converge_metric_name((lce_converge_metric)m), r->value[m]);
     if (r->judged && isfinite(r->bound[m]))
       printf("  bound %.3e  %5.1f%%  %s\n", r->bound[m], 100 * r->value[m] / r->bound[m],
              r->value[m] <= r->bound[m] ? "ok" : "OVER");
@@ -114,7 +115,9 @@ static void print_json_run(const run_report *r) {
     const lce_converge_step *e = &r->res.eval[k];
     printf("%s{\"step\":%d,\"loss_ref\":%.9g,\"loss_subject\":%.9g,\"gap\":%.6e,\"drift\":%.6e", k ? "," : "", e->step,
            e->loss_b, e->loss_a, e->gap, e->drift);
-    if (e->has_gradient) printf(",\"cosine\":%.9f,\"relerr\":%.6e,\"bias\":%.6e", e->cosine, e->relerr, e->bias);
+    if (e->has_gradient)
+      printf(",\"cosine\":%.9f,\"relerr\":%.6e,\"bias\":%.6e,\"relerr_hidden\":%.6e,\"relerr_head\":%.6e", e->cosine,
+             e->relerr, e->bias, e->relerr_hidden, e->relerr_head);
     printf("}");
   }
   printf("]}");
@@ -185,11 +188,13 @@ int cli_converge(void) {
              "seed %llu\n", s->name, cfg.tier->name, lce_dtype_name(c.dtype), (long long)c.n, (long long)c.h,
              (long long)c.v, (long long)c.vocab_chunk, cfg.steps, cfg.lr, (unsigned long long)cfg.seed);
       for (int k = 0; k < nruns; k++) print_text(s, &cfg, &runs[k]);
-      printf("\n%-8s %-8s %11s %11s %11s %8s\n", "run", "verdict", "|gap|", "drift", "max relerr", "seconds");
+      printf("\n%-8s %-8s %11s %11s %11s %11s %11s %8s\n", "run", "verdict", "|gap|", "drift", "max relerr",
+             "d_hidden", "head", "seconds");
       for (int k = 0; k < nruns; k++)
-        printf("%-8s %-8s %11.3e %11.3e %11.3e %8.1f\n", runs[k].tied ? "tied" : "untied",
+        printf("%-8s %-8s %11.3e %11.3e %11.3e %11.3e %11.3e %8.1f\n", runs[k].tied ? "tied" : "untied",
                !runs[k].judged ? "measured" : runs[k].pass ? "pass" : "FAIL", runs[k].value[LCE_CONV_GAP],
-               runs[k].value[LCE_CONV_DRIFT], runs[k].value[LCE_CONV_RELERR], runs[k].res.seconds);
+               runs[k].value[LCE_CONV_DRIFT], runs[k].value[LCE_CONV_RELERR], runs[k].value[LCE_CONV_RELERR_HIDDEN],
+               runs[k].value[LCE_CONV_RELERR_HEAD], runs[k].res.seconds);
       if (have_golden && nruns && !runs[0].judged)
         printf("(%s holds bounds for its recorded run only; this configuration is measured, not judged)\n", g.path);
     }

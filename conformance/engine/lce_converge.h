@@ -19,6 +19,13 @@
  *   cosine, relerr   of the subject's gradient g against the reference's r, both at θ_A
  *   bias             (g − r)·r / ‖r‖²: the coherent part of the error, a scale of the whole step
  *                    (negative: the subject's steps are shorter; what slowed training in the seed bug)
+ *   relerr_hidden    ‖g − r‖ / ‖r‖ of d_hidden alone (the head's input gradient, before it is scattered
+ *                    into the embedding rows)
+ *   relerr_head      the same of the head weight's gradient alone, on the rows d_hidden does not touch:
+ *                    untied, all of W; tied, the rows of E that are not a token of the batch
+ * The parts matter at a realistic head: d_hidden is n·H numbers against the head's V·H, and its share
+ * of ‖r‖ falls with V/n (64 x 4096 x 128256: the seed bug's bf16 accumulation, an error of d_hidden
+ * alone, moves the whole gradient's relerr by ~2x where it moves d_hidden's by far more).
  * This is a training loop over steps, not a loop over cases: each step's tensors come from the model,
  * and the subject and reference run through their ordinary interfaces (lce_subject_run,
  * lce_reference_prepare). */
@@ -49,14 +56,14 @@ typedef struct lce_converge_step {
   int step;                 /* updates done before this evaluation */
   double loss_a, loss_b;    /* on the held-out batch */
   double gap, drift;
-  int has_gradient;         /* cosine and relerr were measured (not at the last step) */
-  double cosine, relerr, bias;
+  int has_gradient;         /* the gradient agreement was measured (not at the last step) */
+  double cosine, relerr, bias, relerr_hidden, relerr_head;
 } lce_converge_step;
 
 typedef struct lce_converge_result {
   lce_converge_step *eval; /* [nevals]: at steps 0, eval_every, 2 eval_every, …, and the last */
   int nevals, steps;
-  double min_cosine, max_relerr; /* over the steps with a gradient */
+  double min_cosine, max_relerr, max_relerr_hidden, max_relerr_head; /* over the steps with a gradient */
   double seconds;
 } lce_converge_result;
 

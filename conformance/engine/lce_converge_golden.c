@@ -9,7 +9,8 @@
 
 #include "lce_file.h"
 
-static const char *const METRIC_NAMES[LCE_CONV_METRICS] = {"gap", "drift", "relerr"};
+static const char *const METRIC_NAMES[LCE_CONV_METRICS] = {"gap", "drift", "relerr", "relerr_hidden",
+                                                                  "relerr_head"};
 
 const char *lce_converge_metric_name(lce_converge_metric m) {
   return (unsigned)m < LCE_CONV_METRICS ? METRIC_NAMES[m] : "?";
@@ -21,6 +22,8 @@ double lce_converge_metric_value(const lce_converge_result *r, lce_converge_metr
     case LCE_CONV_GAP: return fabs(last->gap);
     case LCE_CONV_DRIFT: return last->drift;
     case LCE_CONV_RELERR: return r->max_relerr;
+    case LCE_CONV_RELERR_HIDDEN: return r->max_relerr_hidden;
+    case LCE_CONV_RELERR_HEAD: return r->max_relerr_head;
     default: return NAN;
   }
 }
@@ -76,17 +79,18 @@ lce_code lce_converge_golden_parse(const char *text, size_t len, const char *nam
       have_config = 1;
       continue;
     }
-    char cls[64], dtype[16], emb[16], metric[16], num[64], extra[2];
+    char cls[64], dtype[16], emb[16], metric[24], num[64], extra[2];
     lce_converge_bound b;
     memset(&b, 0, sizeof b);
     int m = -1;
-    int fields = sscanf(line, "%63s %15s %15s %15s %63s %1s", cls, dtype, emb, metric, num, extra);
+    int fields = sscanf(line, "%63s %15s %15s %23s %63s %1s", cls, dtype, emb, metric, num, extra);
     for (int k = 0; k < LCE_CONV_METRICS; k++)
       if (fields >= 4 && strcmp(metric, METRIC_NAMES[k]) == 0) m = k;
     if (fields != 5 || !lce_dtype_parse(dtype, &b.dtype) || (strcmp(emb, "tied") && strcmp(emb, "untied")) || m < 0 ||
         !parse_number(num, &b.bound) || b.bound < 0) {
       rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__,
-                    "%s:%d: expected '<class> <dtype> <tied|untied> <gap|drift|relerr> <bound >= 0>', got '%.80s'",
+                    "%s:%d: expected '<class> <dtype> <tied|untied> <gap|drift|relerr|relerr_hidden|relerr_head> "
+                    "<bound >= 0>', got '%.80s'",
                     name, lineno, line);
       break;
     }

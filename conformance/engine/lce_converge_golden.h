@@ -6,9 +6,10 @@
  *   # free text                                              provenance (kept verbatim)
  *   config <dtype> n <N> h <H> v <V> chunk <C> steps <T> every <E> lr <LR> seed <S>
  *                                                            the run the bounds were measured on, once
- *   <class> <dtype> <tied|untied> <gap|drift|relerr> <bound> a finite bound >= 0 (hex float or decimal)
- * gap: |loss gap| at the last evaluation; drift: parameter drift at the last evaluation; relerr: the
- * largest gradient relerr over the run. The bounds judge only runs of the recorded configuration (other
+ *   <class> <dtype> <tied|untied> <metric> <bound>            a finite bound >= 0 (hex float or decimal)
+ * Metrics: gap, |loss gap| at the last evaluation; drift, parameter drift at the last evaluation; relerr,
+ * relerr_hidden, relerr_head, the largest over the run of the whole gradient's relerr, d_hidden's and the
+ * head weight's (lce_converge.h). Every metric needs a bound: a judged run with one missing fails. The bounds judge only runs of the recorded configuration (other
  * seeds included: the seed changes the data and the start, not the model); any other configuration is
  * measured, not judged. Duplicate keys are errors. */
 #ifndef LCE_CONVERGE_GOLDEN_H
@@ -16,7 +17,14 @@
 
 #include "lce_converge.h"
 
-typedef enum lce_converge_metric { LCE_CONV_GAP = 0, LCE_CONV_DRIFT = 1, LCE_CONV_RELERR = 2, LCE_CONV_METRICS = 3 } lce_converge_metric;
+typedef enum lce_converge_metric {
+  LCE_CONV_GAP = 0,
+  LCE_CONV_DRIFT = 1,
+  LCE_CONV_RELERR = 2,
+  LCE_CONV_RELERR_HIDDEN = 3,
+  LCE_CONV_RELERR_HEAD = 4,
+  LCE_CONV_METRICS = 5
+} lce_converge_metric;
 
 typedef struct lce_converge_bound {
   char subject_class[64];
