@@ -9,7 +9,8 @@ production shape.
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
         (conformance/external-production.json), bias-scale.png (conformance/external-scale-experiment.json),
         bias-nvalid.png (conformance/external-bias.json),
-        converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants)
+        converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants),
+        converge-sm90.png (DIR/sm_90/converge-*.json: fused-cuda and its two mutants at 64 x 4096 x 128256)
     scripts/plot_errors.py check FILE.json [--out FILE.png] [--metric relerr]
         any `lcecheck check|judge --json` output: each case's metric against its bound, per output
     scripts/plot_errors.py bias FILE.json [--out FILE.png]
@@ -211,13 +212,12 @@ def render_bias_scale(plt, _data_dir):
     return fig
 
 
-def render_converge(plt, data_dir):
-    """Held-out loss of the reference run and the subject's, and their parameter drift, per subject."""
-    import glob
-    files = sorted(glob.glob(os.path.join(data_dir, "converge-*.json")))
+def converge_figure(plt, files, where):
+    """Per subject of lcecheck converge --json files: the held-out loss of its run and the reference's, the
+    parameter drift, and d_hidden's gradient relerr (where the seed bug shows), bounds drawn where judged."""
     if not files:
-        raise UsageError(f"{data_dir}: no converge-*.json (lcecheck converge --json > {data_dir}/converge-NAME.json)")
-    fig, (loss_ax, drift_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+        raise UsageError(f"{where}: no converge-*.json (lcecheck converge --json > {where}/converge-NAME.json)")
+    fig, (loss_ax, drift_ax, dh_ax) = plt.subplots(1, 3, figsize=(15, 4.2))
     for i, f in enumerate(files):
         d = load(f)
         for run in d["runs"]:
@@ -230,22 +230,42 @@ def render_converge(plt, data_dir):
                              label=f"reference run ({run['embeddings']})")
             loss_ax.plot(steps, [e["loss_subject"] for e in ev], style, color=f"C{i}", label=tag)
             drift_ax.plot(steps[1:], [e["drift"] for e in ev[1:]], style + "o", color=f"C{i}", label=tag)
-            if run["metrics"]["drift"]["bound"] is not None and i == 0:
-                drift_ax.axhline(run["metrics"]["drift"]["bound"], ls=style, color="k", alpha=0.4,
-                                 label=f"drift bound ({run['embeddings']})")
-    loss_ax.set_xlabel("SGD step")
+            grad = [e for e in ev if "relerr_hidden" in e]
+            dh_ax.plot([e["step"] for e in grad], [e["relerr_hidden"] for e in grad], style + "o", color=f"C{i}",
+                       label=tag)
+            for ax, metric in ((drift_ax, "drift"), (dh_ax, "relerr_hidden")):
+                if run["metrics"][metric]["bound"] is not None and i == 0:
+                    ax.axhline(run["metrics"][metric]["bound"], ls=style, color="k", alpha=0.4,
+                               label=f"{metric} bound ({run['embeddings']})")
     loss_ax.set_ylabel("held-out loss")
-    loss_ax.legend(fontsize=6)
-    drift_ax.set_yscale("log")
-    drift_ax.set_xlabel("SGD step")
     drift_ax.set_ylabel("drift |θ_subject − θ_ref| / |θ_ref − θ_0|")
-    drift_ax.legend(fontsize=6)
-    for ax in (loss_ax, drift_ax):
+    dh_ax.set_ylabel("d_hidden relerr against the reference's")
+    for ax in (loss_ax, drift_ax, dh_ax):
+        ax.set_xlabel("SGD step")
+        ax.legend(fontsize=6)
         ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle("lcecheck converge: a bigram LM trained with each subject's gradients vs the oracle's "
-                 "(bf16, N 64, H 32, V 256 in 64 chunks)", fontsize=10)
+    drift_ax.set_yscale("log")
+    dh_ax.set_yscale("log")
+    c = load(files[0])
+    cfg = c["config"]
+    fig.suptitle(f"lcecheck converge: a bigram LM trained with each subject's gradients vs the {c['oracle']} "
+                 f"oracle's ({cfg['dtype']}, N {cfg['n']}, H {cfg['h']}, V {cfg['v']} in chunks of "
+                 f"{cfg['vocab_chunk']}, lr {cfg['lr']:g}, seed {cfg['seed']})", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def render_converge(plt, data_dir):
+    """The small model of CI (golden/converge.bounds): fused-host and the two seed-bug mutants."""
+    import glob
+    return converge_figure(plt, sorted(glob.glob(os.path.join(data_dir, "converge-*.json"))), data_dir)
+
+
+def render_converge_sm90(plt, data_dir):
+    """The realistic head on the H200 (golden/sm_90/converge.bounds): fused-cuda and its two mutants."""
+    import glob
+    where = os.path.join(data_dir, "sm_90")
+    return converge_figure(plt, sorted(glob.glob(os.path.join(where, "converge-*.json"))), where)
 
 
 
@@ -349,7 +369,8 @@ def bias_plot(args):
 
 
 FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": render_external,
-           "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid, "converge": render_converge}
+           "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid, "converge": render_converge,
+           "converge-sm90": render_converge_sm90}
 
 
 def main(argv=None):
