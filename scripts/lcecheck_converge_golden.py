@@ -32,7 +32,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lcecheck_golden_files import Refusal, ToolError, read_text, write_atomically  # noqa: E402
 from lcecheck_golden_provenance import git_commit, repo_relative  # noqa: E402
-from lcecheck_run import log, run_command  # noqa: E402
+from lcecheck_run import log, run_command, run_verb  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = "scripts/lcecheck_converge_golden.py"
@@ -321,19 +321,15 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    try:
-        return {"regen": cmd_regen, "reproduce": cmd_reproduce}[args.cmd](args)
-    except Skipped as e:
-        log(f"lcecheck_converge_golden: skipped: {e}")
-        return SKIPPED
-    except Refusal as e:
-        log(f"lcecheck_converge_golden: REFUSED: {e}")
-        if getattr(args, "json", False):
-            print(json.dumps({"refused": str(e)}, indent=2))
-        return 1
-    except ToolError as e:
-        log(f"lcecheck_converge_golden: error: {e}")
-        return 2
+    verb = {"regen": cmd_regen, "reproduce": cmd_reproduce}[args.cmd]
+
+    def skipping(a):  # a GPU run with no GPU here: exit 77 (ctest's skip)
+        try:
+            return verb(a)
+        except Skipped as e:
+            log(f"lcecheck_converge_golden: skipped: {e}")
+            return SKIPPED
+    return run_verb("lcecheck_converge_golden", skipping, args)
 
 
 if __name__ == "__main__":

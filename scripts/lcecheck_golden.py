@@ -50,7 +50,7 @@ from lcecheck_golden_files import *  # noqa: F401,F403  (formats; re-exported fo
 from lcecheck_golden_fit import FitError, fit, scales_of
 from lcecheck_golden_provenance import (command_problems, generator_command, git_commit, gpu_identity, header,
                                         mpfr_version, recorded_matrices, repo_relative, seed_summary)
-from lcecheck_run import log, matrix_args, run_command, run_json, run_sharded
+from lcecheck_run import log, matrix_args, run_command, run_json, run_sharded, run_verb
 
 
 # ---- regeneration --------------------------------------------------------------------------------
@@ -711,16 +711,8 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        return {"regen": cmd_regen, "show": cmd_show, "judge": cmd_judge, "reproduce": cmd_reproduce}[args.cmd](args)
-    except Refusal as e:
-        log(f"lcecheck_golden: REFUSED: {e}")
-        if args.json:
-            print(json.dumps({"refused": str(e)}, indent=2))
-        return 1
-    except ToolError as e:
-        log(f"lcecheck_golden: error: {e}")
-        return 2
+    verbs = {"regen": cmd_regen, "show": cmd_show, "judge": cmd_judge, "reproduce": cmd_reproduce}
+    return run_verb("lcecheck_golden", verbs[args.cmd], args)
 
 
 if __name__ == "__main__":

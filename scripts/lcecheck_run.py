@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from lcecheck_golden_files import ToolError
+from lcecheck_golden_files import Refusal, ToolError
 
 
 def log(msg):
@@ -75,6 +75,21 @@ def run_command(argv, check=True, env=None, progress=None):
     if check and p.returncode != 0:
         raise ToolError(f"{shlex.join(argv)} exited with {p.returncode}:\n{err.strip()}")
     return p.returncode, out, err
+
+
+def run_verb(prog, verb, args):
+    """Runs verb(args) as a script's main does: a Refusal is exit 1 (and {"refused": ...} with --json),
+    a ToolError exit 2, each said on stderr under the script's name."""
+    try:
+        return verb(args)
+    except Refusal as e:
+        log(f"{prog}: REFUSED: {e}")
+        if getattr(args, "json", False):
+            print(json.dumps({"refused": str(e)}, indent=2))
+        return 1
+    except ToolError as e:
+        log(f"{prog}: error: {e}")
+        return 2
 
 
 def usable_cores():

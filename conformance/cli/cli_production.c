@@ -115,14 +115,14 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
 }
 
 /* ---- the verb ---------------------------------------------------------------------------------------- */
-/* Golden of subject j: DIR/sm_XX/<class>.golden (lce_production_golden_path, golden/production/,
- * without --golden-dir). */
+/* Golden of subject j: DIR/sm_XX/<class>.golden, or without --golden-dir the one check judges it by
+ * (lce_subject_golden_path: golden/sm_XX/). */
 static int load_golden(const lce_prod_config *cfg, lce_prod_report *rep, const lce_subject *s, int j, lce_golden *g) {
   if (cfg->golden_dir)
     snprintf(rep->golden_path[j], sizeof rep->golden_path[j], "%s/%s/%s.golden", cfg->golden_dir, rep->dev.arch,
              s->golden_class);
   else
-    lce_production_golden_path(s, rep->golden_path[j], sizeof rep->golden_path[j]);
+    lce_subject_golden_path(s, rep->golden_path[j], sizeof rep->golden_path[j]);
   memset(g, 0, sizeof *g);
   lce_status st;
   return lce_golden_load(rep->golden_path[j], g, &st) == LCE_OK ? CLI_PASS : cli_fail(CLI_USAGE, "%s", st.msg);

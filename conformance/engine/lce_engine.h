@@ -83,8 +83,5 @@ void lce_converge_bounds_path(char *buf, size_t size);
  * subjects; <golden dir>/<arch>/<class>.golden for GPU subjects (LCE_CAP_NEEDS_GPU), arch from
  * lce_device_arch. */
 void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size);
-/* The golden of subject s at production shapes (lcecheck production): <golden dir>/production/<arch>/
- * <class>.golden. */
-void lce_production_golden_path(const lce_subject *s, char *buf, size_t size);
 
 #endif

@@ -3,9 +3,9 @@
  * GPU subjects have a directory per architecture because a GPU's GEMM arithmetic is its own (DESIGN.md
  * "Device arithmetic is not IEEE": Hopper tensor cores truncate, so the bounds carry a K term measured
  * there); without a device (a GPU subject is then skipped) the architecture is LCE_GOLDEN_ARCH or the
- * one this build targets. Production shapes have goldens of their own: their output condition (cond
- * ~ 200 at H = 4096, from the softmax condition of wide logit rows) is far outside the matrices', where
- * a cond bound fitted on small shapes says nothing. */
+ * one this build targets. Production shapes are judged by the same files: their bound forms carry the
+ * error mechanisms (golden/policy.txt), so bounds fitted on the default, wide and medium matrices hold
+ * at production shapes they never saw (golden/README.md, "Production shapes out of sample"). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -37,8 +37,4 @@ static void arch_golden_path(const char *prefix, const lce_subject *s, char *buf
 void lce_subject_golden_path(const lce_subject *s, char *buf, size_t size) {
   if (s->caps & LCE_CAP_NEEDS_GPU) arch_golden_path("", s, buf, size);
   else lce_default_golden_path(s->golden_class, buf, size);
-}
-
-void lce_production_golden_path(const lce_subject *s, char *buf, size_t size) {
-  arch_golden_path("production/", s, buf, size);
 }

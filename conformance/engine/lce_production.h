@@ -7,7 +7,7 @@
  * The plan (defaults, shape sets, the cases) and the outcome need no GPU, so CI tests them. The run is
  * the engine's loop (lce_engine.h) with the fp64 tier kept on the device (lce_ref64_compare), judged
  * by the one judge (lce_judge.h: the same metrics from the same lce_comparison, the same bounds)
- * against golden/production/<arch>/<class>.golden with each subject's own K; ulpfrac needs
+ * against golden/<arch>/<class>.golden (check's goldens) with each subject's own K; ulpfrac needs
  * per-element ulps and is undefined there. Production judges the loss and the gradients (loss,
  * d_hidden, d_weight, and d_embedding's exactness when untied). The CLI (cli/cli_production.c)
  * reads the options' values onto lce_prod_config_default's plan and renders the table and JSON. */

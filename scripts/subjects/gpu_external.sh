@@ -5,7 +5,7 @@
 #   build       configure + build lcecheck (Release, sm_90; MPFR/GMP from .deps)
 #   production  `lcecheck export` of one production case (default 8192 x 4096 x 128256, bf16, untied,
 #               mean, 5% ignored), every adapter run over it (run_all.sh), each answer judged by the fp64
-#               GPU tier kept on the device against golden/production/sm_90/fused-cuda.golden (loss,
+#               GPU tier kept on the device against golden/sm_90/fused-cuda.golden (loss,
 #               d_hidden, d_weight, d_embedding: what production judges), and fused-cuda and
 #               unfused-cuda judged the same way on the same inputs
 #   matrix      the same over matrices, judged against golden/sm_90/fused-cuda.golden (the bounds
@@ -98,10 +98,10 @@ judge_case() {
   step "adapters ($tag)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$subjects" "$WORK/$tag"
   for s in "$@"; do
     step "check $s ($tag)" any 90 "${TO[@]}" "$RES/$tag-$s.json" "$LCECHECK" check --subject "$s" --case "$case" \
-      --golden "$ROOT/golden/production/sm_90/$s.golden" --oracle fp64-gpu --on-device \
+      --golden "$ROOT/golden/sm_90/$s.golden" --oracle fp64-gpu --on-device \
       --outputs loss,d_hidden,d_weight,d_embedding --quiet --json
   done
-  judge_all "$tag" "$WORK/$tag" "$ROOT/golden/production/sm_90/fused-cuda.golden" "$subjects" --oracle fp64-gpu \
+  judge_all "$tag" "$WORK/$tag" "$ROOT/golden/sm_90/fused-cuda.golden" "$subjects" --oracle fp64-gpu \
     --on-device --outputs loss,d_hidden,d_weight,d_embedding
 }
 
