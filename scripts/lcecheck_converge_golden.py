@@ -136,7 +136,7 @@ def parse_bounds(text, where):
 def config_line(run_json):
     c = run_json["config"]
     return (f"config {c['dtype']} n {c['n']} h {c['h']} v {c['v']} chunk {c['vocab_chunk']} steps {c['steps']} "
-            f"every {c['eval_every']} lr {c['lr']:g} seed {c['seed']}")
+            f"every {c['eval_every']} lr {c['lr']!r} seed {c['seed']}")
 
 
 def generator(args):

@@ -178,7 +178,7 @@ int cli_converge(void) {
       cli_json_member(stdout, "oracle", cfg.tier->name);
       cli_json_member(stdout, "golden", have_golden ? g.path : "");
       printf(",\"config\":{\"dtype\":\"%s\",\"n\":%lld,\"h\":%lld,\"v\":%lld,\"vocab_chunk\":%lld,\"steps\":%d,"
-             "\"eval_every\":%d,\"lr\":%g,\"seed\":%llu},\"runs\":[",
+             "\"eval_every\":%d,\"lr\":%.17g,\"seed\":%llu},\"runs\":[",
              lce_dtype_name(c.dtype), (long long)c.n, (long long)c.h, (long long)c.v, (long long)c.vocab_chunk,
              cfg.steps, cfg.eval_every, cfg.lr, (unsigned long long)cfg.seed);
       for (int k = 0; k < nruns; k++) printf("%s", k ? "," : ""), print_json_run(&runs[k]);
