@@ -74,6 +74,8 @@ typedef struct fast_work {
   int64_t n0, block;                /* the rows in flight: [n0, n0 + block) */
   double *ds, *term, *dzr, *dzq;    /* [block*v] their ds, its term magnitude, ds as stored (rows with g != 0),
                                      * the roundings their fp32 errors can change (lce_fast_rnd.c) */
+  double *zs, *zm;                  /* [block*v] their logits' plain sums and magnitudes (fast_dot_block) */
+  int64_t *rows;                    /* [block] their token indices */
   double *cfl;                      /* [h] sum_n floor_n |h_nk| over the active rows so far */
   int64_t na;                       /* active rows so far */
   unsigned char *active;            /* [n] g != 0 and not poisoned */
@@ -90,6 +92,7 @@ typedef struct fast_work {
 static void work_free(fast_work *w) {
   free(w->hidden), free(w->cfl), free(w->w), free(w->w1), free(w->lsb_h), free(w->lsb_w), free(w->bad_h);
   free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->dzr), free(w->dzq), free(w->active);
+  free(w->zs), free(w->zm), free(w->rows);
   free(w->cond), free(w->a), free(w->b), free(w->ey), free(w->col_zero), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact), free(w->rsum);
 }
 
@@ -135,6 +138,9 @@ static lce_code load(fast_work *w, lce_status *st) {
   FAST_ALLOC(w->term, w->block * V);
   FAST_ALLOC(w->dzr, w->block * V);
   FAST_ALLOC(w->dzq, w->block * V);
+  FAST_ALLOC(w->zs, w->block * V);
+  FAST_ALLOC(w->zm, w->block * V);
+  FAST_ALLOC(w->rows, w->block);
   FAST_ALLOC(w->active, N);
   FAST_ALLOC(w->cond, N);
   FAST_ALLOC(w->a, N);
@@ -299,7 +305,7 @@ static void run_row(fast_work *w, int64_t n) {
   fast_row r = {.v = V, .z = buf, .f = buf + V, .t = buf + 2 * V, .term = buf + 3 * V};
   double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H, *E = t1 + H, *zr = E + H;
   r.exact = (unsigned char *)(zr + V);
-  fast_row_logits(&r, &w->fin, &w->opts, n);
+  fast_row_logits(&r, &w->fin, &w->opts, n, w->zs + (n - w->n0) * V, w->zm + (n - w->n0) * V);
   if (valid) row_replay(w, n, &r, zr);
   fast_row_forward(&r, &w->opts, valid ? y : -1);
   fast_put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
@@ -581,6 +587,8 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   for (w->n0 = 0; w->n0 < N; w->n0 += w->block) {
     const int64_t end = w->n0 + w->block < N ? w->n0 + w->block : N;
     lce_progress_step(&progress, (double)w->n0);
+    for (int64_t n = w->n0; n < end; n++) w->rows[n - w->n0] = n;
+    fast_dot_block(&w->fin, w->rows, end - w->n0, w->zs, w->zm);
     LCE_PARALLEL_FOR_IF(rows_parallel && end - w->n0 > 1)
     for (int64_t n = w->n0; n < end; n++) run_row(w, n);
     for (int64_t n = w->n0; n < end; n++) {

@@ -136,17 +136,26 @@ typedef struct fast_row {
 } fast_row;
 
 void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight);
-void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n);
+/* The plain sums s[i V + v] = fast_dot_lanes(h_n, w_v) and their magnitudes m[i V + v] of the rows
+ * n = rows[i], i < count, against every vocab row, in parallel over tiles of FAST_TILE_VOCAB vocab
+ * rows that stay in cache while FAST_TILE_TOKENS token rows at a time pass them: W is read from
+ * memory once per block of rows instead of once per row. Each sum is the same call as alone. */
+#define FAST_TILE_VOCAB 16
+#define FAST_TILE_TOKENS 8
+void fast_dot_block(const fast_in *in, const int64_t *rows, int64_t count, double *s, double *m);
+/* Row n's logits from its plain sums s[v] and magnitudes m[v] (fast_dot_block). */
+void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n, const double *s, const double *m);
 /* The logits v in [v0, v1) of row n (before softcap) into s[v - v0]: each one proven exact in plain
  * double (the test of lce_fast_row.c's Logits) as its value, the others NaN (for tier 0: not known);
  * returns how many are known. */
 int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s);
 /* Logit v of row n as the unevaluated sum hi + lo (the return value and *lo) within *err of the exact
- * logit: the plain sum with lo = err = 0 where proven exact, else Sum2's two accumulators before
+ * logit, given its plain sum s and magnitude m (fast_dot_block): s with lo = err = 0 where proven
+ * exact, else Sum2's two accumulators before
  * their final addition, within gamma_(H-1)^2 sum |h_k w_k| (Ogita, Rump, Oishi 2005, the proof of
  * Prop. 4.5: the TwoSum errors sum to at most gamma_(H-1) sum |h_k w_k| in magnitude, and their
  * plain sum lo is within gamma_(H-1) of that). */
-double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double *lo, double *err);
+double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double s, double m, double *lo, double *err);
 void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y);
 void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);
 /* ds (dz times f) of a valid label with g != 0 (relative error g_rel) into ds[0..v), bounds into

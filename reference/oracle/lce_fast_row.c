@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "lce_fast_internal.h"
+#include "lce_parallel.h"
 
 static double weight_of(const fast_opts *o, int64_t v) { return o->class_weight ? o->class_weight[v] : 1.0; }
 
@@ -97,10 +98,22 @@ static double sum2_pair(const double *h, const double *w, int64_t H, double *lo_
   return hi;
 }
 
-/* Logit v of the row: the plain sum when it is proven exact, Sum2 otherwise; sets *es. */
-static double logit(const double *h, const double *w, int64_t H, int lsb, double *m_out, double *es, int *inexact) {
-  double m, s = fast_dot_lanes(h, w, H, &m);
-  *m_out = m;
+void fast_dot_block(const fast_in *in, const int64_t *rows, int64_t count, double *s, double *m) {
+  const int64_t H = in->h, V = in->v, tiles = (V + FAST_TILE_VOCAB - 1) / FAST_TILE_VOCAB;
+  LCE_PARALLEL_FOR_IF(tiles > 1 && count * H * V >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t t = 0; t < tiles; t++) {
+    const int64_t v0 = t * FAST_TILE_VOCAB, v1 = v0 + FAST_TILE_VOCAB < V ? v0 + FAST_TILE_VOCAB : V;
+    for (int64_t i0 = 0; i0 < count; i0 += FAST_TILE_TOKENS) {
+      const int64_t i1 = i0 + FAST_TILE_TOKENS < count ? i0 + FAST_TILE_TOKENS : count;
+      for (int64_t v = v0; v < v1; v++)
+        for (int64_t i = i0; i < i1; i++) s[i * V + v] = fast_dot_lanes(in->hidden + rows[i] * H, in->w + v * H, H, &m[i * V + v]);
+    }
+  }
+}
+
+/* Logit v of the row from its plain sum s and magnitude m (fast_dot_block): s itself when it is
+ * proven exact, Sum2 otherwise; sets *es. */
+static double logit(double s, double m, const double *h, const double *w, int64_t H, int lsb, double *es, int *inexact) {
   *es = 0.0;
   *inexact = 0;
   if (sum_proven_exact(m, lsb)) return s;
@@ -111,13 +124,11 @@ static double logit(const double *h, const double *w, int64_t H, int lsb, double
   return s;
 }
 
-double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double *lo, double *err) {
+double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double s, double m, double *lo, double *err) {
   const int64_t H = in->h;
-  const double *h = in->hidden + n * H, *w = in->w + v * H;
-  double m, s = fast_dot_lanes(h, w, H, &m);
   *lo = 0.0, *err = 0.0;
   if (sum_proven_exact(m, in->lsb_h[n] + in->lsb_w[v])) return s;
-  const double hi = sum2_pair(h, w, H, lo);
+  const double hi = sum2_pair(in->hidden + n * H, in->w + v * H, H, lo);
   *err = lce_add_up(lce_mul_up(fast_gamma2(H), lce_sum_bound(m, H)), lce_tiny_multiple(H));
   return hi;
 }
@@ -150,14 +161,14 @@ static double softcap_logit(fast_row *r, const fast_opts *o, int64_t v, double e
   return fast_add_err(r->z[v], e, 0.0);
 }
 
-void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n) {
+void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n, const double *s, const double *ms) {
   const int64_t H = in->h;
   const double *h = in->hidden + n * H;
   r->ez = 0.0, r->rf = 0.0, r->term_max = 0.0, r->inexact_logits = 0;
   for (int64_t v = 0; v < r->v; v++) {
-    double m, es;
+    double m = ms[v], es;
     int inexact;
-    r->z[v] = logit(h, in->w + v * H, H, in->lsb_h[n] + in->lsb_w[v], &m, &es, &inexact);
+    r->z[v] = logit(s[v], m, h, in->w + v * H, H, in->lsb_h[n] + in->lsb_w[v], &es, &inexact);
     r->inexact_logits += inexact;
     if (r->exact) r->exact[v] = (unsigned char)!inexact;
     double term = m * (1.0 + 0x1p-50); /* tier 0's logit_terms */
