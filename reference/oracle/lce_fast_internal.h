@@ -177,6 +177,48 @@ void fast_flip_row(const lce_case *c, const fast_row *r, const fast_opts *o, int
 /* Stores one element and certifies it as tier 0 does (lce_fast.c). */
 void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
               double mag, double emag);
+/* An element known exactly (tier 0's finish_exact). */
+void fast_put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double x);
+
+/* A run's state (lce_fast.c), shared with the gradient passes (lce_fast_grad.c). */
+typedef struct fast_work {
+  const lce_case *c;
+  const lce_tensors *in;
+  lce_oracle_result *res;
+  fast_opts opts;
+  fast_in fin;
+  double *hidden, *w, *w1;          /* inputs; w1[k] = sum_v |W_vk| */
+  int *lsb_h, *lsb_w;
+  unsigned char *bad_h;
+  int bad_w;
+  unsigned char *poison_valid, *failed; /* [n] per row, reduced after the parallel loop */
+  int64_t n0, block;                /* the rows in flight: [n0, n0 + block) */
+  double *ds, *term, *err, *dzr, *dzq; /* [block*v] their ds, its term magnitude and bound (rows with g != 0), ds
+                                     * as stored, the roundings their fp32 errors can change (lce_fast_rnd.c) */
+  double *zs, *zm;                  /* [block*v] their logits' plain sums and magnitudes (fast_dot_block) */
+  int64_t *rows;                    /* [block] their token indices */
+  double *cfl;                      /* [h] sum_n floor_n |h_nk| over the active rows so far */
+  int64_t na;                       /* active rows so far */
+  unsigned char *active;            /* [n] g != 0 and not poisoned */
+  double *cond, *a, *b, *floor;     /* [n] softmax condition, bound slopes (v != y), dz floor */
+  double *ey;                       /* [n] bound on |ds_y - DS_y| of the label */
+  unsigned char *col_zero;          /* [h] d_hidden[n, k] is exactly 0 for every active row */
+  double *loss, *loss_err;          /* [n] token losses as the reduction adds them */
+  int64_t *inexact;                 /* [n] logits of the row not proven exact */
+  double *rsum;                     /* [n] the row's softmax-sum replay (row_replay), 0 for ignored tokens */
+  double sw, sw_rel;
+  int64_t inexact_logits;
+} fast_work;
+
+/* The gradient passes (lce_fast_grad.c) over the rows in flight [n0, end) once their ds are in the
+ * block arrays: d_hidden of their active rows, complete; d_weight's running sums (value: hi, err:
+ * lo, mag: A, emag: B, rounded: E) begun for every vocab row by fast_weight_begin, raised by
+ * fast_weight_block for each block in token order, turned into the elements by fast_weight_finish.
+ * fast_hidden_block returns 0 when its scratch does not fit in memory. */
+int fast_hidden_block(fast_work *w, int64_t end);
+void fast_weight_begin(fast_work *w);
+void fast_weight_block(fast_work *w, int64_t end);
+void fast_weight_finish(fast_work *w, int poisoned);
 
 /* Tier 1's second step (lce_fast_refine.c): the undecided d_hidden and d_weight elements of res
  * recomputed in double-double and certified again (mag and emag kept); returns how many it

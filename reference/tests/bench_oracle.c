@@ -381,9 +381,9 @@ static int tier1_only(const char *id, const char *list) {
     const uint64_t h = result_hash(&r);
     first = first ? first : h, same &= h == first;
     printf("tier 1 %s on %d thread(s): %.2f s, %.4f s a token, %.3g multiply-adds/s, refine %.2f s (%lld decided), "
-           "escalation %.2f s (%lld elements), hash %016llx\n", id, atoi(p) > 0 ? atoi(p) : 1, dt, dt / (double)c.n,
+           "escalation %.2f s (%lld elements), %lld of %lld logits not proven exact, hash %016llx\n", id, atoi(p) > 0 ? atoi(p) : 1, dt, dt / (double)c.n,
            3.0 * (double)c.n * (double)c.h * (double)c.v / dt, fs.refine_seconds, (long long)fs.refined,
-           fs.escalation_seconds, (long long)fs.escalated, (unsigned long long)h);
+           fs.escalation_seconds, (long long)fs.escalated, (long long)fs.inexact_logits, (long long)fs.logits, (unsigned long long)h);
     fflush(stdout);
     lce_oracle_free(&r);
     p += strcspn(p, ",");
