@@ -45,7 +45,7 @@ void fast_put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o, 
 static void work_free(fast_work *w) {
   free(w->hidden), free(w->cfl), free(w->w), free(w->w1), free(w->lsb_h), free(w->lsb_w), free(w->bad_h);
   free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->dzr), free(w->dzq), free(w->active);
-  free(w->zs), free(w->zm), free(w->rows), free(w->err);
+  free(w->zs), free(w->zl), free(w->zm), free(w->rows), free(w->err);
   free(w->cond), free(w->a), free(w->b), free(w->ey), free(w->col_zero), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact), free(w->rsum);
 }
 
@@ -93,6 +93,7 @@ static lce_code load(fast_work *w, lce_status *st) {
   FAST_ALLOC(w->dzq, w->block * V);
   FAST_ALLOC(w->err, w->block * V);
   FAST_ALLOC(w->zs, w->block * V);
+  FAST_ALLOC(w->zl, w->block * V);
   FAST_ALLOC(w->zm, w->block * V);
   FAST_ALLOC(w->rows, w->block);
   FAST_ALLOC(w->active, N);
@@ -211,7 +212,8 @@ static void run_row(fast_work *w, int64_t n) {
   fast_row r = {.v = V, .z = buf, .f = buf + V, .t = buf + 2 * V, .term = buf + 3 * V};
   double *zr = buf + 4 * V;
   r.exact = (unsigned char *)(zr + V);
-  fast_row_logits(&r, &w->fin, &w->opts, n, w->zs + (n - w->n0) * V, w->zm + (n - w->n0) * V);
+  const int64_t at = (n - w->n0) * V;
+  fast_row_logits(&r, &w->fin, &w->opts, n, w->zs + at, w->zl + at, w->zm + at);
   if (valid) row_replay(w, n, &r, zr);
   fast_row_forward(&r, &w->opts, valid ? y : -1);
   fast_put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
@@ -420,7 +422,7 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
     const int64_t end = w->n0 + w->block < N ? w->n0 + w->block : N;
     lce_progress_step(&progress, (double)w->n0);
     for (int64_t n = w->n0; n < end; n++) w->rows[n - w->n0] = n;
-    fast_dot_block(&w->fin, w->rows, end - w->n0, w->zs, w->zm);
+    fast_dot_block(&w->fin, w->rows, end - w->n0, w->zs, w->zl, w->zm);
     LCE_PARALLEL_FOR_IF(rows_parallel && end - w->n0 > 1)
     for (int64_t n = w->n0; n < end; n++) run_row(w, n);
     for (int64_t n = w->n0; n < end; n++) {

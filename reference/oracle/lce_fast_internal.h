@@ -70,6 +70,11 @@ static inline double fast_dot_bound(double res, double m, int64_t n) {
 /* A logit's sum of exact products h_k w_k in a fixed order (lanes), and in *m the sum of |h_k w_k|. */
 double fast_dot_lanes(const double *restrict h, const double *restrict w, int64_t n, double *restrict m);
 
+/* Sum2's accumulators hi[i], lo[i] of the dot products h[i] . w[i] over n terms, i < count <=
+ * FAST_SUM2_BATCH, each the bits of its own chain (lce_fast_kernels.c). */
+#define FAST_SUM2_BATCH 8
+void fast_sum2_batch(const double *const *h, const double *const *w, int count, int64_t n, double *hi, double *lo);
+
 /* One term d of a split dot product (fast_dot_bound), the coefficients of its magnitude sums, and
  * its d_logit as the rnd and flip references take it (lce_fast_rnd.c). */
 typedef struct fast_step {
@@ -136,26 +141,29 @@ typedef struct fast_row {
 } fast_row;
 
 void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight);
-/* The plain sums s[i V + v] = fast_dot_lanes(h_n, w_v) and their magnitudes m[i V + v] of the rows
- * n = rows[i], i < count, against every vocab row, in parallel over tiles of FAST_TILE_VOCAB vocab
- * rows that stay in cache while FAST_TILE_TOKENS token rows at a time pass them: W is read from
- * memory once per block of rows instead of once per row. Each sum is the same call as alone. */
+/* The logits of the rows n = rows[i], i < count, against every vocab row, at [i V + v]: the plain sum
+ * s = fast_dot_lanes(h_n, w_v) and its magnitude m, and where s is not proven exact (Logits,
+ * lce_fast_row.c) Sum2's accumulators in its place, hi in s and lo in lo (else lo = 0). In parallel
+ * over tiles of FAST_TILE_VOCAB vocab rows that stay in cache while FAST_TILE_TOKENS token rows at a
+ * time pass them (W is read from memory once per block of rows instead of once per row), the Sum2
+ * chains FAST_SUM2_BATCH at a time. Each value has the bits of its own computation alone. */
 #define FAST_TILE_VOCAB 16
 #define FAST_TILE_TOKENS 8
-void fast_dot_block(const fast_in *in, const int64_t *rows, int64_t count, double *s, double *m);
-/* Row n's logits from its plain sums s[v] and magnitudes m[v] (fast_dot_block). */
-void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n, const double *s, const double *m);
+void fast_dot_block(const fast_in *in, const int64_t *rows, int64_t count, double *s, double *lo, double *m);
+/* Row n's logits from its fast_dot_block values s[v], lo[v], m[v]. */
+void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n, const double *s,
+                     const double *lo, const double *m);
 /* The logits v in [v0, v1) of row n (before softcap) into s[v - v0]: each one proven exact in plain
  * double (the test of lce_fast_row.c's Logits) as its value, the others NaN (for tier 0: not known);
  * returns how many are known. */
 int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s);
 /* Logit v of row n as the unevaluated sum hi + lo (the return value and *lo) within *err of the exact
- * logit, given its plain sum s and magnitude m (fast_dot_block): s with lo = err = 0 where proven
- * exact, else Sum2's two accumulators before
+ * logit, given its fast_dot_block values s, slo, m: s with lo = err = 0 where proven exact, else
+ * Sum2's two accumulators (s, slo) before
  * their final addition, within gamma_(H-1)^2 sum |h_k w_k| (Ogita, Rump, Oishi 2005, the proof of
  * Prop. 4.5: the TwoSum errors sum to at most gamma_(H-1) sum |h_k w_k| in magnitude, and their
  * plain sum lo is within gamma_(H-1) of that). */
-double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double s, double m, double *lo, double *err);
+double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double s, double slo, double m, double *lo, double *err);
 void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y);
 void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);
 /* ds (dz times f) of a valid label with g != 0 (relative error g_rel) into ds[0..v), bounds into
@@ -195,7 +203,7 @@ typedef struct fast_work {
   int64_t n0, block;                /* the rows in flight: [n0, n0 + block) */
   double *ds, *term, *err, *dzr, *dzq; /* [block*v] their ds, its term magnitude and bound (rows with g != 0), ds
                                      * as stored, the roundings their fp32 errors can change (lce_fast_rnd.c) */
-  double *zs, *zm;                  /* [block*v] their logits' plain sums and magnitudes (fast_dot_block) */
+  double *zs, *zl, *zm;             /* [block*v] their logits' sums and magnitudes (fast_dot_block) */
   int64_t *rows;                    /* [block] their token indices */
   double *cfl;                      /* [h] sum_n floor_n |h_nk| over the active rows so far */
   int64_t na;                       /* active rows so far */
