@@ -356,9 +356,10 @@ static void count_elements(lce_oracle_result *res) {
 
 /* ---- cost --------------------------------------------------------------------------------------- */
 
-/* Rows in flight: the options' count, else their ds and terms in about 64 MiB (at least 16 rows). */
+/* Rows in flight: the options' count, else their eight arrays (fast_work) in about 1 GiB (at least 16
+ * rows): each block streams d_weight's running sums once, so larger blocks read them less often. */
 static int64_t block_rows(const lce_case *c, const lce_fast_options *opt) {
-  int64_t rows = ((int64_t)64 << 20) / (16 * (c->v > 0 ? c->v : 1));
+  int64_t rows = ((int64_t)1 << 30) / (64 * (c->v > 0 ? c->v : 1));
   if (rows < 16) rows = 16;
   if (opt && opt->block_rows > 0) rows = opt->block_rows;
   return rows > c->n ? (c->n > 0 ? c->n : 1) : rows;
@@ -374,8 +375,8 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
 #endif
   cost->block_rows = block_rows(c, opt);
   cost->macs = 3.0 * N * H * V;
-  cost->bytes = 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + 24.0 * (double)cost->block_rows * V +
-                (double)threads * (8.0 * (6.0 * V + 4.0 * H) + V);
+  cost->bytes = 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + (double)cost->block_rows * (64.0 * V + 32.0 * H) +
+                (double)threads * (8.0 * 5.0 * V + V);
   /* Tier 0's own (lce_oracle_bytes: no N V term beyond its block budget) and tier 1's masks. */
   cost->escalation_bytes = lce_oracle_bytes(c, threads) + (N + N * H + V * H);
 }
