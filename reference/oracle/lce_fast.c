@@ -73,6 +73,20 @@ static double input(const lce_case *c, const void *buf, int64_t i) {
   return c->gemm == LCE_GEMM_TF32 ? lce_round_tf32(x) : x;
 }
 
+/* rows rows of a dtype tensor [rows*h] as the math reads them into x, each row's lowest set bit into
+ * lsb and whether it holds a non-finite value into bad; the rows in parallel. */
+static void load_rows(const lce_case *c, const void *buf, int64_t rows, double *x, int *lsb, unsigned char *bad) {
+  const int64_t H = c->h;
+  LCE_PARALLEL_FOR_IF(rows > 1 && rows * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t i = r * H; i < (r + 1) * H; i++) {
+      x[i] = input(c, buf, i);
+      if (!isfinite(x[i])) bad[r] = 1;
+    }
+    lsb[r] = row_lsb(x + r * H, H);
+  }
+}
+
 static lce_code load(fast_work *w, lce_status *st) {
   const lce_case *c = w->c;
   const int64_t N = c->n, H = c->h, V = c->v;
@@ -105,20 +119,19 @@ static lce_code load(fast_work *w, lce_status *st) {
   FAST_ALLOC(w->floor, N);
   FAST_ALLOC(w->loss, N);
   FAST_ALLOC(w->loss_err, N);
-  for (int64_t i = 0; i < N * H; i++) {
-    w->hidden[i] = input(c, w->in->hidden, i);
-    if (!isfinite(w->hidden[i])) w->bad_h[i / H] = 1;
-  }
-  for (int64_t i = 0; i < V * H; i++) {
-    w->w[i] = input(c, wt, i);
-    if (!isfinite(w->w[i])) w->bad_w = 1;
-  }
+  unsigned char *bad_w;
+  FAST_ALLOC(bad_w, V);
+  load_rows(c, w->in->hidden, N, w->hidden, w->lsb_h, w->bad_h);
+  load_rows(c, wt, V, w->w, w->lsb_w, bad_w);
+  for (int64_t v = 0; v < V; v++) w->bad_w |= bad_w[v];
+  free(bad_w);
   lce_zero_d_hidden_columns(c, w->w, w->col_zero); /* exact zeros of d_hidden */
-  for (int64_t n = 0; n < N; n++) w->lsb_h[n] = row_lsb(w->hidden + n * H, H);
-  for (int64_t v = 0; v < V; v++) {
-    w->lsb_w[v] = row_lsb(w->w + v * H, H);
-    for (int64_t k = 0; k < H; k++) w->w1[k] += fabs(w->w[v * H + k]);
-  }
+  /* w1[k] sums its column over v in order; the columns in parallel, W_COLS of them at a time. */
+  enum { W_COLS = 64 };
+  LCE_PARALLEL_FOR_IF(H > W_COLS && V * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t k0 = 0; k0 < H; k0 += W_COLS)
+    for (int64_t v = 0; v < V; v++)
+      for (int64_t k = k0; k < k0 + W_COLS && k < H; k++) w->w1[k] += fabs(w->w[v * H + k]);
   FAST_ALLOC(w->inexact, N);
   FAST_ALLOC(w->rsum, N);
   w->fin = (fast_in){N, H, V, w->hidden, w->w, w->lsb_h, w->lsb_w};
@@ -339,18 +352,25 @@ done:
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 
+/* The counts and the largest relative bound; the elements in parallel (sums of integers and a maximum:
+ * the same for any split). */
 static void count_elements(lce_oracle_result *res) {
   res->decisive = res->total = 0;
   res->worst_rel_err = 0.0;
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     const lce_ref_output *r = &res->out[o];
+    int64_t decisive = 0;
+    double worst = 0.0;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) reduction(+ : decisive) reduction(max : worst) if (r->count >= LCE_PARALLEL_MIN_MACS)
+#endif
     for (int64_t i = 0; i < r->count; i++) {
-      res->total++;
-      res->decisive += r->decisive[i];
+      decisive += r->decisive[i];
       const double scale = fmax(fabs(r->value[i]), r->mag[i]);
-      if (isfinite(r->err[i]) && scale > 0.0 && r->err[i] / scale > res->worst_rel_err)
-        res->worst_rel_err = r->err[i] / scale;
+      if (isfinite(r->err[i]) && scale > 0.0 && r->err[i] / scale > worst) worst = r->err[i] / scale;
     }
+    res->total += r->count, res->decisive += decisive;
+    res->worst_rel_err = fmax(res->worst_rel_err, worst);
   }
 }
 
@@ -391,6 +411,13 @@ double lce_available_memory(void) {
     if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
   if (f) fclose(f);
   return kib >= 0.0 ? kib * 1024.0 : INFINITY;
+}
+
+/* Elements [from, count) of output o are their priors, exactly (in parallel: V H of them at production). */
+static void put_priors(fast_work *w, lce_output_id o, int64_t from, const float *prior) {
+  const int64_t count = w->res->out[o].count;
+  LCE_PARALLEL_FOR_IF(count - from >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t i = from; i < count; i++) fast_put_exact(w->c, w->res, o, i, prior[i]);
 }
 
 static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_stats *stats, lce_status *st) {
@@ -445,10 +472,8 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   for (int64_t n = 0; n < N; n++) w->res->rsum_rel = fmax(w->res->rsum_rel, w->rsum[n]);
   run_loss(w, poisoned);
   fast_weight_finish(w, poisoned);
-  const float *prior = lce_output_weight_prior(c, w->in);
-  for (int64_t i = V * H; i < c->vp * H; i++) fast_put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, prior[i]);
-  if (!c->tied)
-    for (int64_t i = 0; i < c->vp * H; i++) fast_put_exact(c, w->res, LCE_OUT_D_EMBEDDING, i, w->in->grad_embedding_prior[i]);
+  put_priors(w, LCE_OUT_D_WEIGHT, V * H, lce_output_weight_prior(c, w->in)); /* the padded rows */
+  if (!c->tied) put_priors(w, LCE_OUT_D_EMBEDDING, 0, w->in->grad_embedding_prior);
   if (!poisoned) {
     const double t_refine = lce_now_seconds();
     const fast_refine_in refine = {c, w->in, &w->fin, w->active, opt->refine_all};
