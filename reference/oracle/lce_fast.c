@@ -197,12 +197,17 @@ static void row_slopes(fast_work *w, int64_t n, int64_t y, const double *term, c
 /* The judge's softmax-sum replay of valid row n (lce_softmax_sum_replay, term rsum) from the logits
  * at hand, so that the judge need not compute them again: a logit proven exact (r->exact) is also the
  * value of the plain sum the replay defines, since every partial sum of it is exact too (Logits,
- * lce_fast_row.c), and its softcap is the same operations; the other logits, every logit of a tf32
- * case (whose inputs here are tf32-rounded) and a poisoned row's (r NULL) are that plain sum itself. */
-static void row_replay(fast_work *w, int64_t n, const fast_row *r, double *z) {
+ * lce_fast_row.c), and its softcap is the same operations; for another logit, the hi accumulator of
+ * its Sum2 chain (fast_dot_block, in zs) is that plain sum, the same additions in the same order from
+ * 0, and it takes lce_plain_logit's softcap; every logit of a tf32 case (whose inputs here are
+ * tf32-rounded) and a poisoned row's (r NULL) are lce_plain_logit itself. */
+static void row_replay(fast_work *w, int64_t n, const fast_row *r, const double *zs, double *z) {
   const lce_case *c = w->c;
-  const int keep = r != NULL && c->gemm != LCE_GEMM_TF32;
-  for (int64_t v = 0; v < c->v; v++) z[v] = keep && r->exact[v] ? r->z[v] : lce_plain_logit(c, w->in, n, v);
+  const double cap = c->softcap;
+  if (r == NULL || c->gemm == LCE_GEMM_TF32)
+    for (int64_t v = 0; v < c->v; v++) z[v] = lce_plain_logit(c, w->in, n, v);
+  else
+    for (int64_t v = 0; v < c->v; v++) z[v] = r->exact[v] ? r->z[v] : cap > 0 ? cap * tanh(zs[v] / cap) : zs[v];
   w->rsum[n] = lce_softmax_sum_replay(c, z);
 }
 
@@ -217,7 +222,7 @@ static void run_row(fast_work *w, int64_t n) {
     return;
   }
   if (w->bad_w || w->bad_h[n]) {
-    if (valid) row_replay(w, n, NULL, buf);
+    if (valid) row_replay(w, n, NULL, NULL, buf);
     poisoned_row(w, n, valid);
     free(buf);
     return;
@@ -227,7 +232,7 @@ static void run_row(fast_work *w, int64_t n) {
   r.exact = (unsigned char *)(zr + V);
   const int64_t at = (n - w->n0) * V;
   fast_row_logits(&r, &w->fin, &w->opts, n, w->zs + at, w->zl + at, w->zm + at);
-  if (valid) row_replay(w, n, &r, zr);
+  if (valid) row_replay(w, n, &r, w->zs + at, zr);
   fast_row_forward(&r, &w->opts, valid ? y : -1);
   fast_put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
       lce_add_up(r.mag_lse, r.term_max));
