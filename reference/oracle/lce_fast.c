@@ -400,7 +400,8 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
 #endif
   cost->block_rows = block_rows(c, opt);
   cost->macs = 3.0 * N * H * V;
-  cost->bytes = 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + (double)cost->block_rows * (64.0 * V + 32.0 * H) +
+  const double refine = fmin(512.0 * 0x1p20, N * V * 48.0); /* the refine step's rows (lce_fast_refine.c) */
+  cost->bytes = refine + 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + (double)cost->block_rows * (64.0 * V + 32.0 * H) +
                 (double)threads * (8.0 * 5.0 * V + V);
   /* Tier 0's own (lce_oracle_bytes: no N V term beyond its block budget) and tier 1's masks. */
   cost->escalation_bytes = lce_oracle_bytes(c, threads) + (N + N * H + V * H);
@@ -454,8 +455,11 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   for (w->n0 = 0; w->n0 < N; w->n0 += w->block) {
     const int64_t end = w->n0 + w->block < N ? w->n0 + w->block : N;
     lce_progress_step(&progress, (double)w->n0);
+    double t[5];
+    t[0] = lce_now_seconds();
     for (int64_t n = w->n0; n < end; n++) w->rows[n - w->n0] = n;
     fast_dot_block(&w->fin, w->rows, end - w->n0, w->zs, w->zl, w->zm);
+    t[1] = lce_now_seconds();
     LCE_PARALLEL_FOR_IF(rows_parallel && end - w->n0 > 1)
     for (int64_t n = w->n0; n < end; n++) run_row(w, n);
     for (int64_t n = w->n0; n < end; n++) {
@@ -464,8 +468,12 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
       w->na++;
       fast_axpy_abs(w->floor[n], w->hidden + n * H, H, w->cfl);
     }
+    t[2] = lce_now_seconds();
     LCE_CHECK(st, fast_hidden_block(w, end), LCE_ENOMEM, "out of memory for tier 1's d_hidden tiles");
+    t[3] = lce_now_seconds();
     fast_weight_block(w, end);
+    t[4] = lce_now_seconds();
+    for (int p = 0; stats && p < 4; p++) stats->pass_seconds[p] += t[p + 1] - t[p];
   }
   int poisoned = 0;
   for (int64_t n = 0; n < N; n++) {

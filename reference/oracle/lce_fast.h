@@ -30,6 +30,7 @@ typedef struct lce_fast_stats {
   int64_t unescalated;     /* undecided elements left so: tier 0 would not fit in memory */
   int all_rows;            /* an escalated d_weight element or loss made tier 0 run every token */
   double escalation_seconds; /* wall time of the escalation (tier 0 and the masks) */
+  double pass_seconds[4];    /* wall time of the token blocks' passes: logits (fast_dot_block), rows, d_hidden, d_weight */
 } lce_fast_stats;
 
 typedef struct lce_fast_options {

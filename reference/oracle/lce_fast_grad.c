@@ -31,7 +31,7 @@
 #include "lce_fast_internal.h"
 #include "lce_parallel.h"
 
-enum { HIDDEN_TOKENS = 8, HIDDEN_COLS = 512, WEIGHT_ROWS = 16 };
+enum { HIDDEN_TOKENS = 16, HIDDEN_COLS = 512, WEIGHT_ROWS = 16 };
 
 /* Tier 0's gemm_floor (lce_oracle.c). */
 static double gemm_floor(const lce_case *c, lce_output_id o, int64_t terms) {

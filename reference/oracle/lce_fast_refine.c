@@ -484,7 +484,8 @@ static int weight_list_make(const lce_ref_output *dw, const float *prior, int64_
 
 static void weight_list_free(weight_list *l) { free(l->start), free(l->at), free(l->acc); }
 
-/* The needed rows go in blocks whose ds, M and logit sums take about 64 MiB (at least one row): each
+/* The needed rows go in blocks whose ds, M and logit sums take about 512 MiB (at least one row; W is
+ * read from memory once per block): each
  * block's logit sums are computed together (fast_dot_block), its rows in parallel, their d_hidden elements refined, and their terms added to the running
  * sums of the undecided d_weight elements in parallel over vocab rows. Every element takes its terms
  * in token order, so the bits do not depend on the block or the thread count; memory is the block
@@ -508,7 +509,7 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
     for (int64_t k = 0; k < H && r->active[n] && !need[n]; k++) need[n] = any_dw || !dh->decisive[n * H + k];
     if (need[n]) act[rows++] = n;
   }
-  int64_t block = (int64_t)(64.0 * 0x1p20 / ((double)V * (sizeof(dd) + 4 * sizeof(double))));
+  int64_t block = (int64_t)(512.0 * 0x1p20 / ((double)V * (sizeof(dd) + 4 * sizeof(double))));
   if (block < 1) block = 1;
   if (block > rows) block = rows > 0 ? rows : 1;
   refine_row *rr = calloc((size_t)block, sizeof *rr);

@@ -384,6 +384,8 @@ static int tier1_only(const char *id, const char *list) {
            "escalation %.2f s (%lld elements), %lld of %lld logits not proven exact, hash %016llx\n", id, atoi(p) > 0 ? atoi(p) : 1, dt, dt / (double)c.n,
            3.0 * (double)c.n * (double)c.h * (double)c.v / dt, fs.refine_seconds, (long long)fs.refined,
            fs.escalation_seconds, (long long)fs.escalated, (long long)fs.inexact_logits, (long long)fs.logits, (unsigned long long)h);
+    printf("  passes over the token blocks: logits %.2f s, rows %.2f s, d_hidden %.2f s, d_weight %.2f s\n",
+           fs.pass_seconds[0], fs.pass_seconds[1], fs.pass_seconds[2], fs.pass_seconds[3]);
     fflush(stdout);
     lce_oracle_free(&r);
     p += strcspn(p, ",");
