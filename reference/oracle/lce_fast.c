@@ -1,23 +1,6 @@
 /* lce_fast.c — tier 1's driver (lce_fast.h): inputs, the token rows in parallel (logits, lse, loss,
- * dz and the d_hidden row), the reduced loss, d_weight, certification of every element and the
- * escalation of the undecided ones to tier 0. The row math and its bounds: lce_fast_row.c.
- *
- * Gradients. d_hidden[n, k] = sum_v ds_v W_vk and d_weight[j, k] = prior + sum_n ds_nj h_nk, each a
- * split dot product (fast_dot_add: d's top 26 bits and the rest, each times a dtype value exactly,
- * the first through TwoSum; fast_dot_bound). Each ds_v carries its own bound err_v, so for d_hidden
- *     |dh - DH| <= E + fast_dot_bound(dh, 1.01 T1 + E, V),   E = sum_v err_v |W_vk|,
- * T1 = sum_v term_v |W_vk| (term_v: tier 0's dz term magnitude; |DS_v| <= 1.01 term_v, so
- * |ds_v| <= 1.01 term_v + err_v; every double sum of non-negative products is made an upper bound by
- * lce_sum_bound, and a NaN E (an infinite err_v times a zero W_vk) counts as +Inf). For d_weight the
- * dz rows are not kept with their bounds: err_nj <= a_n term_nj + b_n over j != y_n (a_n: max err/term
- * over the row's terms >= 2^-900 other than the label's, b_n: max err over the others) and
- * err_ny <= ey_n, the label's own bound — the label's term (the split label term |g| (1 - e) w_y) is
- * far above its error, so it is kept out of the slope. With e_nj that bound (rounded upward),
- *     |dw - DW| <= E + fast_dot_bound(dw, |prior| + 1.01 A + E, na + 1),   E = sum_n e_nj |h_nk|,
- * A = sum_n term_nj |h_nk|. mag and emag are tier 0's sums (term + floor, cond term + floor, plus
- * gemm_floor; cond_n = 1 + the row's largest logit scale), regrouped: equal to tier 0's to rounding.
- *
- * Exact zeros of d_hidden: the constant columns of W (lce_zero_d_hidden_columns, lce_oracle_internal.h).
+ * dz), the reduced loss, certification of every element and the escalation of the undecided ones to
+ * tier 0. The row math and its bounds: lce_fast_row.c; the gradients and theirs: lce_fast_grad.c.
  *
  * Reduction. sum_n W_n (mean's divisor) by Sum2 (exact without class weights), g = grad_output / SW
  * within g_rel = 1.01 (sw_rel + u); the loss is Sum2 of the token losses with the sum of their bounds,
@@ -50,8 +33,7 @@ void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_
   r->rounded[i] = rounded, r->decisive[i] = (unsigned char)decisive;
 }
 
-/* An element known exactly (tier 0's finish_exact). */
-static void put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double x) {
+void fast_put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double x) {
   lce_ref_output *r = &res->out[o];
   const double mag = isfinite(x) ? fabs(x) : 0.0;
   r->value[i] = x, r->err[i] = 0.0, r->mag[i] = mag, r->emag[i] = mag;
@@ -60,36 +42,10 @@ static void put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o
 
 /* ---- the work --------------------------------------------------------------------------------- */
 
-typedef struct fast_work {
-  const lce_case *c;
-  const lce_tensors *in;
-  lce_oracle_result *res;
-  fast_opts opts;
-  fast_in fin;
-  double *hidden, *w, *w1;          /* inputs; w1[k] = sum_v |W_vk| */
-  int *lsb_h, *lsb_w;
-  unsigned char *bad_h;
-  int bad_w;
-  unsigned char *poison_valid, *failed; /* [n] per row, reduced after the parallel loop */
-  int64_t n0, block;                /* the rows in flight: [n0, n0 + block) */
-  double *ds, *term, *dzr, *dzq;    /* [block*v] their ds, its term magnitude, ds as stored (rows with g != 0),
-                                     * the roundings their fp32 errors can change (lce_fast_rnd.c) */
-  double *cfl;                      /* [h] sum_n floor_n |h_nk| over the active rows so far */
-  int64_t na;                       /* active rows so far */
-  unsigned char *active;            /* [n] g != 0 and not poisoned */
-  double *cond, *a, *b, *floor;     /* [n] softmax condition, bound slopes (v != y), dz floor */
-  double *ey;                       /* [n] bound on |ds_y - DS_y| of the label */
-  unsigned char *col_zero;          /* [h] d_hidden[n, k] is exactly 0 for every active row (see run_row) */
-  double *loss, *loss_err;          /* [n] token losses as the reduction adds them */
-  int64_t *inexact;                 /* [n] logits of the row not proven exact */
-  double *rsum;                     /* [n] the row's softmax-sum replay (row_replay), 0 for ignored tokens */
-  double sw, sw_rel;
-  int64_t inexact_logits;
-} fast_work;
-
 static void work_free(fast_work *w) {
   free(w->hidden), free(w->cfl), free(w->w), free(w->w1), free(w->lsb_h), free(w->lsb_w), free(w->bad_h);
   free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->dzr), free(w->dzq), free(w->active);
+  free(w->zs), free(w->zl), free(w->zm), free(w->rows), free(w->err);
   free(w->cond), free(w->a), free(w->b), free(w->ey), free(w->col_zero), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact), free(w->rsum);
 }
 
@@ -117,6 +73,20 @@ static double input(const lce_case *c, const void *buf, int64_t i) {
   return c->gemm == LCE_GEMM_TF32 ? lce_round_tf32(x) : x;
 }
 
+/* rows rows of a dtype tensor [rows*h] as the math reads them into x, each row's lowest set bit into
+ * lsb and whether it holds a non-finite value into bad; the rows in parallel. */
+static void load_rows(const lce_case *c, const void *buf, int64_t rows, double *x, int *lsb, unsigned char *bad) {
+  const int64_t H = c->h;
+  LCE_PARALLEL_FOR_IF(rows > 1 && rows * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t i = r * H; i < (r + 1) * H; i++) {
+      x[i] = input(c, buf, i);
+      if (!isfinite(x[i])) bad[r] = 1;
+    }
+    lsb[r] = row_lsb(x + r * H, H);
+  }
+}
+
 static lce_code load(fast_work *w, lce_status *st) {
   const lce_case *c = w->c;
   const int64_t N = c->n, H = c->h, V = c->v;
@@ -135,6 +105,11 @@ static lce_code load(fast_work *w, lce_status *st) {
   FAST_ALLOC(w->term, w->block * V);
   FAST_ALLOC(w->dzr, w->block * V);
   FAST_ALLOC(w->dzq, w->block * V);
+  FAST_ALLOC(w->err, w->block * V);
+  FAST_ALLOC(w->zs, w->block * V);
+  FAST_ALLOC(w->zl, w->block * V);
+  FAST_ALLOC(w->zm, w->block * V);
+  FAST_ALLOC(w->rows, w->block);
   FAST_ALLOC(w->active, N);
   FAST_ALLOC(w->cond, N);
   FAST_ALLOC(w->a, N);
@@ -144,20 +119,19 @@ static lce_code load(fast_work *w, lce_status *st) {
   FAST_ALLOC(w->floor, N);
   FAST_ALLOC(w->loss, N);
   FAST_ALLOC(w->loss_err, N);
-  for (int64_t i = 0; i < N * H; i++) {
-    w->hidden[i] = input(c, w->in->hidden, i);
-    if (!isfinite(w->hidden[i])) w->bad_h[i / H] = 1;
-  }
-  for (int64_t i = 0; i < V * H; i++) {
-    w->w[i] = input(c, wt, i);
-    if (!isfinite(w->w[i])) w->bad_w = 1;
-  }
+  unsigned char *bad_w;
+  FAST_ALLOC(bad_w, V);
+  load_rows(c, w->in->hidden, N, w->hidden, w->lsb_h, w->bad_h);
+  load_rows(c, wt, V, w->w, w->lsb_w, bad_w);
+  for (int64_t v = 0; v < V; v++) w->bad_w |= bad_w[v];
+  free(bad_w);
   lce_zero_d_hidden_columns(c, w->w, w->col_zero); /* exact zeros of d_hidden */
-  for (int64_t n = 0; n < N; n++) w->lsb_h[n] = row_lsb(w->hidden + n * H, H);
-  for (int64_t v = 0; v < V; v++) {
-    w->lsb_w[v] = row_lsb(w->w + v * H, H);
-    for (int64_t k = 0; k < H; k++) w->w1[k] += fabs(w->w[v * H + k]);
-  }
+  /* w1[k] sums its column over v in order; the columns in parallel, W_COLS of them at a time. */
+  enum { W_COLS = 64 };
+  LCE_PARALLEL_FOR_IF(H > W_COLS && V * H >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t k0 = 0; k0 < H; k0 += W_COLS)
+    for (int64_t v = 0; v < V; v++)
+      for (int64_t k = k0; k < k0 + W_COLS && k < H; k++) w->w1[k] += fabs(w->w[v * H + k]);
   FAST_ALLOC(w->inexact, N);
   FAST_ALLOC(w->rsum, N);
   w->fin = (fast_in){N, H, V, w->hidden, w->w, w->lsb_h, w->lsb_w};
@@ -194,27 +168,13 @@ static double token_g(const fast_work *w, int64_t n, double *g_rel) {
   return go / w->sw;
 }
 
-/* Tier 0's gemm_floor (lce_oracle.c). */
-static double gemm_floor(const lce_case *c, lce_output_id o, int64_t terms) {
-  return (double)terms * 0x1p-126 + ldexp(1.0, lce_dtype_emin(lce_output_format(c, o)));
-}
-
-/* d += x * y for the split dot product (fast_dot_bound): dh = d's top 26 bits, exact products. */
-static inline double top26(double d) {
-  uint64_t b;
-  memcpy(&b, &d, sizeof b);
-  b &= ~(((uint64_t)1 << 27) - 1);
-  memcpy(&d, &b, sizeof d);
-  return d;
-}
-
 static void poisoned_row(fast_work *w, int64_t n, int valid) {
   const lce_case *c = w->c;
   const double x = valid ? NAN : 0.0;
-  put_exact(c, w->res, LCE_OUT_LSE, n, NAN);
-  put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, x);
+  fast_put_exact(c, w->res, LCE_OUT_LSE, n, NAN);
+  fast_put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, x);
   w->loss[n] = x, w->loss_err[n] = 0.0;
-  for (int64_t k = 0; k < c->h; k++) put_exact(c, w->res, LCE_OUT_D_HIDDEN, n * c->h + k, x);
+  for (int64_t k = 0; k < c->h; k++) fast_put_exact(c, w->res, LCE_OUT_D_HIDDEN, n * c->h + k, x);
   w->poison_valid[n] = (unsigned char)valid;
 }
 
@@ -234,73 +194,45 @@ static void row_slopes(fast_work *w, int64_t n, int64_t y, const double *term, c
   w->a[n] = a, w->b[n] = b, w->ey[n] = err[y];
 }
 
-/* Row n of d_hidden: the propagated error is sum_v err_v |W_vk| itself (E, an upper bound by
- * lce_sum_bound), |ds_v| <= 1.01 term_v + err_v. ds and term are the row's in the block; the same
- * pass over W sums the row's rnd and flip (dzr, dzq: lce_fast_rnd.c). */
-static void row_d_hidden(fast_work *w, int64_t n, const double *ds, const double *term, const double *err,
-                         const double *dzr, const double *dzq, double *hi, double *lo, double *t1, double *E) {
-  const lce_case *c = w->c;
-  const int64_t H = c->h, V = c->v;
-  for (int64_t k = 0; k < H; k++) hi[k] = lo[k] = t1[k] = E[k] = 0.0;
-  const fast_acc acc = {hi, lo, t1, NULL, E, w->res->out[LCE_OUT_D_HIDDEN].rnd + n * H,
-                        w->res->out[LCE_OUT_D_HIDDEN].flip + n * H};
-  fast_step s[FAST_TERMS];
-  const double *x[FAST_TERMS];
-  int count = 0;
-  for (int64_t v = 0; v < V; v++) {
-    const double d = ds[v], dh = top26(d);
-    s[count] = (fast_step){dh, d - dh, term[v], 0.0, err[v], dzr[v], dzq[v]};
-    x[count++] = w->w + v * H;
-    if (count == FAST_TERMS || v == V - 1) fast_grad_step(s, x, count, H, &acc), count = 0;
-  }
-  const double cond = w->cond[n], fl = w->floor[n], gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
-  const fast_dot_k dot = fast_dot_factors(V);
-  for (int64_t k = 0; k < H; k++) {
-    const double mag = t1[k] + fl * w->w1[k], emag = cond * t1[k] + fl * w->w1[k] + gf;
-    if (w->col_zero[k]) { /* exactly 0, err 2^-1074 (lce_zero_d_hidden_columns) */
-      fast_put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0, LCE_EXACT_ZERO_ERR, mag, emag);
-      continue;
-    }
-    const double value = hi[k] + lo[k], t1u = lce_sum_bound(t1[k], V);
-    const double prop = isnan(E[k]) ? INFINITY : lce_sum_bound(E[k], V);
-    const double err = lce_add_up(prop, fast_dot_bound_k(value, lce_add_up(lce_mul_up(1.01, t1u), prop), dot));
-    fast_put(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, value, err, mag, emag);
-  }
-}
-
 /* The judge's softmax-sum replay of valid row n (lce_softmax_sum_replay, term rsum) from the logits
  * at hand, so that the judge need not compute them again: a logit proven exact (r->exact) is also the
  * value of the plain sum the replay defines, since every partial sum of it is exact too (Logits,
- * lce_fast_row.c), and its softcap is the same operations; the other logits, every logit of a tf32
- * case (whose inputs here are tf32-rounded) and a poisoned row's (r NULL) are that plain sum itself. */
-static void row_replay(fast_work *w, int64_t n, const fast_row *r, double *z) {
+ * lce_fast_row.c), and its softcap is the same operations; for another logit, the hi accumulator of
+ * its Sum2 chain (fast_dot_block, in zs) is that plain sum, the same additions in the same order from
+ * 0, and it takes lce_plain_logit's softcap; every logit of a tf32 case (whose inputs here are
+ * tf32-rounded) and a poisoned row's (r NULL) are lce_plain_logit itself. */
+static void row_replay(fast_work *w, int64_t n, const fast_row *r, const double *zs, double *z) {
   const lce_case *c = w->c;
-  const int keep = r != NULL && c->gemm != LCE_GEMM_TF32;
-  for (int64_t v = 0; v < c->v; v++) z[v] = keep && r->exact[v] ? r->z[v] : lce_plain_logit(c, w->in, n, v);
+  const double cap = c->softcap;
+  if (r == NULL || c->gemm == LCE_GEMM_TF32)
+    for (int64_t v = 0; v < c->v; v++) z[v] = lce_plain_logit(c, w->in, n, v);
+  else
+    for (int64_t v = 0; v < c->v; v++) z[v] = r->exact[v] ? r->z[v] : cap > 0 ? cap * tanh(zs[v] / cap) : zs[v];
   w->rsum[n] = lce_softmax_sum_replay(c, z);
 }
 
-/* One token: lse, loss, dz and its d_hidden row. */
+/* One token: lse, loss and dz (its gradient terms: lce_fast_grad.c). */
 static void run_row(fast_work *w, int64_t n) {
   const lce_case *c = w->c;
   const int64_t V = c->v, H = c->h, y = w->in->labels[n];
   const int valid = y != c->ignore_index;
-  double *buf = malloc((size_t)(6 * V + 4 * H) * sizeof *buf + (size_t)V);
+  double *buf = malloc((size_t)(5 * V) * sizeof *buf + (size_t)V);
   if (buf == NULL) {
     w->failed[n] = 1;
     return;
   }
   if (w->bad_w || w->bad_h[n]) {
-    if (valid) row_replay(w, n, NULL, buf);
+    if (valid) row_replay(w, n, NULL, NULL, buf);
     poisoned_row(w, n, valid);
     free(buf);
     return;
   }
   fast_row r = {.v = V, .z = buf, .f = buf + V, .t = buf + 2 * V, .term = buf + 3 * V};
-  double *err = buf + 4 * V, *hi = buf + 5 * V, *lo = hi + H, *t1 = lo + H, *E = t1 + H, *zr = E + H;
+  double *zr = buf + 4 * V;
   r.exact = (unsigned char *)(zr + V);
-  fast_row_logits(&r, &w->fin, &w->opts, n);
-  if (valid) row_replay(w, n, &r, zr);
+  const int64_t at = (n - w->n0) * V;
+  fast_row_logits(&r, &w->fin, &w->opts, n, w->zs + at, w->zl + at, w->zm + at);
+  if (valid) row_replay(w, n, &r, w->zs + at, zr);
   fast_row_forward(&r, &w->opts, valid ? y : -1);
   fast_put(c, w->res, LCE_OUT_LSE, n, r.lse, r.err_lse, lce_add_up(r.mag_lse, r.term_max),
       lce_add_up(r.mag_lse, r.term_max));
@@ -309,13 +241,13 @@ static void run_row(fast_work *w, int64_t n) {
     fast_put(c, w->res, LCE_OUT_LOSS_TOKEN, n, r.loss, r.err_loss, r.mag_loss, r.mag_loss);
     w->loss[n] = r.loss, w->loss_err[n] = r.err_loss;
   } else {
-    put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, 0.0);
+    fast_put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, 0.0);
   }
   double g_rel, g = token_g(w, n, &g_rel);
   if (g == 0.0) {
-    for (int64_t k = 0; k < H; k++) put_exact(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0);
+    for (int64_t k = 0; k < H; k++) fast_put_exact(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0);
   } else {
-    double *ds = w->ds + (n - w->n0) * V, *term = w->term + (n - w->n0) * V;
+    double *ds = w->ds + (n - w->n0) * V, *term = w->term + (n - w->n0) * V, *err = w->err + (n - w->n0) * V;
     fast_row_dz(&r, &w->opts, y, g, g_rel, ds, err, term);
     w->active[n] = 1;
     w->cond[n] = 1.0 + r.term_max;
@@ -324,7 +256,6 @@ static void run_row(fast_work *w, int64_t n) {
     double *dzr = w->dzr + (n - w->n0) * V, *dzq = w->dzq + (n - w->n0) * V;
     fast_rnd_row(c, g, ds, V, dzr);
     fast_flip_row(c, &r, &w->opts, y, g, ds, dzq);
-    row_d_hidden(w, n, ds, term, err, dzr, dzq, hi, lo, t1, E);
   }
   w->inexact[n] = r.inexact_logits;
   free(buf);
@@ -332,8 +263,8 @@ static void run_row(fast_work *w, int64_t n) {
 
 static void run_loss(fast_work *w, int poisoned) {
   const lce_case *c = w->c;
-  if (poisoned) return put_exact(c, w->res, LCE_OUT_LOSS, 0, NAN);
-  if (c->reduction == LCE_RED_MEAN && w->sw == 0.0) return put_exact(c, w->res, LCE_OUT_LOSS, 0, 0.0);
+  if (poisoned) return fast_put_exact(c, w->res, LCE_OUT_LOSS, 0, NAN);
+  if (c->reduction == LCE_RED_MEAN && w->sw == 0.0) return fast_put_exact(c, w->res, LCE_OUT_LOSS, 0, 0.0);
   double hi = 0.0, lo = 0.0, m = 0.0, e = 0.0, mag = 0.0, t;
   for (int64_t n = 0; n < c->n; n++) {
     hi = fast_two_sum(hi, w->loss[n], &t);
@@ -352,78 +283,6 @@ static void run_loss(fast_work *w, int poisoned) {
     mag /= w->sw;
   }
   fast_put(c, w->res, LCE_OUT_LOSS, 0, value, e, mag, mag);
-}
-
-/* d_weight is streamed: the result's own arrays of row j hold its running sums while the token
- * blocks pass (value: hi, err: lo, mag: A, emag: B, rounded: E), each element summed over the
- * tokens in ascending order whatever the block size or thread count, and weight_finish turns them
- * into the element. B = sum_n term_nj cond_n |h_nk| (emag's), A and E as below. */
-static void weight_begin(fast_work *w, int64_t j) {
-  const int64_t H = w->c->h;
-  const float *prior = lce_output_weight_prior(w->c, w->in);
-  lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
-  for (int64_t i = j * H; i < (j + 1) * H; i++)
-    r->value[i] = r->rnd[i] = prior[i], r->flip[i] = 0.0, r->err[i] = r->mag[i] = r->emag[i] = r->rounded[i] = 0.0;
-}
-
-/* The block's active tokens into row j's running sums, and into its rnd and flip. e_nj = a_n term_nj + b_n, or the label's own
- * bound ey_n where j = y_n (row_slopes), rounded upward. */
-static void weight_accumulate(fast_work *w, int64_t j) {
-  const int64_t H = w->c->h, V = w->c->v;
-  lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
-  const fast_acc acc = {r->value + j * H, r->err + j * H, r->mag + j * H, r->emag + j * H, r->rounded + j * H,
-                        r->rnd + j * H, r->flip + j * H};
-  fast_step s[FAST_TERMS];
-  const double *x[FAST_TERMS];
-  int count = 0;
-  const int64_t end = w->n0 + w->block < w->c->n ? w->n0 + w->block : w->c->n;
-  for (int64_t n = w->n0; n < end; n++) {
-    if (w->active[n]) {
-      const int64_t at = (n - w->n0) * V + j;
-      const double d = w->ds[at], dh = top26(d), t = w->term[at];
-      const double en = w->in->labels[n] == j ? w->ey[n] : lce_add_up(lce_mul_up(w->a[n], t), w->b[n]);
-      s[count] = (fast_step){dh, d - dh, t, t * w->cond[n], en, w->dzr[at], w->dzq[at]};
-      x[count++] = w->hidden + n * H;
-    }
-    if (count == FAST_TERMS || (n == end - 1 && count > 0)) fast_grad_step(s, x, count, H, &acc), count = 0;
-  }
-}
-
-/* Row j of d_weight from its running sums (a real vocab row). The propagated error is
- * sum_n e_nj |h_nk| (E); C = sum_n floor_n |h_nk| is the same for every row (w->cfl). The bound
- *     err = EU + (u |value| + g24 (|prior| + 1.01 AU + EU)) (1 + 2^-50) + tiny,
- * AU = (A + tiny_na) grow_na and EU likewise (lce_sum_bound, fast_dot_bound as real expressions), is
- * evaluated in round-to-nearest in a loop the compiler vectorizes, and then inflated: its 13
- * operations on non-negative operands each lose at most a relative u, so the exact expression is
- * below the computed one times (1 - u)^-13 < 1 + 2^-48, which the final multiplication by 1 + 2^-47
- * covers with its own rounding; 2^-1060 covers the subnormal range. */
-static void weight_finish(fast_work *w, int64_t j, int poisoned) {
-  const lce_case *c = w->c;
-  const int64_t H = c->h, na = w->na;
-  const float *prior = lce_output_weight_prior(c, w->in) + j * H;
-  lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
-  double *restrict value = r->value + j * H, *restrict lo = r->err + j * H, *restrict bound = r->rounded + j * H;
-  const double *restrict A = r->mag + j * H, *restrict B = r->emag + j * H;
-  const double gf = gemm_floor(c, LCE_OUT_D_WEIGHT, na);
-  const fast_dot_k dot = fast_dot_factors(na + 1); /* once per row: a division */
-  const double tiny_na = lce_tiny_multiple(na), grow_na = 1.0 + (double)(na + 2) * 0x1p-52;
-  for (int64_t k = 0; k < H; k++) { /* value = hi + lo; bound (over E): err */
-    const double v = value[k] + lo[k], E = bound[k], p = fabs((double)prior[k]);
-    const double au = (A[k] + tiny_na) * grow_na, eu = E != E ? INFINITY : (E + tiny_na) * grow_na;
-    const double e = FAST_U * fabs(v) + dot.g24 * (p + 1.01 * au + eu);
-    value[k] = v;
-    bound[k] = (eu + (e * (1.0 + 0x1p-50) + dot.tiny)) * (1.0 + 0x1p-47) + 0x1p-1060;
-  }
-  for (int64_t k = 0; k < H; k++) {
-    const int64_t i = j * H + k;
-    const double p = prior[k], C = w->cfl[k];
-    if (poisoned || !isfinite(p)) {
-      put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, poisoned ? NAN : p);
-      continue;
-    }
-    fast_put(c, w->res, LCE_OUT_D_WEIGHT, i, value[k], na == 0 ? 0.0 : bound[k], fabs(p) + A[k] + C,
-             fabs(p) + B[k] + C + gf);
-  }
 }
 
 /* ---- escalation ------------------------------------------------------------------------------- */
@@ -498,26 +357,34 @@ done:
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 
+/* The counts and the largest relative bound; the elements in parallel (sums of integers and a maximum:
+ * the same for any split). */
 static void count_elements(lce_oracle_result *res) {
   res->decisive = res->total = 0;
   res->worst_rel_err = 0.0;
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     const lce_ref_output *r = &res->out[o];
+    int64_t decisive = 0;
+    double worst = 0.0;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) reduction(+ : decisive) reduction(max : worst) if (r->count >= LCE_PARALLEL_MIN_MACS)
+#endif
     for (int64_t i = 0; i < r->count; i++) {
-      res->total++;
-      res->decisive += r->decisive[i];
+      decisive += r->decisive[i];
       const double scale = fmax(fabs(r->value[i]), r->mag[i]);
-      if (isfinite(r->err[i]) && scale > 0.0 && r->err[i] / scale > res->worst_rel_err)
-        res->worst_rel_err = r->err[i] / scale;
+      if (isfinite(r->err[i]) && scale > 0.0 && r->err[i] / scale > worst) worst = r->err[i] / scale;
     }
+    res->total += r->count, res->decisive += decisive;
+    res->worst_rel_err = fmax(res->worst_rel_err, worst);
   }
 }
 
 /* ---- cost --------------------------------------------------------------------------------------- */
 
-/* Rows in flight: the options' count, else their ds and terms in about 64 MiB (at least 16 rows). */
+/* Rows in flight: the options' count, else their eight arrays (fast_work) in about 1 GiB (at least 16
+ * rows): each block streams d_weight's running sums once, so larger blocks read them less often. */
 static int64_t block_rows(const lce_case *c, const lce_fast_options *opt) {
-  int64_t rows = ((int64_t)64 << 20) / (16 * (c->v > 0 ? c->v : 1));
+  int64_t rows = ((int64_t)1 << 30) / (64 * (c->v > 0 ? c->v : 1));
   if (rows < 16) rows = 16;
   if (opt && opt->block_rows > 0) rows = opt->block_rows;
   return rows > c->n ? (c->n > 0 ? c->n : 1) : rows;
@@ -533,8 +400,9 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
 #endif
   cost->block_rows = block_rows(c, opt);
   cost->macs = 3.0 * N * H * V;
-  cost->bytes = 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + 24.0 * (double)cost->block_rows * V +
-                (double)threads * (8.0 * (6.0 * V + 4.0 * H) + V);
+  const double refine = fmin(512.0 * 0x1p20, N * V * 48.0); /* the refine step's rows (lce_fast_refine.c) */
+  cost->bytes = refine + 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + (double)cost->block_rows * (64.0 * V + 32.0 * H) +
+                (double)threads * (8.0 * 5.0 * V + V);
   /* Tier 0's own (lce_oracle_bytes: no N V term beyond its block budget) and tier 1's masks. */
   cost->escalation_bytes = lce_oracle_bytes(c, threads) + (N + N * H + V * H);
 }
@@ -549,6 +417,13 @@ double lce_available_memory(void) {
     if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
   if (f) fclose(f);
   return kib >= 0.0 ? kib * 1024.0 : INFINITY;
+}
+
+/* Elements [from, count) of output o are their priors, exactly (in parallel: V H of them at production). */
+static void put_priors(fast_work *w, lce_output_id o, int64_t from, const float *prior) {
+  const int64_t count = w->res->out[o].count;
+  LCE_PARALLEL_FOR_IF(count - from >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t i = from; i < count; i++) fast_put_exact(w->c, w->res, o, i, prior[i]);
 }
 
 static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_stats *stats, lce_status *st) {
@@ -570,17 +445,21 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   }
   fast_opts_init(&w->opts, c, w->in->class_weight);
   valid_weight_sum(w);
-  const int rows_parallel = H * V >= LCE_PARALLEL_MIN_MACS, weight_parallel = V > 1 && w->block * H >= LCE_PARALLEL_MIN_MACS;
-  (void)rows_parallel, (void)weight_parallel; /* read by the OpenMP pragmas only */
-  LCE_PARALLEL_FOR_IF(V > 1 && H * V >= LCE_PARALLEL_MIN_MACS)
-  for (int64_t j = 0; j < V; j++) weight_begin(w, j);
-  /* Token blocks in order: their rows in parallel, then their d_weight contributions in parallel
-   * over vocab rows; the floor sum C and the active count in token order. */
+  const int rows_parallel = H * V >= LCE_PARALLEL_MIN_MACS;
+  (void)rows_parallel; /* read by the OpenMP pragma only */
+  fast_weight_begin(w);
+  /* Token blocks in order: their logits together, their rows in parallel, then their d_hidden and
+   * their d_weight contributions (lce_fast_grad.c); the floor sum C and the active count in token order. */
   lce_progress progress;
   lce_progress_start(&progress, "tier 1 tokens", (double)N);
   for (w->n0 = 0; w->n0 < N; w->n0 += w->block) {
     const int64_t end = w->n0 + w->block < N ? w->n0 + w->block : N;
     lce_progress_step(&progress, (double)w->n0);
+    double t[5];
+    t[0] = lce_now_seconds();
+    for (int64_t n = w->n0; n < end; n++) w->rows[n - w->n0] = n;
+    fast_dot_block(&w->fin, w->rows, end - w->n0, w->zs, w->zl, w->zm);
+    t[1] = lce_now_seconds();
     LCE_PARALLEL_FOR_IF(rows_parallel && end - w->n0 > 1)
     for (int64_t n = w->n0; n < end; n++) run_row(w, n);
     for (int64_t n = w->n0; n < end; n++) {
@@ -589,8 +468,12 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
       w->na++;
       fast_axpy_abs(w->floor[n], w->hidden + n * H, H, w->cfl);
     }
-    LCE_PARALLEL_FOR_IF(weight_parallel)
-    for (int64_t j = 0; j < V; j++) weight_accumulate(w, j);
+    t[2] = lce_now_seconds();
+    LCE_CHECK(st, fast_hidden_block(w, end), LCE_ENOMEM, "out of memory for tier 1's d_hidden tiles");
+    t[3] = lce_now_seconds();
+    fast_weight_block(w, end);
+    t[4] = lce_now_seconds();
+    for (int p = 0; stats && p < 4; p++) stats->pass_seconds[p] += t[p + 1] - t[p];
   }
   int poisoned = 0;
   for (int64_t n = 0; n < N; n++) {
@@ -601,12 +484,9 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   w->res->has_rsum = 1;
   for (int64_t n = 0; n < N; n++) w->res->rsum_rel = fmax(w->res->rsum_rel, w->rsum[n]);
   run_loss(w, poisoned);
-  LCE_PARALLEL_FOR_IF(V > 1 && H * V >= LCE_PARALLEL_MIN_MACS)
-  for (int64_t j = 0; j < V; j++) weight_finish(w, j, poisoned);
-  const float *prior = lce_output_weight_prior(c, w->in);
-  for (int64_t i = V * H; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_WEIGHT, i, prior[i]);
-  if (!c->tied)
-    for (int64_t i = 0; i < c->vp * H; i++) put_exact(c, w->res, LCE_OUT_D_EMBEDDING, i, w->in->grad_embedding_prior[i]);
+  fast_weight_finish(w, poisoned);
+  put_priors(w, LCE_OUT_D_WEIGHT, V * H, lce_output_weight_prior(c, w->in)); /* the padded rows */
+  if (!c->tied) put_priors(w, LCE_OUT_D_EMBEDDING, 0, w->in->grad_embedding_prior);
   if (!poisoned) {
     const double t_refine = lce_now_seconds();
     const fast_refine_in refine = {c, w->in, &w->fin, w->active, opt->refine_all};

@@ -10,10 +10,11 @@
  * in double-double where the case allows (d_hidden and d_weight, lce_fast_refine.c), and what that
  * cannot decide by tier 0 (lce_oracle_run_subset) and takes tier 0's value, bound and flags, so the result is as
  * decisive as tier 0's. mag and emag are tier 0's definitions, equal to them to rounding. The
- * non-finite semantics are tier 0's (lce_oracle.c). Token rows run in blocks, each block's rows in
- * parallel and then its d_weight contributions in parallel over vocab rows (OpenMP), with the same
- * bits for any thread count and block size. Memory: the inputs and the result in doubles, and the dz
- * of the rows in flight (block_rows * V), never N * V. */
+ * non-finite semantics are tier 0's (lce_oracle.c). Token rows run in blocks: each block's logits
+ * together in tiles of W (fast_dot_block), its rows in parallel, then its d_hidden and d_weight
+ * contributions in tiles (lce_fast_grad.c), all OpenMP, with the same bits for any thread count and
+ * block size. Memory: the inputs and the result in doubles, and the logits and dz of the rows in
+ * flight (block_rows * V), never N * V. */
 #ifndef LCE_FAST_H
 #define LCE_FAST_H
 
@@ -29,12 +30,13 @@ typedef struct lce_fast_stats {
   int64_t unescalated;     /* undecided elements left so: tier 0 would not fit in memory */
   int all_rows;            /* an escalated d_weight element or loss made tier 0 run every token */
   double escalation_seconds; /* wall time of the escalation (tier 0 and the masks) */
+  double pass_seconds[4];    /* wall time of the token blocks' passes: logits (fast_dot_block), rows, d_hidden, d_weight */
 } lce_fast_stats;
 
 typedef struct lce_fast_options {
   int escalate;       /* 0: skip the escalation (for tests: the elements tier 1 cannot decide stay
                        * non-decisive, with their tier-1 value and bound) */
-  int64_t block_rows; /* token rows in flight (their dz kept for d_weight); 0: about 64 MiB of them.
+  int64_t block_rows; /* token rows in flight (their logits and dz kept for the gradients); 0: about 1 GiB of them.
                        * The results are the same bits for any value. */
   int refine_all;     /* for tests: every d_hidden and d_weight element not exact goes through the
                        * double-double step (lce_fast_refine.c), decided by double or not */

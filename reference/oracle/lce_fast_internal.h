@@ -70,6 +70,11 @@ static inline double fast_dot_bound(double res, double m, int64_t n) {
 /* A logit's sum of exact products h_k w_k in a fixed order (lanes), and in *m the sum of |h_k w_k|. */
 double fast_dot_lanes(const double *restrict h, const double *restrict w, int64_t n, double *restrict m);
 
+/* Sum2's accumulators hi[i], lo[i] of the dot products h[i] . w[i] over n terms, i < count <=
+ * FAST_SUM2_BATCH, each the bits of its own chain (lce_fast_kernels.c). */
+#define FAST_SUM2_BATCH 8
+void fast_sum2_batch(const double *const *h, const double *const *w, int count, int64_t n, double *hi, double *lo);
+
 /* One term d of a split dot product (fast_dot_bound), the coefficients of its magnitude sums, and
  * its d_logit as the rnd and flip references take it (lce_fast_rnd.c). */
 typedef struct fast_step {
@@ -136,17 +141,29 @@ typedef struct fast_row {
 } fast_row;
 
 void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight);
-void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n);
+/* The logits of the rows n = rows[i], i < count, against every vocab row, at [i V + v]: the plain sum
+ * s = fast_dot_lanes(h_n, w_v) and its magnitude m, and where s is not proven exact (Logits,
+ * lce_fast_row.c) Sum2's accumulators in its place, hi in s and lo in lo (else lo = 0). In parallel
+ * over tiles of FAST_TILE_VOCAB vocab rows that stay in cache while FAST_TILE_TOKENS token rows at a
+ * time pass them (W is read from memory once per block of rows instead of once per row), the Sum2
+ * chains FAST_SUM2_BATCH at a time. Each value has the bits of its own computation alone. */
+#define FAST_TILE_VOCAB 16
+#define FAST_TILE_TOKENS 8
+void fast_dot_block(const fast_in *in, const int64_t *rows, int64_t count, double *s, double *lo, double *m);
+/* Row n's logits from its fast_dot_block values s[v], lo[v], m[v]. */
+void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n, const double *s,
+                     const double *lo, const double *m);
 /* The logits v in [v0, v1) of row n (before softcap) into s[v - v0]: each one proven exact in plain
  * double (the test of lce_fast_row.c's Logits) as its value, the others NaN (for tier 0: not known);
  * returns how many are known. */
 int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s);
 /* Logit v of row n as the unevaluated sum hi + lo (the return value and *lo) within *err of the exact
- * logit: the plain sum with lo = err = 0 where proven exact, else Sum2's two accumulators before
+ * logit, given its fast_dot_block values s, slo, m: s with lo = err = 0 where proven exact, else
+ * Sum2's two accumulators (s, slo) before
  * their final addition, within gamma_(H-1)^2 sum |h_k w_k| (Ogita, Rump, Oishi 2005, the proof of
  * Prop. 4.5: the TwoSum errors sum to at most gamma_(H-1) sum |h_k w_k| in magnitude, and their
  * plain sum lo is within gamma_(H-1) of that). */
-double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double *lo, double *err);
+double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double s, double slo, double m, double *lo, double *err);
 void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y);
 void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y);
 /* ds (dz times f) of a valid label with g != 0 (relative error g_rel) into ds[0..v), bounds into
@@ -168,6 +185,48 @@ void fast_flip_row(const lce_case *c, const fast_row *r, const fast_opts *o, int
 /* Stores one element and certifies it as tier 0 does (lce_fast.c). */
 void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double value, double err,
               double mag, double emag);
+/* An element known exactly (tier 0's finish_exact). */
+void fast_put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double x);
+
+/* A run's state (lce_fast.c), shared with the gradient passes (lce_fast_grad.c). */
+typedef struct fast_work {
+  const lce_case *c;
+  const lce_tensors *in;
+  lce_oracle_result *res;
+  fast_opts opts;
+  fast_in fin;
+  double *hidden, *w, *w1;          /* inputs; w1[k] = sum_v |W_vk| */
+  int *lsb_h, *lsb_w;
+  unsigned char *bad_h;
+  int bad_w;
+  unsigned char *poison_valid, *failed; /* [n] per row, reduced after the parallel loop */
+  int64_t n0, block;                /* the rows in flight: [n0, n0 + block) */
+  double *ds, *term, *err, *dzr, *dzq; /* [block*v] their ds, its term magnitude and bound (rows with g != 0), ds
+                                     * as stored, the roundings their fp32 errors can change (lce_fast_rnd.c) */
+  double *zs, *zl, *zm;             /* [block*v] their logits' sums and magnitudes (fast_dot_block) */
+  int64_t *rows;                    /* [block] their token indices */
+  double *cfl;                      /* [h] sum_n floor_n |h_nk| over the active rows so far */
+  int64_t na;                       /* active rows so far */
+  unsigned char *active;            /* [n] g != 0 and not poisoned */
+  double *cond, *a, *b, *floor;     /* [n] softmax condition, bound slopes (v != y), dz floor */
+  double *ey;                       /* [n] bound on |ds_y - DS_y| of the label */
+  unsigned char *col_zero;          /* [h] d_hidden[n, k] is exactly 0 for every active row */
+  double *loss, *loss_err;          /* [n] token losses as the reduction adds them */
+  int64_t *inexact;                 /* [n] logits of the row not proven exact */
+  double *rsum;                     /* [n] the row's softmax-sum replay (row_replay), 0 for ignored tokens */
+  double sw, sw_rel;
+  int64_t inexact_logits;
+} fast_work;
+
+/* The gradient passes (lce_fast_grad.c) over the rows in flight [n0, end) once their ds are in the
+ * block arrays: d_hidden of their active rows, complete; d_weight's running sums (value: hi, err:
+ * lo, mag: A, emag: B, rounded: E) begun for every vocab row by fast_weight_begin, raised by
+ * fast_weight_block for each block in token order, turned into the elements by fast_weight_finish.
+ * fast_hidden_block returns 0 when its scratch does not fit in memory. */
+int fast_hidden_block(fast_work *w, int64_t end);
+void fast_weight_begin(fast_work *w);
+void fast_weight_block(fast_work *w, int64_t end);
+void fast_weight_finish(fast_work *w, int poisoned);
 
 /* Tier 1's second step (lce_fast_refine.c): the undecided d_hidden and d_weight elements of res
  * recomputed in double-double and certified again (mag and emag kept); returns how many it

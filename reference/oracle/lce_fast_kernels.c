@@ -58,6 +58,28 @@ double fast_dot_lanes(const double *restrict h, const double *restrict w, int64_
   return st;
 }
 
+/* Sum2's two accumulators of count <= FAST_SUM2_BATCH dot products side by side, before their final
+ * addition: the TwoSum chain hi over the exact products h_k w_k, k = 0, 1, ..., n - 1 in order, and
+ * the plain sum lo of its errors. Lane i runs logit i's chain, each operation the scalar chain's, so
+ * each lane has the bits of that logit alone (the lanes never mix); eight chains in one vector hide the latency a single chain waits on. Lanes past
+ * count repeat lane 0 and are dropped. */
+FAST_CLONES
+void fast_sum2_batch(const double *const *h, const double *const *w, int count, int64_t n, double *hi, double *lo) {
+  const double *hp[FAST_SUM2_BATCH], *wp[FAST_SUM2_BATCH];
+  for (int i = 0; i < FAST_SUM2_BATCH; i++) hp[i] = h[i < count ? i : 0], wp[i] = w[i < count ? i : 0];
+  fast_v8 sh = {0}, sl = {0};
+  for (int64_t k = 0; k < n; k++) {
+    const fast_v8 x = {hp[0][k], hp[1][k], hp[2][k], hp[3][k], hp[4][k], hp[5][k], hp[6][k], hp[7][k]};
+    const fast_v8 y = {wp[0][k], wp[1][k], wp[2][k], wp[3][k], wp[4][k], wp[5][k], wp[6][k], wp[7][k]};
+    const fast_v8 p = x * y, s = sh + p, bb = s - sh;
+    sl += (sh - (s - bb)) + (p - bb);
+    sh = s;
+  }
+  double a[FAST_SUM2_BATCH], b[FAST_SUM2_BATCH];
+  memcpy(a, &sh, sizeof a), memcpy(b, &sl, sizeof b);
+  for (int i = 0; i < count; i++) hi[i] = a[i], lo[i] = b[i];
+}
+
 /* Terms s[0..count) of the split dot product and its magnitude, rnd and flip sums, element-wise
  * over k, each k taking the terms in order (the same sequence of operations per element as one term
  * at a time); x[j] is term j's vector. Each accumulator is loaded and stored once per FAST_TERMS

@@ -293,14 +293,16 @@ static inline dd kept(dd x, int *dropped) {
   return (dd){0.0, 0.0};
 }
 
-/* Row n's ds (see One row above) into out; 0 when the row cannot be refined. t: [2 v] scratch. */
-REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, int64_t n, dd *t, refine_row *out) {
+/* Row n's ds (see One row above) into out from its logits' plain sums zs and magnitudes zm
+ * (fast_dot_block); 0 when the row cannot be refined. t: [2 v] scratch. */
+REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, int64_t n, const double *zs,
+                                const double *zl, const double *zm, dd *t, refine_row *out) {
   const int64_t V = r->c->v, y = r->in->labels[n];
   dd *ds = out->ds, *f = t + V; /* f: the softcap's factors */
   double m = -INFINITY, ez = 0.0, rf = 0.0;
   for (int64_t v = 0; v < V; v++) { /* the logits, kept in ds for now */
     double e;
-    ds[v].h = fast_logit_pair(r->fin, n, v, &ds[v].l, &e);
+    ds[v].h = fast_logit_pair(r->fin, n, v, zs[v], zl[v], zm[v], &ds[v].l, &e);
     if (!(fabs(ds[v].h) <= 0x1p900)) return 0;
     if (o->softcap > 0.0 && !softcap_dd(o->softcap, &ds[v], &e, &f[v], &rf)) return 0;
     m = fmax(m, ds[v].h);
@@ -482,8 +484,9 @@ static int weight_list_make(const lce_ref_output *dw, const float *prior, int64_
 
 static void weight_list_free(weight_list *l) { free(l->start), free(l->at), free(l->acc); }
 
-/* The needed rows go in blocks whose ds and M take about 64 MiB (at least one row): each block's rows
- * are computed in parallel, their d_hidden elements refined, and their terms added to the running
+/* The needed rows go in blocks whose ds, M and logit sums take about 512 MiB (at least one row; W is
+ * read from memory once per block): each
+ * block's logit sums are computed together (fast_dot_block), its rows in parallel, their d_hidden elements refined, and their terms added to the running
  * sums of the undecided d_weight elements in parallel over vocab rows. Every element takes its terms
  * in token order, so the bits do not depend on the block or the thread count; memory is the block
  * and the undecided elements' running sums, never rows * V. */
@@ -506,16 +509,18 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
     for (int64_t k = 0; k < H && r->active[n] && !need[n]; k++) need[n] = any_dw || !dh->decisive[n * H + k];
     if (need[n]) act[rows++] = n;
   }
-  int64_t block = (int64_t)(64.0 * 0x1p20 / ((double)V * (sizeof(dd) + sizeof(double))));
+  int64_t block = (int64_t)(512.0 * 0x1p20 / ((double)V * (sizeof(dd) + 4 * sizeof(double))));
   if (block < 1) block = 1;
   if (block > rows) block = rows > 0 ? rows : 1;
   refine_row *rr = calloc((size_t)block, sizeof *rr);
   dd *ds = malloc((size_t)(block * V + 1) * sizeof *ds);
-  double *mm = malloc((size_t)(block * V + 1) * sizeof *mm);
+  double *mm = malloc((size_t)(block * V + 1) * sizeof *mm), *zs = malloc((size_t)(block * V + 1) * sizeof *zs),
+         *zl = malloc((size_t)(block * V + 1) * sizeof *zl), *zm = malloc((size_t)(block * V + 1) * sizeof *zm);
   unsigned char *ok = calloc((size_t)block, 1);
   int64_t *hidden_decided = calloc((size_t)block, sizeof *hidden_decided), decided = 0;
   weight_list wl = {0, NULL, NULL, NULL};
-  if (need == NULL || act == NULL || rr == NULL || ds == NULL || mm == NULL || ok == NULL || hidden_decided == NULL)
+  if (need == NULL || act == NULL || rr == NULL || ds == NULL || mm == NULL || zs == NULL || zl == NULL || zm == NULL || ok == NULL ||
+      hidden_decided == NULL)
     goto done;
   const float *prior = lce_output_weight_prior(c, r->in);
   int weights = any_dw && weight_list_make(dw, prior, V, H, &wl);
@@ -524,10 +529,11 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
   opts_init(r, &opts);
   for (int64_t a0 = 0; a0 < rows; a0 += block) {
     const int64_t a1 = a0 + block < rows ? a0 + block : rows;
+    fast_dot_block(r->fin, act + a0, a1 - a0, zs, zl, zm);
     LCE_PARALLEL_FOR_IF(a1 - a0 > 1 && (a1 - a0) * V >= 4096)
     for (int64_t a = a0; a < a1; a++) {
       dd *t = malloc((size_t)(2 * V) * sizeof *t);
-      ok[a - a0] = t != NULL && row_ds(r, &opts, act[a], t, &rr[a - a0]);
+      ok[a - a0] = t != NULL && row_ds(r, &opts, act[a], zs + (a - a0) * V, zl + (a - a0) * V, zm + (a - a0) * V, t, &rr[a - a0]);
       free(t);
       hidden_decided[a - a0] = ok[a - a0] ? refine_hidden_row(r, res, act[a], &rr[a - a0]) : 0;
     }
@@ -549,6 +555,6 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
   }
 done:
   weight_list_free(&wl);
-  free(need), free(act), free(rr), free(ds), free(mm), free(ok), free(hidden_decided);
+  free(need), free(act), free(rr), free(ds), free(mm), free(zs), free(zl), free(zm), free(ok), free(hidden_decided);
   return decided;
 }

@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "lce_fast_internal.h"
+#include "lce_parallel.h"
 
 static double weight_of(const fast_opts *o, int64_t v) { return o->class_weight ? o->class_weight[v] : 1.0; }
 
@@ -85,41 +86,59 @@ void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight) 
  * 2^lsb below 2^53 2^lsb in magnitude, whatever the order of the sum. */
 static int sum_proven_exact(double m, int lsb) { return lsb > 900 || m * (1.0 + 0x1p-28) < lce_pow2(53 + lsb); }
 
-/* Sum2's two accumulators over the exact products h_k w_k: the TwoSum chain hi and the plain sum lo
- * of its errors, before their final addition. */
-static double sum2_pair(const double *h, const double *w, int64_t H, double *lo_out) {
-  double hi = 0.0, lo = 0.0, e;
-  for (int64_t k = 0; k < H; k++) {
-    hi = fast_two_sum(hi, h[k] * w[k], &e);
-    lo += e;
-  }
-  *lo_out = lo;
-  return hi;
+/* Sum2 of the pending logits (rows[i], v) of fast_dot_block, side by side. */
+static void sum2_pending(const fast_in *in, const int64_t *rows, const int64_t *pi, const int64_t *pv, int count,
+                         double *s, double *lo) {
+  const int64_t H = in->h, V = in->v;
+  const double *h[FAST_SUM2_BATCH] = {0}, *w[FAST_SUM2_BATCH] = {0};
+  double hi[FAST_SUM2_BATCH], l[FAST_SUM2_BATCH];
+  for (int j = 0; j < count; j++) h[j] = in->hidden + rows[pi[j]] * H, w[j] = in->w + pv[j] * H;
+  fast_sum2_batch(h, w, count, H, hi, l);
+  for (int j = 0; j < count; j++) s[pi[j] * V + pv[j]] = hi[j], lo[pi[j] * V + pv[j]] = l[j];
 }
 
-/* Logit v of the row: the plain sum when it is proven exact, Sum2 otherwise; sets *es. */
-static double logit(const double *h, const double *w, int64_t H, int lsb, double *m_out, double *es, int *inexact) {
-  double m, s = fast_dot_lanes(h, w, H, &m);
-  *m_out = m;
+void fast_dot_block(const fast_in *in, const int64_t *rows, int64_t count, double *s, double *lo, double *m) {
+  const int64_t H = in->h, V = in->v, tiles = (V + FAST_TILE_VOCAB - 1) / FAST_TILE_VOCAB;
+  LCE_PARALLEL_FOR_IF(tiles > 1 && count * H * V >= LCE_PARALLEL_MIN_MACS)
+  for (int64_t t = 0; t < tiles; t++) {
+    const int64_t v0 = t * FAST_TILE_VOCAB, v1 = v0 + FAST_TILE_VOCAB < V ? v0 + FAST_TILE_VOCAB : V;
+    for (int64_t i0 = 0; i0 < count; i0 += FAST_TILE_TOKENS) {
+      const int64_t i1 = i0 + FAST_TILE_TOKENS < count ? i0 + FAST_TILE_TOKENS : count;
+      for (int64_t v = v0; v < v1; v++)
+        for (int64_t i = i0; i < i1; i++)
+          s[i * V + v] = fast_dot_lanes(in->hidden + rows[i] * H, in->w + v * H, H, &m[i * V + v]), lo[i * V + v] = 0.0;
+    }
+    int64_t pi[FAST_SUM2_BATCH], pv[FAST_SUM2_BATCH]; /* the tile's logits not proven exact, by vocab row */
+    int pending = 0;
+    for (int64_t v = v0; v < v1; v++)
+      for (int64_t i = 0; i < count; i++) {
+        if (sum_proven_exact(m[i * V + v], in->lsb_h[rows[i]] + in->lsb_w[v])) continue;
+        pi[pending] = i, pv[pending++] = v;
+        if (pending == FAST_SUM2_BATCH) sum2_pending(in, rows, pi, pv, pending, s, lo), pending = 0;
+      }
+    if (pending > 0) sum2_pending(in, rows, pi, pv, pending, s, lo);
+  }
+}
+
+/* Logit v of the row from its fast_dot_block values: s itself when it is proven exact, else Sum2's
+ * s + lo; sets *es. */
+static double logit(double s, double lo, double m, int64_t H, int lsb, double *es, int *inexact) {
   *es = 0.0;
   *inexact = 0;
   if (sum_proven_exact(m, lsb)) return s;
-  double lo, hi = sum2_pair(h, w, H, &lo);
-  s = hi + lo;
+  s = s + lo;
   *es = fast_sum2_bound(s, lce_sum_bound(m, H), H);
   *inexact = 1;
   return s;
 }
 
-double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double *lo, double *err) {
+double fast_logit_pair(const fast_in *in, int64_t n, int64_t v, double s, double slo, double m, double *lo, double *err) {
   const int64_t H = in->h;
-  const double *h = in->hidden + n * H, *w = in->w + v * H;
-  double m, s = fast_dot_lanes(h, w, H, &m);
   *lo = 0.0, *err = 0.0;
   if (sum_proven_exact(m, in->lsb_h[n] + in->lsb_w[v])) return s;
-  const double hi = sum2_pair(h, w, H, lo);
+  *lo = slo;
   *err = lce_add_up(lce_mul_up(fast_gamma2(H), lce_sum_bound(m, H)), lce_tiny_multiple(H));
-  return hi;
+  return s;
 }
 
 int64_t fast_row_exact_logits(const fast_in *in, int64_t n, int64_t v0, int64_t v1, double *s) {
@@ -150,14 +169,14 @@ static double softcap_logit(fast_row *r, const fast_opts *o, int64_t v, double e
   return fast_add_err(r->z[v], e, 0.0);
 }
 
-void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n) {
+void fast_row_logits(fast_row *r, const fast_in *in, const fast_opts *o, int64_t n, const double *s,
+                     const double *lo, const double *ms) {
   const int64_t H = in->h;
-  const double *h = in->hidden + n * H;
   r->ez = 0.0, r->rf = 0.0, r->term_max = 0.0, r->inexact_logits = 0;
   for (int64_t v = 0; v < r->v; v++) {
-    double m, es;
+    double m = ms[v], es;
     int inexact;
-    r->z[v] = logit(h, in->w + v * H, H, in->lsb_h[n] + in->lsb_w[v], &m, &es, &inexact);
+    r->z[v] = logit(s[v], lo[v], m, H, in->lsb_h[n] + in->lsb_w[v], &es, &inexact);
     r->inexact_logits += inexact;
     if (r->exact) r->exact[v] = (unsigned char)!inexact;
     double term = m * (1.0 + 0x1p-50); /* tier 0's logit_terms */

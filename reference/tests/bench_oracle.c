@@ -23,6 +23,7 @@
  *   --threads     tier 1 and tier 0 at each thread count listed: seconds, speedup, and the same bits
  *                 or not; the first matrix judged with each tier at that count (exit 1 when any
  *                 result or verdict changes with the threads)
+ *   --tier1 ID    tier 1 alone on one case (any shape) at each --threads count: seconds per token, hash
  * Usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | --matrices none]. Progress
  * goes to stderr; the table (or one JSON object with --json) to stdout. Timings are printed, never
  * asserted: not a ctest. */
@@ -46,6 +47,11 @@
 
 static double bf16_sample(uint64_t stream, uint64_t i) {
   return lce_round_to(LCE_BF16, lce_rand_normal(1, stream, i));
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
 }
 
 static uint64_t result_hash(const lce_oracle_result *r);
@@ -74,17 +80,27 @@ static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total, 
   return dt;
 }
 
-/* FNV-1a over every field of every element of r: equal hashes, same bits. */
+/* FNV-1a over every field of every element of r (the rnd and flip references and the softmax-sum
+ * replay included where the tier has them): equal hashes, same bits. */
 static uint64_t result_hash(const lce_oracle_result *r) {
   uint64_t h = 1469598103934665603ull;
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     const lce_ref_output *x = &r->out[o];
     const size_t n = (size_t)x->count * sizeof(double);
-    const unsigned char *fields[6] = {(const void *)x->value, (const void *)x->err, (const void *)x->mag,
-                                      (const void *)x->emag, (const void *)x->rounded, x->decisive};
-    for (int f = 0; f < 6 && x->count > 0; f++)
-      for (size_t i = 0; i < (f == 5 ? (size_t)x->count : n); i++) h = (h ^ fields[f][i]) * 1099511628211ull;
+    const unsigned char *fields[8] = {(const void *)x->value, (const void *)x->err, (const void *)x->mag,
+                                      (const void *)x->emag, (const void *)x->rounded, x->decisive,
+                                      (const void *)x->rnd, (const void *)x->flip};
+    for (int f = 0; f < 8 && x->count > 0; f++) {
+      const size_t bytes = fields[f] ? (f == 5 ? (size_t)x->count : n) : 0, words = bytes / 8;
+      for (size_t i = 0; i < words; i++) { /* a word at a time (the arrays are GiBs at production) */
+        uint64_t w;
+        memcpy(&w, fields[f] + 8 * i, 8);
+        h = (h ^ w) * 1099511628211ull;
+      }
+      h = hash_bytes(h, fields[f] + 8 * words, bytes - 8 * words);
+    }
   }
+  if (r->has_rsum) h = hash_bytes(h, &r->rsum_rel, sizeof r->rsum_rel);
   return h;
 }
 
@@ -172,11 +188,6 @@ typedef struct judged_split {
   double seconds, cpu_seconds, generate, subject, reference, judge;
   uint64_t hash; /* of every case's verdict (metric values and the status), in case order */
 } judged_split;
-
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-  return h;
-}
 
 static void add_case(void *ctx, const lce_engine_case *ec) {
   judged_split *js = ctx;
@@ -340,10 +351,54 @@ static int thread_scaling(const lce_case *c, const char *list, thread_point *pts
   return n;
 }
 
+/* --tier1 ID: tier 1 alone on one case at each thread count (default: all), for shapes tier 0 cannot
+ * run: seconds, seconds per token, multiply-adds per second, the refine and escalation parts, and the
+ * result's hash (the same at every count, or exit 1). */
+static int tier1_only(const char *id, const char *list) {
+  lce_case c;
+  lce_tensors t;
+  lce_status st = {0};
+  if (lce_case_parse(id, &c, &st) != LCE_OK || lce_case_generate(&c, &t, &st) != LCE_OK) {
+    fprintf(stderr, "bench_oracle: %s\n", st.msg);
+    return 2;
+  }
+  char all[16];
+  snprintf(all, sizeof all, "%d", lce_thread_limit());
+  uint64_t first = 0;
+  int same = 1;
+  for (const char *p = list ? list : all; *p; p += *p == ',') {
+#ifdef _OPENMP
+    omp_set_num_threads(atoi(p) > 0 ? atoi(p) : 1);
+#endif
+    lce_oracle_result r;
+    lce_fast_stats fs;
+    const double t0 = lce_now_seconds();
+    if (lce_fast_run(&c, &t, &r, &fs, &st) != LCE_OK) {
+      fprintf(stderr, "bench_oracle: %s\n", st.msg);
+      return 2;
+    }
+    const double dt = lce_now_seconds() - t0;
+    const uint64_t h = result_hash(&r);
+    first = first ? first : h, same &= h == first;
+    printf("tier 1 %s on %d thread(s): %.2f s, %.4f s a token, %.3g multiply-adds/s, refine %.2f s (%lld decided), "
+           "escalation %.2f s (%lld elements), %lld of %lld logits not proven exact, hash %016llx\n", id, atoi(p) > 0 ? atoi(p) : 1, dt, dt / (double)c.n,
+           3.0 * (double)c.n * (double)c.h * (double)c.v / dt, fs.refine_seconds, (long long)fs.refined,
+           fs.escalation_seconds, (long long)fs.escalated, (long long)fs.inexact_logits, (long long)fs.logits, (unsigned long long)h);
+    printf("  passes over the token blocks: logits %.2f s, rows %.2f s, d_hidden %.2f s, d_weight %.2f s\n",
+           fs.pass_seconds[0], fs.pass_seconds[1], fs.pass_seconds[2], fs.pass_seconds[3]);
+    fflush(stdout);
+    lce_oracle_free(&r);
+    p += strcspn(p, ",");
+  }
+  lce_tensors_free(&t);
+  if (!same) printf("  OTHER BITS at another thread count\n");
+  return same ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   lce_parallel_prefer_passive(argv); /* no spinning OpenMP threads (lce_parallel.h) */
   int json = 0;
-  const char *matrices = "default,wide", *threads = NULL;
+  const char *matrices = "default,wide", *threads = NULL, *tier1 = NULL;
   lce_case c = lce_case_default();
   c.n = 64, c.h = 256, c.v = 2048, c.vp = 2048, c.vocab_chunk = 256, c.dtype = LCE_BF16, c.prior_grad = 1;
   for (int i = 1; i < argc; i++) {
@@ -353,11 +408,14 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--v") == 0) c.vp = c.v = atoll(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--matrices") == 0) matrices = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = argv[++i];
+    else if (i + 1 < argc && strcmp(argv[i], "--tier1") == 0) tier1 = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | none] [--threads T,T,...]\n");
+      fprintf(stderr, "usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | none] [--threads T,T,...]\n"
+                      "       bench_oracle --tier1 CASE_ID [--threads T,T,...]\n");
       return 2;
     }
   }
+  if (tier1) return tier1_only(tier1, threads);
   char id[200];
   lce_case_format(&c, id, sizeof id);
   double macs = 3.0 * (double)c.n * (double)c.h * (double)c.v;

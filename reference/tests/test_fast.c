@@ -8,7 +8,8 @@
  *   - mag and emag equal to tier 0's within 1e-12 relative (the same sums, regrouped);
  *   - tier 1 is as decisive as tier 0 (escalation), and without escalation its own bound already
  *     decides most elements;
- *   - the same bits with 1 and 4 threads, and with 5 token rows in flight instead of all;
+ *   - the same bits with 1 and 4 threads, and with 5 token rows in flight instead of all, also where
+ *     every tile of tier 1's passes is cut short (tokens, vocab rows and columns);
  *   - the softmax-sum replay tier 1 hands the judge (rsum_rel) is the judge's own, from the plain
  *     logits, bit for bit (and non-zero somewhere);
  *   - with memory for tier 1 but not for tier 0 ($LCE_MEMORY_LIMIT), undecided elements stay so;
@@ -342,6 +343,14 @@ int main(void) {
   lce_case big = make(LCE_BF16, 32, 64, 512, LCE_DIST_HARD, LCE_RED_MEAN, 1);
   check_case(&big);
   cases++;
+  /* Tier 1's tiles (fast_dot_block, lce_fast_grad.c) cut short in every direction: 13 tokens (tiles
+   * of 8 and 16, blocks of 5), 67 vocab rows (tiles of 16), 520 columns (tiles of 512), untied; in fp32 most
+   * logits are not proven exact, so their Sum2 chains run side by side (fast_sum2_batch). */
+  for (int dt = 0; dt < 3; dt += 2) {
+    lce_case tiles = make((lce_dtype)dt, 13, 520, 67, LCE_DIST_MIXED, LCE_RED_MEAN, 0);
+    check_case(&tiles);
+    cases++;
+  }
   check_estimate_not_nv();
   printf("test_fast: %d cases, %lld elements compared, worst |fast - mpfr| / (err_fast + err_mpfr) = %.3g, "
          "%lld refined in double-double (%lld with refine_all), %lld escalated; without escalation %lld of %lld elements undecided (%.3f%%)\n",
