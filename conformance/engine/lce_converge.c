@@ -201,10 +201,10 @@ static double head_norm2_term(const pair *p, size_t k) {
   return r * r;
 }
 
-/* ‖a − b‖ / ‖b‖ of d_hidden (nh elements) and of the head part; 0 where ‖b‖ is 0. */
-static void part_relerr(const pair *p, size_t nh, double *hidden, double *head) {
+/* ‖a − b‖ / ‖b‖ of d_hidden and of the head part; 0 where ‖b‖ is 0. */
+static void part_relerr(const pair *p, double *hidden, double *head) {
   double d2 = 0, r2 = 0;
-  for (size_t k = 0; k < nh; k++) {
+  for (size_t k = 0; k < p->a->nh; k++) {
     double d = p->a->dh[k] - p->b->dh[k];
     d2 += d * d, r2 += p->b->dh[k] * p->b->dh[k];
   }
@@ -335,7 +335,7 @@ lce_code lce_converge_run(const lce_converge_config *cfg, lce_converge_result *r
       r->relerr = nr > 0 ? dist(&ga, &gr) / nr : 0;
       r->bias = nr > 0 ? (dot(&ga, &gr) - nr * nr) / (nr * nr) : 0;
       for (int64_t i = 0; i < c.n; i++) in_batch[batch[i]] = 1;
-      part_relerr(&(pair){&ga, &gr, in_batch, c.h}, (size_t)(c.n * c.h), &r->relerr_hidden, &r->relerr_head);
+      part_relerr(&(pair){&ga, &gr, in_batch, c.h}, &r->relerr_hidden, &r->relerr_head);
       for (int64_t i = 0; i < c.n; i++) in_batch[batch[i]] = 0;
       r->has_gradient = 1;
       if (r->cosine < res->min_cosine) res->min_cosine = r->cosine;
