@@ -351,7 +351,7 @@ class RegenTest(unittest.TestCase):
 class FromJsonTest(unittest.TestCase):
     """regen --from-json: measurements made elsewhere (lcecheck production --json), mutant runs judged
     offline against the candidate; no lcecheck is run."""
-    PROD_POLICY = os.path.join(os.path.dirname(POLICY), "production", "sm_90", "policy.txt")
+    SM90_POLICY = os.path.join(os.path.dirname(POLICY), "sm_90", "policy.txt")
     CASE = "bf16.tied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1"
 
     def production_json(self, mutant_relerr):
@@ -370,7 +370,7 @@ class FromJsonTest(unittest.TestCase):
         path = os.path.join(d, "production.json")
         with open(path, "w") as f:
             json.dump(self.production_json(mutant_relerr), f)
-        argv = [sys.executable, SCRIPT, "--arch", arch, "--golden-dir", d, "--policy", self.PROD_POLICY, "regen",
+        argv = [sys.executable, SCRIPT, "--arch", arch, "--golden-dir", d, "--policy", self.SM90_POLICY, "regen",
                 "--subject", "fused-cuda", "--from-json", path, "--write"]
         return subprocess.run(argv, capture_output=True, text=True)
 
