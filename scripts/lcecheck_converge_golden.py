@@ -297,7 +297,7 @@ def cmd_reproduce(args):
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog=SCRIPT, description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog=SCRIPT,
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("regen", help="fit the bounds of one subject's converge runs, check them, write")
