@@ -3,8 +3,9 @@
 # (the H200 through the device tool; carry the tree with .deps, .whl and .subjects, as
 # conformance/GPU_RUNS.md says), in one command:
 #   build       configure + build lcecheck (Release, sm_90; MPFR/GMP from .deps)
-#   production  `lcecheck export` of one production case (default 8192 x 4096 x 128256, bf16, untied,
-#               mean, 5% ignored), every adapter run over it (run_all.sh), each answer judged by the fp64
+#   production  `lcecheck export` of each production case of LCE_EXT_CASES (space-separated ids; default
+#               one: 8192 x 4096 x 128256, bf16, untied, mean, 5% ignored; tag prod-<k> for the k-th, 1-based)
+#               one at a time, every adapter run over it (run_all.sh), each answer judged by the fp64
 #               GPU tier kept on the device against golden/sm_90/fused-cuda.golden (loss,
 #               d_hidden, d_weight, d_embedding: what production judges), and fused-cuda and
 #               unfused-cuda judged the same way on the same inputs
@@ -36,7 +37,7 @@
 #
 #   OUT=/tmp/out bash scripts/subjects/gpu_external.sh
 # Environment: LCE_EXT_SUBJECTS (run_all.sh names, default torch-eager,liger,liger-fp32-accum,cce,
-#   cce-exact,megatron-vocab-parallel), LCE_EXT_CASE (the production case id), LCE_EXT_MATRIX, LCE_EXT_JOBS,
+#   cce-exact,megatron-vocab-parallel), LCE_EXT_CASES (the production case ids), LCE_EXT_MATRIX, LCE_EXT_JOBS,
 #   LCE_EXT_JUDGE_S, TORCHINDUCTOR_COMPILE_THREADS (default 1 in the matrix stage: many compiling processes),
 #   LCE_EXT_BENCH_PEERS (default all), LCE_EXT_BENCH_ARGS (more bench options, e.g. "--shapes 8192x4096x128256
 #   --reps 10"), LCE_EXT_BIAS_SHAPE (default n8192.h4096.v128256.vp128256), LCE_EXT_BIAS_SEED (default 98: its
@@ -53,7 +54,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 gpu_start log 48 560 "$@"
 STAGES=${LCE_EXT_STAGES:-build production matrix}
 SUBJECTS=${LCE_EXT_SUBJECTS:-torch-eager,liger,liger-fp32-accum,cce,cce-exact,megatron-vocab-parallel}
-CASE=${LCE_EXT_CASE:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
+CASES=${LCE_EXT_CASES:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
 MATRIX=${LCE_EXT_MATRIX:-default@fast}
 RES=$(mktemp -d /tmp/lce-ext-results.XXXXXX)
 WORK=$(mktemp -d /tmp/lce-ext-work.XXXXXX)
@@ -106,8 +107,12 @@ judge_case() {
 }
 
 if has_stage production; then
-  judge_case prod "$CASE" "$SUBJECTS" fused-cuda unfused-cuda
-  rm -rf "$WORK/prod" "$WORK/prod.results" # 6 GB per copy of the inputs
+  k=0
+  for case in $CASES; do
+    k=$((k + 1))
+    judge_case "prod-$k" "$case" "$SUBJECTS" fused-cuda unfused-cuda
+    rm -rf "${WORK:?}/prod-$k" "$WORK/prod-$k.results" # 6 GB per copy of the inputs at 8192 x 4096 x 128256
+  done
 fi
 
 if has_stage bias; then
