@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "lce_prng.h"
+
 typedef struct field_spec {
   const char *name;
   unsigned width;  /* bytes taken from the tail */
@@ -117,9 +119,7 @@ size_t lce_fuzz_params_encode(const lce_fuzz_params *p, const uint8_t *front, si
 
 uint64_t lce_fuzz_front_hash(const uint8_t *front, size_t size) {
   if (size == 0) return 0;
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; i++) h = (h ^ front[i]) * 0x100000001b3ull;
-  return h;
+  return lce_fnv1a(LCE_FNV1A_OFFSET, front, size);
 }
 
 /* Keeps the oracle inside its budget: shrink h first (it only scales the GEMMs), then n. */

@@ -48,9 +48,7 @@ void lce_verdict_explain(FILE *f, const char *prefix, const lce_golden *g, const
       continue;
     }
     lce_bound_scales s;
-    lce_bound_scales_of(c, (lce_output_id)o, ov, &s);
-    const lce_golden_entry *ms = g ? lce_golden_find(g, subject_class, p, (lce_output_id)o, LCE_METRIC_MAXSCALED) : NULL;
-    if (ms != NULL && !ov->metrics.undefined[LCE_METRIC_MAXSCALED]) s.ms = lce_golden_bound(ms, &s);
+    lce_bound_scales_at(g, subject_class, c, (lce_output_id)o, ov, &s);
     fprintf(f, "%s%s judged %lld inner %lld cond %.6g neff %.6g neff_emag %.6g (bound neff %.6g) vs %.0f h %.0f\n",
             prefix, lce_output_name((lce_output_id)o), (long long)ov->metrics.judged, (long long)ov->inner,
             ov->metrics.cond, ov->metrics.neff, ov->metrics.neff_emag, s.neff, s.vs, s.h);

@@ -12,6 +12,7 @@
  *                over the real rows;
  *   d_embedding  (untied) bit-identical to its prior, nothing else: any change is the seed bug. */
 #include "lce_judge.h"
+#include "lce_prng.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -219,13 +220,6 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t size) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-#define FNV_OFFSET 0xcbf29ce484222325ull
-
 static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce_output_id o, const double *lse) {
   const size_t row = (size_t)c->h * lce_dtype_size(c->dtype);
   uint64_t *key = o == LCE_OUT_D_HIDDEN || lse ? malloc((size_t)c->n * sizeof *key) : NULL;
@@ -234,14 +228,14 @@ static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce
   for (int64_t n = 0; n < c->n; n++) {
     const int64_t y = in->labels[n];
     if (y == c->ignore_index) continue;
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = LCE_FNV1A_OFFSET;
     if (o == LCE_OUT_D_HIDDEN) {
-      h = fnv1a(h, (const char *)in->hidden + (size_t)n * row, row);
-      h = fnv1a(h, &y, sizeof y);
-      if (c->reduction == LCE_RED_NONE) h = fnv1a(h, &in->grad_output[n], sizeof in->grad_output[n]);
+      h = lce_fnv1a(h, (const char *)in->hidden + (size_t)n * row, row);
+      h = lce_fnv1a(h, &y, sizeof y);
+      if (c->reduction == LCE_RED_NONE) h = lce_fnv1a(h, &in->grad_output[n], sizeof in->grad_output[n]);
     } else {
       const float l32 = (float)lse[n];
-      h = fnv1a(h, &l32, sizeof l32);
+      h = lce_fnv1a(h, &l32, sizeof l32);
     }
     key[valid++] = h;
   }
@@ -320,14 +314,20 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0 : pertok_u * (mag_bias > 1.0 ? mag_bias : 1.0);
 }
 
+void lce_bound_scales_at(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
+                         const lce_output_verdict *ov, lce_bound_scales *s) {
+  lce_bound_scales_of(c, o, ov, s);
+  /* maxscaled first: the other metrics' term ms*cond/sqrtn scales with its bound on this case. */
+  const lce_golden_entry *ms =
+      g ? lce_golden_find(g, subject_class, lce_case_precision(c), o, LCE_METRIC_MAXSCALED) : NULL;
+  if (ms != NULL && !ov->metrics.undefined[LCE_METRIC_MAXSCALED]) s->ms = lce_golden_bound(ms, s);
+}
+
 lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
                           lce_output_verdict *ov, lce_status *st) {
   lce_precision p = lce_case_precision(c);
   lce_bound_scales scales;
-  lce_bound_scales_of(c, o, ov, &scales);
-  /* maxscaled first: the other metrics' term ms*cond/sqrtn scales with its bound on this case. */
-  const lce_golden_entry *ms = lce_golden_find(g, subject_class, p, o, LCE_METRIC_MAXSCALED);
-  if (ms != NULL && !ov->metrics.undefined[LCE_METRIC_MAXSCALED]) scales.ms = lce_golden_bound(ms, &scales);
+  lce_bound_scales_at(g, subject_class, c, o, ov, &scales);
   for (int m = 0; m < LCE_METRIC_COUNT; m++) {
     if (ov->metrics.undefined[m]) { /* a statistic over too few elements: reported, not bounded */
       ov->bound[m] = NAN;
@@ -510,9 +510,10 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   if (ref->mode == LCE_REF_HOST) ct.rsum_rel = softmax_sum_rel_error(c, in, &ref->host);
   const lce_ref_output *lse = &ref->host.out[LCE_OUT_LSE];
   const double *lse_values = ref->mode == LCE_REF_HOST && lse->value && lse->count == c->n ? lse->value : NULL;
-  for (int o = 0; o < LCE_OUT_COUNT; o++)
-    ct.token_share[o] = lce_output_per_token((lce_output_id)o) ? distinct_token_share(c, in, (lce_output_id)o, lse_values)
-                                                                : 1.0;
+  for (int o = 0; o < LCE_OUT_COUNT; o++) ct.token_share[o] = 1.0;
+  /* loss_token is keyed on lse as lse is: one share for both */
+  ct.token_share[LCE_OUT_LSE] = ct.token_share[LCE_OUT_LOSS_TOKEN] = distinct_token_share(c, in, LCE_OUT_LSE, lse_values);
+  ct.token_share[LCE_OUT_D_HIDDEN] = distinct_token_share(c, in, LCE_OUT_D_HIDDEN, NULL);
   for (int oi = 0; oi < LCE_OUT_COUNT; oi++) {
     lce_output_id o = (lce_output_id)oi;
     lce_output_verdict *ov = &v->out[o];

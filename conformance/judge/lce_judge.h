@@ -59,6 +59,10 @@ int lce_output_has_rsum(lce_output_id o);
 int lce_output_per_token(lce_output_id o);
 /* What the golden terms scale with on output ov of case c (its metrics and inner size filled). */
 void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_verdict *ov, lce_bound_scales *s);
+/* The same with ms set as the bound applier sets it: the maxscaled bound of golden g (class
+ * subject_class; g may be NULL, ms then 0) at those scales. */
+void lce_bound_scales_at(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
+                         const lce_output_verdict *ov, lce_bound_scales *s);
 /* The one bound applier: each defined metric of ov (metrics and inner filled) against the golden
  * entry of (class, lce_case_precision(c), o) at ov's scales; an undefined metric is reported, not
  * bounded; a missing entry for a defined metric is LCE_EINVAL. */

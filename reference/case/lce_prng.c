@@ -46,3 +46,9 @@ uint64_t lce_rand_below(uint64_t seed, uint64_t stream, uint64_t index, uint64_t
   /* Multiply-shift reduction; the bias (< bound / 2^64) is irrelevant for test generation. */
   return (uint64_t)(((unsigned __int128)lce_rand_u64(seed, stream, index) * bound) >> 64);
 }
+
+uint64_t lce_fnv1a(uint64_t h, const void *data, size_t size) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}

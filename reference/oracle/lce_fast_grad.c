@@ -14,7 +14,7 @@
  * far above its error, so it is kept out of the slope. With e_nj that bound (rounded upward),
  *     |dw - DW| <= E + fast_dot_bound(dw, |prior| + 1.01 A + E, na + 1),   E = sum_n e_nj |h_nk|,
  * A = sum_n term_nj |h_nk|. mag and emag are tier 0's sums (term + floor, cond term + floor, plus
- * gemm_floor; cond_n = 1 + the row's largest logit scale), regrouped: equal to tier 0's to rounding.
+ * lce_gemm_floor; cond_n = 1 + the row's largest logit scale), regrouped: equal to tier 0's to rounding.
  *
  * Exact zeros of d_hidden: the constant columns of W (lce_zero_d_hidden_columns, lce_oracle_internal.h).
  *
@@ -32,11 +32,6 @@
 #include "lce_parallel.h"
 
 enum { HIDDEN_TOKENS = 16, HIDDEN_COLS = 512, WEIGHT_ROWS = 16 };
-
-/* Tier 0's gemm_floor (lce_oracle.c). */
-static double gemm_floor(const lce_case *c, lce_output_id o, int64_t terms) {
-  return (double)terms * 0x1p-126 + ldexp(1.0, lce_dtype_emin(lce_output_format(c, o)));
-}
 
 /* d += x * y for the split dot product (fast_dot_bound): dh = d's top 26 bits, exact products. */
 static inline double top26(double d) {
@@ -83,7 +78,7 @@ static void hidden_tile(fast_work *w, int64_t na, int64_t nb, int64_t k0, int64_
       fast_grad_step(s, x, count, kn, &acc[i]);
     }
   }
-  const double gf = gemm_floor(c, LCE_OUT_D_HIDDEN, V);
+  const double gf = lce_gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   const fast_dot_k dot = fast_dot_factors(V);
   for (int64_t i = 0; i < rows; i++) {
     const int64_t n = row[i];
@@ -183,7 +178,7 @@ static void weight_finish_row(fast_work *w, int64_t j, int poisoned) {
   lce_ref_output *r = &w->res->out[LCE_OUT_D_WEIGHT];
   double *restrict value = r->value + j * H, *restrict lo = r->err + j * H, *restrict bound = r->rounded + j * H;
   const double *restrict A = r->mag + j * H, *restrict B = r->emag + j * H;
-  const double gf = gemm_floor(c, LCE_OUT_D_WEIGHT, na);
+  const double gf = lce_gemm_floor(c, LCE_OUT_D_WEIGHT, na);
   const fast_dot_k dot = fast_dot_factors(na + 1); /* once per row: a division */
   const double tiny_na = lce_tiny_multiple(na), grow_na = 1.0 + (double)(na + 2) * 0x1p-52;
   for (int64_t k = 0; k < H; k++) { /* value = hi + lo; bound (over E): err */

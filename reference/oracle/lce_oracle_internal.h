@@ -23,6 +23,15 @@
 
 /* ---- upward-rounded bound arithmetic on non-negative doubles --------------------------------- */
 
+/* The absolute floor of a gradient element's error scale, in units of the formats' unit roundoff
+ * (tiers 0 and 1 alike): each of the `terms` fp32 multiply-adds that form it is exact only to half the
+ * smallest fp32 subnormal (2^-150, i.e. 2^-126 units of 2^-24), and the final rounding to the output
+ * format to half its smallest subnormal (2^emin units). Only elements whose terms are all tiny
+ * (subnormal hidden rows, underflowing products) feel it. */
+static inline double lce_gemm_floor(const lce_case *c, lce_output_id o, int64_t terms) {
+  return (double)terms * 0x1p-126 + ldexp(1.0, lce_dtype_emin(lce_output_format(c, o)));
+}
+
 /* n 2^-1074 exactly: for n < 2^52 the subnormal whose bits are n, without a multiplication into the
  * subnormal range (x86 runs those through a microcode assist, ~100 times slower: it was a third of
  * tier 1's time, one per element bound). */

@@ -113,15 +113,6 @@ static void poisoned_row(oracle_ctx *cx, int64_t n, int valid) {
   for (int64_t k = 0; k < H; k++) lce_oracle_finish_exact(cx, LCE_OUT_D_HIDDEN, n * H + k, x);
 }
 
-/* The absolute floor of a gradient element's error scale, in units of the formats' unit
- * roundoff: each of the `terms` fp32 multiply-adds that form it is exact only to half the smallest
- * fp32 subnormal (2^-150, i.e. 2^-126 units of 2^-24), and the final rounding to the output format
- * to half its smallest subnormal (2^emin units). Only elements whose terms are all tiny (subnormal
- * hidden rows, underflowing products) feel it. */
-static double gemm_floor(const lce_case *c, lce_output_id o, int64_t terms) {
-  return (double)terms * 0x1p-126 + ldexp(1.0, lce_dtype_emin(lce_output_format(c, o)));
-}
-
 /* The bounds and scales of dz_v, v in [v0, v1) (with cols, those it flags), in the thread's row arrays. Magnitudes for the
  * judge count the label term as the two terms every implementation computes, g*cy*p_y and -g*cy
  * (lce_row_dz's mag): an fp32 kernel cannot resolve 1 - p_y below 2^-24, so measuring its error
@@ -214,7 +205,7 @@ static void row_backward(oracle_ctx *cx, int64_t n, int64_t y, double g_rel, dou
     if (mpfr_underflow_p()) e = INFINITY;
     if (w->col_zero[k]) mpfr_set_zero(cx->out, 1), e = LCE_EXACT_ZERO_ERR; /* proven 0, not the sum's ~1e-49 */
     lce_oracle_finish(cx, LCE_OUT_D_HIDDEN, n * H + k, cx->out, e, mag);
-    cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = emag + gemm_floor(c, LCE_OUT_D_HIDDEN, V);
+    cx->res->out[LCE_OUT_D_HIDDEN].emag[n * H + k] = emag + lce_gemm_floor(c, LCE_OUT_D_HIDDEN, V);
   }
 }
 
@@ -298,7 +289,7 @@ static void weight_row(oracle_ctx *cx, int64_t j, int64_t j0) {
                                                w->na, &cx->prod, &mag);
     if (mpfr_underflow_p()) e = INFINITY;
     lce_oracle_finish(cx, LCE_OUT_D_WEIGHT, i, cx->out, e, mag);
-    cx->res->out[LCE_OUT_D_WEIGHT].emag[i] = emag + gemm_floor(c, LCE_OUT_D_WEIGHT, w->na);
+    cx->res->out[LCE_OUT_D_WEIGHT].emag[i] = emag + lce_gemm_floor(c, LCE_OUT_D_WEIGHT, w->na);
   }
 }
 

@@ -49,11 +49,6 @@ static double bf16_sample(uint64_t stream, uint64_t i) {
   return lce_round_to(LCE_BF16, lce_rand_normal(1, stream, i));
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-  return h;
-}
-
 static uint64_t result_hash(const lce_oracle_result *r);
 
 /* Seconds for one oracle run of c (generation excluded), its counts and its result's hash (hash may
@@ -83,7 +78,7 @@ static double time_oracle(const lce_case *c, int64_t *decisive, int64_t *total, 
 /* FNV-1a over every field of every element of r (the rnd and flip references and the softmax-sum
  * replay included where the tier has them): equal hashes, same bits. */
 static uint64_t result_hash(const lce_oracle_result *r) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 1469598103934665603ull; /* a fixed start: hashes compare across runs and builds */
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     const lce_ref_output *x = &r->out[o];
     const size_t n = (size_t)x->count * sizeof(double);
@@ -97,10 +92,10 @@ static uint64_t result_hash(const lce_oracle_result *r) {
         memcpy(&w, fields[f] + 8 * i, 8);
         h = (h ^ w) * 1099511628211ull;
       }
-      h = hash_bytes(h, fields[f] + 8 * words, bytes - 8 * words);
+      h = lce_fnv1a(h, fields[f] + 8 * words, bytes - 8 * words);
     }
   }
-  if (r->has_rsum) h = hash_bytes(h, &r->rsum_rel, sizeof r->rsum_rel);
+  if (r->has_rsum) h = lce_fnv1a(h, &r->rsum_rel, sizeof r->rsum_rel);
   return h;
 }
 
@@ -197,9 +192,9 @@ static void add_case(void *ctx, const lce_engine_case *ec) {
   js->reference += r->oracle_seconds;
   js->judge += r->judge_seconds;
   const char *status = lce_case_result_status(r);
-  js->hash = hash_bytes(js->hash, status, strlen(status));
+  js->hash = lce_fnv1a(js->hash, status, strlen(status));
   for (int o = 0; o < LCE_OUT_COUNT; o++)
-    js->hash = hash_bytes(js->hash, r->verdict.out[o].metrics.v, sizeof r->verdict.out[o].metrics.v);
+    js->hash = lce_fnv1a(js->hash, r->verdict.out[o].metrics.v, sizeof r->verdict.out[o].metrics.v);
 }
 
 /* The engine judging fused-host over cases with a tier (serial: one case at a time, each case's

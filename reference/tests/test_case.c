@@ -8,25 +8,20 @@
 #include <string.h>
 
 #include "lce_case.h"
+#include "lce_prng.h"
 
 #include "lce_test.h"
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-
 static uint64_t tensors_hash(const lce_case *c, const lce_tensors *t) {
   size_t es = lce_dtype_size(c->dtype), wn = (size_t)(c->vp * c->h);
-  uint64_t h = 0xcbf29ce484222325ull;
-  h = fnv1a(h, t->hidden, (size_t)(c->n * c->h) * es);
-  h = fnv1a(h, t->embedding, wn * es);
-  if (t->weight) h = fnv1a(h, t->weight, wn * es);
-  h = fnv1a(h, t->labels, (size_t)c->n * sizeof *t->labels);
-  h = fnv1a(h, t->grad_output, (c->reduction == LCE_RED_NONE ? (size_t)c->n : 1) * sizeof(float));
-  h = fnv1a(h, t->grad_embedding_prior, wn * sizeof(float));
-  if (t->grad_weight_prior) h = fnv1a(h, t->grad_weight_prior, wn * sizeof(float));
+  uint64_t h = LCE_FNV1A_OFFSET;
+  h = lce_fnv1a(h, t->hidden, (size_t)(c->n * c->h) * es);
+  h = lce_fnv1a(h, t->embedding, wn * es);
+  if (t->weight) h = lce_fnv1a(h, t->weight, wn * es);
+  h = lce_fnv1a(h, t->labels, (size_t)c->n * sizeof *t->labels);
+  h = lce_fnv1a(h, t->grad_output, (c->reduction == LCE_RED_NONE ? (size_t)c->n : 1) * sizeof(float));
+  h = lce_fnv1a(h, t->grad_embedding_prior, wn * sizeof(float));
+  if (t->grad_weight_prior) h = lce_fnv1a(h, t->grad_weight_prior, wn * sizeof(float));
   return h;
 }
 
