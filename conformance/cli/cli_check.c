@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "lce_device.h"
 #include "lce_engine.h"
 
 typedef struct tally {
@@ -141,6 +142,8 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
     if (a->shard_count) printf(",\"shard\":\"%lu/%lu\"", a->shard_index, a->shard_count);
     cli_json_member(stdout, "golden", measure_only ? "" : golden_path);
     printf(",\"oracle\":\"%s\"", tier->name);
+    lce_device_info dev; /* a GPU subject's measurements name their device (golden regeneration checks it) */
+    if ((s->caps & LCE_CAP_NEEDS_GPU) && lce_device_query(&dev, NULL, 0)) cli_json_device(stdout, &dev);
     if (results == NULL) {
       cli_json_member(stdout, "message", est.msg);
     }

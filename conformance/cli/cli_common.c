@@ -1,6 +1,7 @@
 /* cli_common.c — the argument check and the one exit path of every verb, the options' values (the
  * only place that reads argv), lookups and result rendering shared by the verbs. */
 #include "cli_common.h"
+#include "lce_device.h"
 #include "lce_progress.h"
 #include "lce_matrix.h"
 
@@ -306,6 +307,13 @@ void cli_counts_add(cli_counts *c, const lce_case_result *r) {
 void cli_cell(char *buf, size_t size, double x, const char *fmt) {
   if (isfinite(x)) snprintf(buf, size, fmt, x);
   else snprintf(buf, size, "-");
+}
+
+void cli_json_device(FILE *f, const lce_device_info *dev) {
+  fputs(",\"device\":{\"name\":", f);
+  cli_json_string(f, dev->name);
+  fprintf(f, ",\"arch\":\"%s\",\"driver\":%d,\"runtime\":%d,\"total_bytes\":%.0f}", dev->arch, dev->driver,
+          dev->runtime, dev->total_bytes);
 }
 
 void cli_json_member(FILE *f, const char *key, const char *s) {

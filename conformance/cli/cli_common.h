@@ -134,6 +134,10 @@ void cli_json_string(FILE *f, const char *s);
 void cli_json_member(FILE *f, const char *key, const char *s);
 /* A number as JSON: %.9g, or null for NaN and Inf (JSON has neither). */
 void cli_json_number(FILE *f, double x);
+/* `,"device":{name, arch, driver, runtime, total_bytes}`: the GPU a measurement ran on, which golden
+ * regeneration from a measurement file (scripts/lcecheck_golden.py --from-json) checks against --arch. */
+struct lce_device_info;
+void cli_json_device(FILE *f, const struct lce_device_info *dev);
 /* One case result as a JSON object (with bounds and budgets when with_bounds). */
 void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds);
 /* The reference tier --oracle names (default: tier 1, fast). */

@@ -88,10 +88,7 @@ static void print_json(const lce_prod_report *rep, int status, const char *why) 
   const lce_prod_config *cfg = rep->cfg;
   FILE *f = stdout;
   cli_json_begin();
-  fputs(",\"device\":{\"name\":", f);
-  cli_json_string(f, rep->dev.name);
-  fprintf(f, ",\"arch\":\"%s\",\"driver\":%d,\"runtime\":%d,\"total_bytes\":%.0f}", rep->dev.arch, rep->dev.driver,
-          rep->dev.runtime, rep->dev.total_bytes);
+  cli_json_device(f, &rep->dev);
   fprintf(f, ",\"measure_only\":%s,\"shapes\":\"%s\",\"vocab_chunk\":%lld,\"seed\":%llu,\"seconds\":%.1f,\"runs\":[",
           cfg->measure_only ? "true" : "false", cfg->shape_set, (long long)cfg->vocab_chunk,
           (unsigned long long)cfg->seed, rep->seconds);
