@@ -42,10 +42,14 @@
  * 4e-3, and below the 2^-36 relative margin that tier 0's decisiveness test needs for fp32 outputs
  * except on rows whose logits reach ~10^3 terms.
  *
+ * rnd (with the magnitudes): the coherent d_logit rounding's reference, as tier 1 computes it
+ * (lce_fast_rnd.c, lce_ref_output.rnd): dz / g rounded to the input dtype (then tf32), times g, through the
+ * same DGEMMs; a plain fp64 reference, not certified (its use is the judge's rnd term, not a bound).
+ *
  * Device memory (8-byte elements): W and |W| (2 V H), hidden and |hidden| (2 N H), logits, dz and
- * dz terms (3 N V), d_hidden value/err/mag/emag (4 N H), d_weight value/err/mag/emag (4 Vp H), plus
+ * dz terms (3 N V), d_hidden value/err/mag/emag/rnd (5 N H), d_weight value/err/mag/emag/rnd (5 Vp H), plus
  * O(N + V) — with skip_mags: 1 V H + 1 N H + 2 N V + 1 N H + 1 Vp H. lce_ref64_device_bytes says how
- * much; (8192, 4096, 128256) needs ~50 GB, (4096, 4096, 262144) ~77 GB: both fit an H200. */
+ * much; (8192, 4096, 128256) needs ~55 GB, (4096, 4096, 262144) ~86 GB: both fit an H200. */
 #ifndef LCE_REF64_H
 #define LCE_REF64_H
 
@@ -67,6 +71,7 @@ typedef struct lce_ref64_dev_output {
   double *err;
   double *mag;
   double *emag;
+  double *rnd;   /* d_hidden and d_weight with the magnitudes: lce_ref_output.rnd, NULL otherwise */
 } lce_ref64_dev_output;
 
 typedef struct lce_ref64_device {

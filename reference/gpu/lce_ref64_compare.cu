@@ -1,7 +1,8 @@
 /* lce_ref64_compare.cu — a subject's host output against tier 2's device reference (lce_ref64.h),
  * reduced on the device: the subject's buffer goes up in slices, each block folds its elements into
  * fp64 partial sums (fixed order), the host adds the partials in block order. The reference never
- * comes back. */
+ * comes back. The derived terms' sums need tier 1's rnd (computed on the device, lce_ref64.h); flip has
+ * no device counterpart, so its sums stay 0 as where a tier lacks it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,23 +16,32 @@
 
 typedef struct r64_partial {
   double d2, r2, dr, r4, emag2, maxscaled;
+  double rnd_r, outr_r, acc_r, acc_m2, mag_r; /* the derived terms' sums (lce_metrics.c), where rnd exists */
   long long compared, mismatch, first;
 } r64_partial;
+
+#define R64_PARTIAL_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1}
 
 /* b folded into a, on the device (the block's tree) and on the host (the blocks in order): sums and
  * counts added, the largest scaled error and the first mismatch kept. */
 __host__ __device__ static void r64_partial_add(r64_partial *a, const r64_partial *b) {
   a->d2 += b->d2, a->r2 += b->r2, a->dr += b->dr, a->r4 += b->r4, a->emag2 += b->emag2;
+  a->rnd_r += b->rnd_r, a->outr_r += b->outr_r, a->acc_r += b->acc_r, a->acc_m2 += b->acc_m2, a->mag_r += b->mag_r;
   a->compared += b->compared, a->mismatch += b->mismatch, a->maxscaled = fmax(a->maxscaled, b->maxscaled);
   if (b->first >= 0 && (a->first < 0 || b->first < a->first)) a->first = b->first;
 }
 
 __device__ static int r64_class(double x) { return isnan(x) ? 1 : (isinf(x) ? (x > 0 ? 2 : 3) : 0); }
 
+/* With rnd (and so mag): the sums lce_compare_block adds for the terms rnd, outr, acc, accn and pertok,
+ * in the same definitions (R the rounding to the output's format). */
 __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_t base, int64_t count, const double *ref,
-                                          const double *emag, const unsigned char *mask, r64_partial *out) {
+                                          const double *emag, const double *mag, const double *rnd,
+                                          const unsigned char *mask, r64_partial *out) {
   __shared__ r64_partial sh[R64_CMP_THREADS];
-  r64_partial p = {0, 0, 0, 0, 0, 0, 0, 0, -1};
+  r64_partial p = R64_PARTIAL_ZERO;
+  const int prec = fmt == LCE_FP32 ? 24 : fmt == LCE_BF16 ? 8 : 11, emin = fmt == LCE_FP16 ? -14 : -126,
+            emax = fmt == LCE_FP16 ? 15 : 127;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t g = base + i;
     if (mask && !mask[g]) continue;
@@ -50,6 +60,12 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
     p.d2 += d * d, p.r2 += r * r, p.dr += d * r, p.r4 += (r * r) * (r * r), p.compared++;
     if (emag) p.emag2 += emag[g] * emag[g];
     if (emag && d != 0.0) p.maxscaled = fmax(p.maxscaled, emag[g] > 0.0 ? fabs(d) / emag[g] : INFINITY);
+    if (rnd) {
+      const double m = fmax(mag[g], 0x1p-126);
+      p.rnd_r += (rnd[g] - r) * r;
+      p.outr_r += fabs(r64_round_format(r, prec, emin, emax, 0) - r) * fabs(r);
+      p.acc_r += m * m * r * r, p.acc_m2 += m * m, p.mag_r += mag[g] * fabs(r);
+    }
   }
   sh[threadIdx.x] = p;
   __syncthreads();
@@ -71,7 +87,8 @@ static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, con
   for (int64_t base = 0; base < count; base += R64_CMP_SLICE) {
     const int64_t len = count - base < R64_CMP_SLICE ? count - base : R64_CMP_SLICE;
     R64_CUDA_CHECK(st, cudaMemcpy(raw, (const char *)host + (size_t)base * es, (size_t)len * es, cudaMemcpyHostToDevice));
-    r64_compare_kernel<<<R64_CMP_BLOCKS, R64_CMP_THREADS>>>(raw, fmt, base, len, d->value, d->emag, mask, dev_part);
+    r64_compare_kernel<<<R64_CMP_BLOCKS, R64_CMP_THREADS>>>(raw, fmt, base, len, d->value, d->emag, d->mag, d->rnd, mask,
+                                                            dev_part);
     R64_LAUNCH_CHECK(st, "r64_compare_kernel");
     R64_CUDA_CHECK(st, cudaMemcpy(part, dev_part, R64_CMP_BLOCKS * sizeof *part, cudaMemcpyDeviceToHost));
     for (int b = 0; b < R64_CMP_BLOCKS; b++) r64_partial_add(total, &part[b]);
@@ -96,7 +113,7 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   LCE_ALLOC_CHECK(st, part);
   cudaError_t rc = cudaMalloc(&raw, (size_t)slice * sizeof(float));
   if (rc == cudaSuccess) rc = cudaMalloc((void **)&dev_part, R64_CMP_BLOCKS * sizeof *dev_part);
-  r64_partial t = {0, 0, 0, 0, 0, 0, 0, 0, -1};
+  r64_partial t = R64_PARTIAL_ZERO;
   lce_code code = rc == cudaSuccess ? compare_slices(ref, o, host, raw, dev_part, part, &t, st)
                                     : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "ref64 compare: cudaMalloc: %s",
                                                cudaGetErrorString(rc));
@@ -105,6 +122,9 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   free(part);
   cmp->sum_d2 = t.d2, cmp->sum_r2 = t.r2, cmp->sum_dr = t.dr, cmp->sum_r4 = t.r4, cmp->sum_emag2 = t.emag2;
   cmp->judged = t.compared, cmp->max_scaled = t.maxscaled, cmp->class_ok = t.mismatch == 0;
+  cmp->has_rnd = d->rnd != NULL;
+  cmp->sum_rnd_r = t.rnd_r, cmp->sum_outr_r = t.outr_r, cmp->sum_acc_r = t.acc_r, cmp->sum_acc_m2 = t.acc_m2;
+  cmp->sum_mag_r = t.mag_r;
   if (!cmp->class_ok)
     snprintf(cmp->class_msg, sizeof cmp->class_msg, "%lld elements with the wrong class (NaN/Inf), first at %lld",
              t.mismatch, t.first);

@@ -21,7 +21,7 @@ size_t lce_ref64_device_bytes(const lce_case *c, const lce_ref64_options *opt) {
   const size_t d = sizeof(double), nh = (size_t)(c->n * c->h), vh = (size_t)(c->v * c->h),
                nv = (size_t)(c->n * c->v), vph = (size_t)(c->vp * c->h), per = mags ? 4 : 1;
   size_t b = d * (vh * (mags ? 2 : 1) + nh * (mags ? 3 : 1) + nv * (mags ? 2 : 1));
-  b += d * (per * nh + per * vph + (c->tied ? 0 : per * vph) + (mags ? nh : 0));
+  b += d * (per * nh + per * vph + (c->tied ? 0 : per * vph) + (mags ? nh : 0) + (mags ? nh + vph : 0)); /* rnd */
   b += sizeof(float) * vph * (c->tied ? 1 : 2) + (vh > nh ? vh : nh) * lce_dtype_size(c->dtype);
   b += (size_t)(c->n + c->v) * 64 + (size_t)c->h * 3 * d + (size_t)(3 * c->n + c->v) * d;
   return b;
@@ -115,6 +115,7 @@ static lce_code alloc_state(const lce_case *c, int mags, lce_ref64_device *ref, 
     R64_ALLOC(ref, d->err, d->count, "err");
     R64_ALLOC(ref, d->mag, d->count, "mag");
     R64_ALLOC(ref, d->emag, d->count, "emag");
+    if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT) R64_ALLOC(ref, d->rnd, d->count, "rnd");
   }
   return LCE_OK;
 }
@@ -219,6 +220,12 @@ static lce_code run_passes(const lce_case *c, const lce_tensors *in, r64_state *
   LCE_TRY(r64_launch_widen(x->prior_w, c->vp * H, dw->value, s, st));
   LCE_TRY(dgemm(x, CUBLAS_OP_N, CUBLAS_OP_T, H, V, N, x->hid, H, x->z, V, 1.0, dw->value, H, st));
   if (!c->tied) LCE_TRY(r64_launch_widen(x->prior_emb, c->vp * H, ref->out[LCE_OUT_D_EMBEDDING].value, s, st));
+  if (mags) { /* rnd: the same two GEMMs over the rounded d_logits, which replace dz in z (not read again) */
+    LCE_TRY(r64_launch_dzr(x, c->dtype, lce_case_precision(c) == LCE_PREC_TF32, s, st));
+    LCE_TRY(dgemm(x, CUBLAS_OP_N, CUBLAS_OP_N, H, N, V, x->w, H, x->z, V, 0.0, ref->out[LCE_OUT_D_HIDDEN].rnd, H, st));
+    LCE_TRY(r64_launch_widen(x->prior_w, c->vp * H, dw->rnd, s, st));
+    LCE_TRY(dgemm(x, CUBLAS_OP_N, CUBLAS_OP_T, H, V, N, x->hid, H, x->z, V, 1.0, dw->rnd, H, st));
+  }
 
   r64_row *rows = (r64_row *)malloc((size_t)N * sizeof *rows);
   double *vecs = (double *)malloc((size_t)N * 3 * sizeof(double));
@@ -277,8 +284,8 @@ void lce_ref64_device_free(lce_ref64_device *ref) {
   }
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     lce_ref64_dev_output *d = &ref->out[o];
-    void *bufs[] = {d->value, d->err, d->mag, d->emag};
-    for (int i = 0; i < 4; i++)
+    void *bufs[] = {d->value, d->err, d->mag, d->emag, d->rnd};
+    for (int i = 0; i < 5; i++)
       if (bufs[i]) cudaFree(bufs[i]);
   }
   if (ref->valid) cudaFree(ref->valid);

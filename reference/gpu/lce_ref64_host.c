@@ -30,6 +30,7 @@ static lce_code fill_output(const lce_case *c, const lce_ref64_device *dev, lce_
   LCE_TRY(download(&r->err, d->err, d->count, st));
   LCE_TRY(download(&r->mag, d->mag, d->count, st));
   LCE_TRY(download(&r->emag, d->emag, d->count, st));
+  if (d->rnd) LCE_TRY(download(&r->rnd, d->rnd, d->count, st)); /* tier 1's rnd, computed on the device */
   r->rounded = malloc((size_t)d->count * sizeof *r->rounded);
   r->decisive = malloc((size_t)d->count);
   LCE_CHECK(st, r->rounded && r->decisive, LCE_ENOMEM, "ref64: out of memory for %s", lce_output_name(o));

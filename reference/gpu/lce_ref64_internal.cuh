@@ -37,6 +37,22 @@ __host__ __device__ static inline double r64_row_depth(int64_t v) {
   return (double)((v + R64_ROW_THREADS - 1) / R64_ROW_THREADS) + 9.0;
 }
 
+/* x correctly rounded to a format of p significant bits, exponents emin..emax (gradual underflow,
+ * overflow to infinity at max + half an ulp), to nearest with ties to even, or ties away from zero
+ * (away, tf32's cvt.rna): lce_round_format (lce_dtype.c) on the device. x = r 2^q exactly for the
+ * quantum q of x's binade (not below the subnormal quantum), r rounded to an integer; ldexp by q and
+ * -q is exact for every double these formats reach. */
+__device__ static inline double r64_round_format(double x, int p, int emin, int emax, int away) {
+  if (!isfinite(x) || x == 0.0) return x;
+  int e;
+  (void)frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+  const int q = (e - 1 > emin ? e - 1 : emin) - (p - 1);
+  const double m = ldexp(x, -q);
+  const double r = away ? copysign(floor(fabs(m) + 0.5), m) : rint(m);
+  const double y = ldexp(r, q);
+  return fabs(y) >= ldexp(1.0, emax + 1) ? copysign(INFINITY, x) : y;
+}
+
 /* The case's constants as the kernels read them (all doubles computed on the host). */
 typedef struct r64_consts {
   int64_t n, h, v, vp;
@@ -106,6 +122,9 @@ lce_code r64_launch_convert(const void *raw, lce_dtype t, int tf32, int64_t coun
 lce_code r64_launch_rows(const r64_state *x, lce_ref64_device *ref, cudaStream_t s, lce_status *st);
 /* z (logits) → dz in place, term → dz terms (mags), per element. */
 lce_code r64_launch_dz(const r64_state *x, cudaStream_t s, lce_status *st);
+/* dz -> the d_logits rnd multiplies (lce_ref_output.rnd): t = dz / g rounded to dtype (then tf32), times g,
+ * in place in z. */
+lce_code r64_launch_dzr(const r64_state *x, lce_dtype dtype, int tf32, cudaStream_t s, lce_status *st);
 /* d_hidden's err/mag/emag from M1 = dzterm · |W| (in x->scratch) and the row statistics. */
 lce_code r64_launch_dh_bounds(const r64_state *x, lce_ref64_device *ref, cudaStream_t s, lce_status *st);
 /* d_weight's err/mag/emag from M2, EM2 (already in mag, emag) and the priors; alpha, bmax: see the

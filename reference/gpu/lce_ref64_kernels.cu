@@ -317,6 +317,29 @@ lce_code r64_launch_dz(const r64_state *x, cudaStream_t s, lce_status *st) {
   return LCE_OK;
 }
 
+/* ---- the coherent d_logit rounding (lce_ref_output.rnd) ------------------------------------------ */
+
+/* dz -> rnd's d_logits in place (lce_fast_rnd.c's fast_rnd_row): t = dz / g rounded to the input
+ * dtype, then to tf32 with tf32 GEMMs, times g; rows with g = 0 (ignored, all-ignored mean) stay 0. */
+__global__ static void r64_dzr_kernel(const r64_consts k, double *z, const r64_row *rows, int p, int emin, int emax,
+                                      int tf32) {
+  const int64_t count = k.n * k.v;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
+    const double g = rows[i / k.v].g;
+    if (g == 0.0 || !isfinite(z[i])) continue;
+    double t = r64_round_format(z[i] / g, p, emin, emax, 0);
+    if (tf32) t = r64_round_format(t, 11, -126, 127, 1);
+    z[i] = t * g;
+  }
+}
+
+lce_code r64_launch_dzr(const r64_state *x, lce_dtype dtype, int tf32, cudaStream_t s, lce_status *st) {
+  r64_dzr_kernel<<<r64_blocks(x->k.n * x->k.v, 256), 256, 0, s>>>(x->k, x->z, x->rows, lce_dtype_precision(dtype),
+                                                                   lce_dtype_emin(dtype), lce_dtype_emax(dtype), tf32);
+  R64_LAUNCH_CHECK(st, "r64_dzr_kernel");
+  return LCE_OK;
+}
+
 /* ---- gradient bounds ---------------------------------------------------------------------------- */
 
 __global__ static void r64_dh_bounds_kernel(const r64_consts k, const double *m1, const double *w_abs,

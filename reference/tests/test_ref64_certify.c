@@ -6,6 +6,10 @@
  *   - |v64 - v_mpfr| <= err64 + err_mpfr (tier 2's stated bound holds);
  *   - where both are decisive, the format values are identical;
  *   - mag and emag equal tier 0's to 1e-9 relative (the same definitions, evaluated in another order);
+ *   - rnd (the gradients' coherent d_logit rounding, lce_ref_output.rnd; tier 0 takes tier 1's): every
+ *     element within 1e-9 mag of tier 0's, but where a d_logit sits so near a rounding boundary of
+ *     its format that dz's fp64 error flips it (within u_format mag; at most 1% of the elements), and
+ *     the bias it gives, sum (rnd - r) r / sum r r, within 1e-6 relative (+1e-15) of tier 0's;
  *   - tier 2 decisive on at least half of the elements tier 0 is decisive on (printed per output:
  *     fp32 outputs need err below 2^-36 of the value, which the a-priori gamma(H) logit bound reaches
  *     only where an element does not cancel much; bf16/fp16 d_hidden should be ~100%).
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lce_fast.h"
 #include "lce_oracle.h"
 #include "lce_ref64.h"
 #include "lce_test.h"
@@ -53,14 +58,18 @@ typedef struct output_stats {
   int64_t count, violations, class_mismatch, rounded_mismatch, dec64, dec0, dec_both;
   double worst_ratio; /* max |v64 - v0| / err64 over finite elements */
   double worst_mag;   /* max relative mag / emag difference */
+  int64_t rnd_off;    /* rnd elements beyond 1e-9 mag of tier 0's (boundary flips) */
+  int64_t rnd_bad;    /* beyond u_format mag: not a flip */
+  double rnd_bias64, rnd_bias0;
   int64_t first_bad;
 } output_stats;
 
 /* Compares one output element by element; counts every failed check. */
-static void compare_output(const lce_ref_output *a, const lce_ref_output *b, output_stats *s) {
+static void compare_output(const lce_ref_output *a, const lce_ref_output *b, double u_format, output_stats *s) {
   memset(s, 0, sizeof *s);
   s->first_bad = -1;
   s->count = a->count;
+  double rr = 0.0, rb64 = 0.0, rb0 = 0.0;
   for (int64_t i = 0; i < a->count; i++) {
     const double v = a->value[i], w = b->value[i];
     int bad = 0;
@@ -83,8 +92,18 @@ static void compare_output(const lce_ref_output *a, const lce_ref_output *b, out
     const double m = fmax(rel_diff(a->mag[i], b->mag[i]), rel_diff(a->emag[i], b->emag[i]));
     s->worst_mag = fmax(s->worst_mag, m);
     if (!(m <= 1e-9)) bad = 1;
+    if (a->rnd && b->rnd && nan_class(w) == 0 && nan_class(b->rnd[i]) == 0) {
+      const double d = fabs(a->rnd[i] - b->rnd[i]);
+      s->rnd_off += !(d <= 1e-9 * b->mag[i]);
+      if (!(d <= (1e-9 + u_format) * b->mag[i])) s->rnd_bad++, bad = 1;
+      rr += w * w, rb64 += (a->rnd[i] - w) * w, rb0 += (b->rnd[i] - w) * w;
+    }
     if (bad && s->first_bad < 0) s->first_bad = i;
   }
+  s->rnd_bias64 = rr > 0.0 ? rb64 / rr : 0.0, s->rnd_bias0 = rr > 0.0 ? rb0 / rr : 0.0;
+  if (a->rnd && b->rnd && (s->rnd_off > s->count / 100 || !(fabs(s->rnd_bias64 - s->rnd_bias0) <=
+                                                            1e-6 * fabs(s->rnd_bias0) + 1e-15)))
+    s->rnd_bad++;
 }
 
 /* Runs both tiers on one case and checks every output; prints one table row per output. Returns the
@@ -103,6 +122,16 @@ static int64_t certify_case(const char *id, int negative, int64_t *dec64_total, 
   EXPECT(rc64 == LCE_OK, "case %s: ref64: %s", id, st.msg);
   lce_code rc0 = rc64 == LCE_OK ? lce_oracle_run(&c, &in, &r0, &st) : LCE_EINTERNAL;
   EXPECT(rc64 != LCE_OK || rc0 == LCE_OK, "case %s: mpfr oracle: %s", id, st.msg);
+  if (rc0 == LCE_OK) { /* tier 0's rnd is tier 1's, as the tier registry gives it (lce_reference.c) */
+    lce_oracle_result r1;
+    lce_status st1;
+    lce_status_clear(&st1);
+    const lce_code rc1 = lce_fast_run(&c, &in, &r1, NULL, &st1);
+    EXPECT(rc1 == LCE_OK, "case %s: tier 1: %s", id, st1.msg);
+    for (int o = LCE_OUT_D_HIDDEN; o <= LCE_OUT_D_WEIGHT && rc1 == LCE_OK; o++)
+      r0.out[o].rnd = r1.out[o].rnd, r1.out[o].rnd = NULL;
+    if (rc1 == LCE_OK) lce_oracle_free(&r1);
+  }
   int64_t bad = (rc64 != LCE_OK) + (rc64 == LCE_OK && rc0 != LCE_OK);
   if (rc64 == LCE_OK && rc0 == LCE_OK) {
     if (negative) { /* move the first finite d_hidden element with a bound well outside both bounds */
@@ -122,17 +151,24 @@ static int64_t certify_case(const char *id, int negative, int64_t *dec64_total, 
         bad++;
         continue;
       }
-      compare_output(&r64.out[o], &r0.out[o], &s);
-      const int64_t fails = s.violations + s.class_mismatch + s.rounded_mismatch + (s.worst_mag > 1e-9);
+      const int rnd_both = r64.out[o].rnd != NULL && r0.out[o].rnd != NULL;
+      if (o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT)
+        EXPECT((r64.out[o].rnd != NULL) == (r0.out[o].rnd != NULL), "case %s %s: rnd in tier 2 %d, tier 0 %d", id,
+               lce_output_name((lce_output_id)o), r64.out[o].rnd != NULL, r0.out[o].rnd != NULL);
+      compare_output(&r64.out[o], &r0.out[o], ldexp(1.0, -lce_dtype_precision(c.dtype)), &s);
+      const int64_t fails = s.violations + s.class_mismatch + s.rounded_mismatch + (s.worst_mag > 1e-9) + s.rnd_bad;
       printf("%-74s %-11s %9lld %10.3g %7.2f%% %7.2f%% %9.2g %s\n", id, lce_output_name((lce_output_id)o),
              (long long)s.count, s.worst_ratio, 100.0 * (double)s.dec64 / (double)s.count,
              100.0 * (double)s.dec0 / (double)s.count, s.worst_mag, fails ? "FAIL" : "ok");
+      if (rnd_both)
+        printf("%-74s %-11s rnd bias %.9g (tier 0 %.9g), %lld elements beyond 1e-9 mag\n", "", "",
+               s.rnd_bias64, s.rnd_bias0, (long long)s.rnd_off);
       if (fails && !negative) {
-        const int64_t i = s.first_bad;
-        EXPECT(0, "case %s %s: %lld bound violations, %lld class, %lld rounded mismatches, mag diff %.3g; first at %lld: "
+        const int64_t i = s.first_bad >= 0 ? s.first_bad : 0;
+        EXPECT(0, "case %s %s: %lld bound violations, %lld class, %lld rounded mismatches, mag diff %.3g, rnd %lld; first at %lld: "
                "v64 %.17g err64 %.3g, mpfr %.17g err %.3g, mag %.17g/%.17g emag %.17g/%.17g",
                id, lce_output_name((lce_output_id)o), (long long)s.violations, (long long)s.class_mismatch,
-               (long long)s.rounded_mismatch, s.worst_mag, (long long)i, r64.out[o].value[i], r64.out[o].err[i],
+               (long long)s.rounded_mismatch, s.worst_mag, (long long)s.rnd_bad, (long long)i, r64.out[o].value[i], r64.out[o].err[i],
                r0.out[o].value[i], r0.out[o].err[i], r64.out[o].mag[i], r0.out[o].mag[i], r64.out[o].emag[i],
                r0.out[o].emag[i]);
       }
