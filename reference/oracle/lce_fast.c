@@ -38,6 +38,7 @@ void fast_put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o, 
   const double mag = isfinite(x) ? fabs(x) : 0.0;
   r->value[i] = x, r->err[i] = 0.0, r->mag[i] = mag, r->emag[i] = mag;
   r->rounded[i] = lce_round_to(lce_output_format(c, o), x), r->decisive[i] = 1;
+  if (r->rnd) r->rnd[i] = x; /* no d_logit reaches an exact element (a padded row's prior, a poisoned row) */
 }
 
 /* ---- the work --------------------------------------------------------------------------------- */
