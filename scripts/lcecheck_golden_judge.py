@@ -9,7 +9,7 @@ import os
 import re
 
 from lcecheck_golden_files import METRICS, Refusal, ToolError, bound_at, load_golden, read_text
-from lcecheck_golden_fit import scales_of
+from lcecheck_golden_fit import UNIT_ROUNDOFF_INPUT, scales_of
 from lcecheck_run import log
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,8 +51,16 @@ def output_scales(case_id, output, o):
     # uo: the unit roundoff of the output's own format (d_hidden: the case dtype; the rest fp32)
     dtype = case_id.split(".")[0]
     uo = 2.0**-24 if output != "d_hidden" or dtype == "fp32" else {"bf16": 2.0**-8, "fp16": 2.0**-11}[dtype]
+    # rndu: rnd's bound u/2 where the reference does not measure rnd (tier 2: acc, which every tier with
+    # rnd reports > 0 where r != 0, is 0 there) and r is not 0 everywhere (neff 0); lcecheck reports it
+    # since the term exists, and files that report acc but not rndu are read by that rule (lce_bound_scales_of)
+    if "rndu" in o or "acc" not in o:  # reported, or a file without the derived terms at all: as it says
+        rndu = (o.get("rndu") or 0.0) if grad else 0.0
+    else:
+        u_dlogit = 2.0**-11 if "tf32" in case_id.split(".") else UNIT_ROUNDOFF_INPUT[dtype]
+        rndu = u_dlogit / 2 if grad and not o.get("acc") and (o.get("neff") or 0.0) > 0.0 else 0.0
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn, rsum, pertok, uo)
+                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu)
 
 
 def with_ms(entries, key, scales):
