@@ -110,12 +110,14 @@ def case_names(dtype, shape, k, cond=1.0):
 
 
 def load_policy(path, _included=None):
-    """Returns {'defines': {name: (ast, where)}, 'bounds': {(o, m): {...}}, 'ceilings': {(t, o, m): (ast, where)}}.
+    """Returns {'defines': {name: (ast, where)}, 'bounds': {(o, m): {...}}, 'ceilings': {(t, o, m): (ast, where)},
+    'unmeasured': {(o, m): m2}}: `unmeasured <output> <metric> from <metric2>` says that an entry no
+    sample of the matrix defines takes the same dtype's (output, metric2) entry.
 
     `include <relative path>` (first directive only) reads a base policy first; the including file
     (a per-architecture policy) may then replace the base's bound and ceiling lines key by key, and
     add defines. Within one file a key may not repeat."""
-    pol = {"defines": {}, "bounds": {}, "ceilings": {}, "path": path}
+    pol = {"defines": {}, "bounds": {}, "ceilings": {}, "unmeasured": {}, "path": path}
     try:
         lines = read_text(path).split("\n")
     except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in an included path
@@ -133,7 +135,7 @@ def load_policy(path, _included=None):
             if own or pol["defines"] or depth > 4:
                 raise ToolError(f"{where}: include must be the first directive (at most 4 levels)")
             base = load_policy(os.path.join(os.path.dirname(path), tok[1]), _included=depth)
-            pol.update({k: base[k] for k in ("defines", "bounds", "ceilings")})
+            pol.update({k: base[k] for k in ("defines", "bounds", "ceilings", "unmeasured")})
             own.add(("include",))
             continue
         if tok[0] == "define" and len(tok) >= 4 and tok[2] == "=":
@@ -142,6 +144,12 @@ def load_policy(path, _included=None):
             pol["defines"][tok[1]] = (parse_expr(" ".join(tok[3:]), where), where)
         elif tok[0] == "bound" and len(tok) >= 5 and tok[1] in OUTPUTS and tok[2] in METRICS:
             pol["bounds"][(tok[1], tok[2])] = parse_bound_rule(tok, where, own)
+        elif tok[0] == "unmeasured" and len(tok) == 5 and tok[1] in OUTPUTS and tok[2] in METRICS \
+                and tok[3] == "from" and tok[4] in METRICS and tok[4] != tok[2]:
+            if ("unmeasured", tok[1], tok[2]) in own:
+                raise ToolError(f"{where}: duplicate unmeasured {tok[1]} {tok[2]}")
+            own.add(("unmeasured", tok[1], tok[2]))
+            pol["unmeasured"][(tok[1], tok[2])] = tok[4]
         elif tok[0] == "ceiling" and len(tok) >= 5 and (tok[1] in DTYPES or tok[1] == "*") \
                 and tok[2] in OUTPUTS and tok[3] in METRICS:
             key = (tok[1], tok[2], tok[3])

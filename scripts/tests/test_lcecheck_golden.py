@@ -357,7 +357,9 @@ class FromJsonTest(unittest.TestCase):
     def production_json(self, mutant_relerr):
         def run(subject, mutant, d_hidden_relerr):
             outs = {"loss": output(8192, 2e-6, None, ulpfrac=None, maxscaled=3e-7, cond=17.0),
-                    "d_hidden": output(4096, d_hidden_relerr, 1.2e-3, ulpfrac=None, maxscaled=1e-4, cond=230.0),
+                    # ulpfrac as a tier-1 run defines it: a golden fitted on tier 2 alone, which has none,
+                    # could not judge it on a smaller matrix and is refused for want of it
+                    "d_hidden": output(4096, d_hidden_relerr, 1.2e-3, ulpfrac=0.0, maxscaled=1e-4, cond=230.0),
                     "d_weight": output(8192, 1.3e-3, 1.2e-3, ulpfrac=None, maxscaled=5e-5, cond=140.0)}
             for o in outs.values():
                 o["neff"] = 1.0 if o is outs["loss"] else 1e6  # production outputs: many elements
@@ -526,8 +528,10 @@ class PolicyTest(unittest.TestCase):
             with self.assertRaises(lcecheck_golden.ToolError):
                 lcecheck_golden.load_policy(p)  # fix. names a term the rule does not have
             with open(p, "w") as f:
+                # the other metrics of d_weight, which no sample defines here, derived as the policy says
                 f.write("lcecheck-policy 1\ndefine TC = 1e-9\nbound d_weight relerr model terms=cond,k margin=2 "
-                        "fix.k=TC\nceiling * d_weight relerr 1\n")
+                        "fix.k=TC\nceiling * d_weight relerr 1\nbound d_weight ulpfrac model terms=1 margin=1 fix.1=1\n"
+                        "bound d_weight maxscaled model terms=1 margin=2 fix.1=1/4\nunmeasured d_weight bias from relerr\n")
             pol = lcecheck_golden.load_policy(p)
         shape = {"N": 16, "H": 32, "V": 300}
         cid = "bf16.untied.tp1.n16.h32.v300.vp300.vc8.mean.ign0.prior.mixed.s1"
@@ -543,6 +547,8 @@ class PolicyTest(unittest.TestCase):
         self.assertAlmostEqual(terms["cond"], (6e-6 - 3.2e-8) / 2, delta=1e-18)
         self.assertEqual(worst[("fused-cuda", "bf16", "d_weight", "relerr")]["id"], "b")
         self.assertEqual(refusals, [])
+        self.assertEqual(entries[("fused-cuda", "bf16", "d_weight", "bias")], entries[("fused-cuda", "bf16", "d_weight", "relerr")])
+        self.assertEqual(entries[("fused-cuda", "bf16", "d_weight", "maxscaled")][4], (("1", 0.5),))
 
     def test_the_fit_is_the_tightest_cover(self):
         # Two terms, two samples that each need one: the linear program gives each term what its
@@ -582,6 +588,41 @@ class PolicyTest(unittest.TestCase):
             self.assertEqual(lcecheck_golden_fit.term_scale(t, sc), o[t])
         fwd = lcecheck_golden.output_scales(cid, "lse", o)
         self.assertEqual([lcecheck_golden_fit.term_scale(t, fwd) for t in ("acc", "accn", "gsc", "flipn")], [0.0] * 4)
+
+    def test_rndu_stands_for_rnd_where_the_reference_has_none(self):
+        # Tier 2 reports no rnd (0, and acc 0 beside it): rnd's bound u/2 of the GEMMs' d_logit format
+        # takes its place for the gradients; where rnd is measured (acc > 0) or r is 0 (neff 0), 0.
+        bf16 = "bf16.untied.tp1.n4096.h4096.v32000.vp32000.vc4096.mean.ign5.fresh.normal.s1"
+        tier2 = {"inner": 4096, "cond": 153.0, "neff": 5.4e6, "rnd": 0, "acc": 0, "gsc": 6e-8}
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "d_weight", tier2)["rndu"], 2.0**-9)
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "lse", tier2)["rndu"], 0.0)
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "d_hidden", dict(tier2, neff=0))["rndu"], 0.0)
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "d_weight", dict(tier2, rnd=1e-5, acc=2e-9))["rndu"], 0.0)
+        tf32 = "fp32.tied.tp2.n256.h1024.v16000.vp16128.vc4096.mean.ign10.tf32.fresh.normal.s9108"
+        self.assertEqual(lcecheck_golden.output_scales(tf32, "d_hidden", tier2)["rndu"], 2.0**-12)
+        # lcecheck reports the term since it exists: its value is taken as it is
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "d_weight", dict(tier2, rndu=0))["rndu"], 0.0)
+        entry = ("model", 0.0, 0.0, 0.0, (("cond", 0.0), ("rnd", 1.0), ("rndu", 1.0)))
+        self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(bf16, "d_weight", tier2)),
+                         2.0**-9)
+
+    def test_entries_no_sample_defines_are_derived_from_the_policy_or_refused(self):
+        # lse's bias and ulpfrac need 64 effective tokens; a matrix of few-token cases defines neither,
+        # and a larger matrix judges both: bias takes relerr's entry (|bias| <= relerr), ulpfrac the
+        # fixed whole output; loss's bias and ulpfrac (one element) are never judged and never derived.
+        few = case("bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1", "bf16")
+        few["outputs"]["lse"].update(bias=None, ulpfrac=None)
+        few["outputs"]["loss"].update(bias=None, ulpfrac=None)
+        samples = lcecheck_golden.collect_measurements(measurement([few]))
+        pol = lcecheck_golden.load_policy(POLICY)
+        entries, _, _ = lcecheck_golden.propose(pol, samples)
+        self.assertEqual(entries[(CLASS, "bf16", "lse", "bias")], entries[(CLASS, "bf16", "lse", "relerr")])
+        self.assertEqual(entries[(CLASS, "bf16", "lse", "ulpfrac")], ("model", 0.0, 0.0, 0.0, (("1", 1.0),)))
+        self.assertNotIn((CLASS, "bf16", "loss", "bias"), entries)
+        self.assertEqual(len(entries), len(lcecheck_golden.JUDGED))
+        del pol["unmeasured"][("lse", "bias")]
+        with self.assertRaisesRegex(lcecheck_golden.Refusal, "fused-host bf16 lse bias: no sample"):
+            lcecheck_golden.propose(pol, samples)
 
     def test_relerr_couples_to_the_maxscaled_bound_at_the_case(self):
         key = ("fused-host", "fp32", "d_hidden", "relerr")
