@@ -134,6 +134,10 @@ def propose(pol, samples):
             return policy_value(pol, expr, dtype, s["shape"], s["k"], extra=extra)
         margin = value(rule["margin"], ss[0])
         fixed = {t: value(e, ss[0]) * margin for t, e in rule["fix"].items()}
+        # add.: a derived term for a mechanism the fitted terms do not hold, added after the fit (0 in it)
+        # so that a case where that worst case overstates does not lower what the fitted terms hold
+        added = {t: value(e, ss[0]) * margin for t, e in rule["add"].items()}
+        fixed.update({t: 0.0 for t in added})
         if "ref" in rule:
             fixed[rule["ref"]] = 1.0
         floors = [value(rule["min"], s) if "min" in rule else 0.0 for s in ss]
@@ -144,7 +148,7 @@ def propose(pol, samples):
             if over and set(rule["terms"]) - set(fixed) - set(over):
                 # a capped term is held at its cap, and the other terms refitted around it
                 coefs = fit(ss, rule["terms"], {**fixed, **over}, margin, floors, rule.get("ref"))
-            coefs = [min(c, caps[t]) if t in caps else c for t, c in zip(rule["terms"], coefs)]
+            coefs = [min(c, caps[t]) if t in caps else added.get(t, c) for t, c in zip(rule["terms"], coefs)]
         except FitError as e:
             raise Refusal(f"{' '.join(key)}: {e}")
         entry = ("model", 0.0, 0.0, 0.0, tuple(zip(rule["terms"], coefs)))
@@ -188,12 +192,14 @@ def derive_unmeasured(pol, samples, entries):
             if key in entries or (cls, dtype, output) not in measured:
                 continue
             rule, src = pol["bounds"].get((output, metric)), pol["unmeasured"].get((output, metric))
-            if rule is not None and all(t in rule["fix"] or t == rule.get("ref") for t in rule["terms"]):
+            if rule is not None and all(t in rule["fix"] or t in rule["add"] or t == rule.get("ref")
+                                        for t in rule["terms"]):
                 ms = dict(entries.get((cls, dtype, output, "maxscaled"), ("model", 0, 0, 0, ()))[4])
                 value = lambda e: policy_value(pol, e, dtype, {}, 0, extra={"maxscaled": ms.get("1", math.nan)})
                 try:
                     margin = value(rule["margin"])
-                    coefs = [1.0 if t == rule.get("ref") else value(rule["fix"][t]) * margin for t in rule["terms"]]
+                    coefs = [1.0 if t == rule.get("ref") else value({**rule["fix"], **rule["add"]}[t]) * margin
+                             for t in rule["terms"]]
                 except ToolError as e:  # a fixed coefficient that depends on the case's shape
                     refusals.append(f"{' '.join(key)}: no sample defines it, and its fixed terms need a case: {e}")
                     continue

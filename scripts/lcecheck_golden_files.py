@@ -164,13 +164,15 @@ def load_policy(path, _included=None):
 
 def parse_bound_rule(tok, where, own):
     """`bound <output> <metric> model terms=<t>,<t>... margin=<expr> [min=<expr>] [fix.<t>=<expr>]
-    [max.<t>=<expr>] [ref=<t>]`: the terms (TERMS, in their order), the margin, the least bound,
-    coefficients given by the policy instead of fitted (times the margin), caps on fitted ones, and a
-    reference term (coefficient 1; the margin applies to what a measurement exceeds it by)."""
+    [max.<t>=<expr>] [add.<t>=<expr>] [ref=<t>]`: the terms (TERMS, in their order), the margin, the
+    least bound, coefficients given by the policy instead of fitted (times the margin), caps on fitted
+    ones, coefficients given by the policy and added after the fit (times the margin; the fitted terms
+    hold every measurement without them), and a reference term (coefficient 1; the margin applies to
+    what a measurement exceeds it by)."""
     if tok[3] != "model":
         raise ToolError(f"{where}: bound form '{tok[3]}': policies write `model terms=...` (golden files "
                         "may still hold the fixed forms const, sqrtk, lineark, cond, condk)")
-    opts, rule = {}, {"form": "model", "fix": {}, "max": {}}
+    opts, rule = {}, {"form": "model", "fix": {}, "max": {}, "add": {}}
     for kv in tok[4:]:
         key, _, val = kv.partition("=")
         if key == "terms" and val and "terms" not in rule:
@@ -184,8 +186,8 @@ def parse_bound_rule(tok, where, own):
             rule["ref"] = val
             continue
         group, _, term = key.partition(".")
-        if not val or (group in ("fix", "max") and term not in TERMS) or (
-                group not in ("fix", "max") and (term or key not in ("margin", "min"))) or key in opts:
+        if not val or (group in ("fix", "max", "add") and term not in TERMS) or (
+                group not in ("fix", "max", "add") and (term or key not in ("margin", "min"))) or key in opts:
             raise ToolError(f"{where}: bad bound option '{kv}'")
         tree = parse_expr(val, where)
         if any(isinstance(n, ast.Name) and n.id == "cond" for n in ast.walk(tree)):
@@ -193,16 +195,17 @@ def parse_bound_rule(tok, where, own):
             # terms already multiply by it.
             raise ToolError(f"{where}: '{kv}' uses cond, which only ceilings may use")
         opts[key] = (tree, where)
-        if group in ("fix", "max"):
+        if group in ("fix", "max", "add"):
             rule[group][term] = opts[key]
         else:
             rule[key] = opts[key]
     if "margin" not in rule or "terms" not in rule or ("bound", tok[1], tok[2]) in own:
         raise ToolError(f"{where}: bound needs terms= and margin= and must not repeat a key")
-    if any(t not in rule["terms"] for t in list(rule["fix"]) + list(rule["max"])):
-        raise ToolError(f"{where}: fix. and max. name terms of the rule's terms=")
-    if "ref" in rule and (rule["ref"] not in rule["terms"] or rule["ref"] in rule["fix"] or rule["ref"] in rule["max"]):
-        raise ToolError(f"{where}: ref= names a term of the rule's terms= that no fix. or max. names")
+    named = list(rule["fix"]) + list(rule["max"]) + list(rule["add"])
+    if any(t not in rule["terms"] for t in named) or len(set(named)) != len(named):
+        raise ToolError(f"{where}: fix., max. and add. name terms of the rule's terms=, each once")
+    if "ref" in rule and (rule["ref"] not in rule["terms"] or rule["ref"] in named):
+        raise ToolError(f"{where}: ref= names a term of the rule's terms= that no fix., max. or add. names")
     own.add(("bound", tok[1], tok[2]))
     return rule
 

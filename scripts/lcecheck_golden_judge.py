@@ -117,14 +117,19 @@ def check_mutant_runs(cls, runs, entries):
 
 def judge_run(run, entries):
     """Every (case, output, metric) of one measured run against entries: rows with value, bound and % of
-    budget (the judge's rule, offline: a metric above its bound fails the case)."""
+    budget (the judge's rule, offline: a metric above its bound fails the case; a defined metric without
+    an entry, which the judge refuses to judge, is a row with bound NaN, infinite use and no_entry)."""
     cls, rows = run.get("golden_class"), []
     for case in run.get("cases", []):
         for out, o in (case.get("outputs") or {}).items():
             for metric in METRICS:
                 key = (cls, case.get("dtype"), out, metric)
                 e, v = entries.get(key), (o or {}).get(metric)
-                if e is None or v is None:
+                if v is None or (o or {}).get("judged") == 0:
+                    continue
+                if e is None:  # the judge's error: a defined metric the golden has no entry for
+                    rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
+                                 "value": abs(float(v)), "bound": math.nan, "pct": math.inf, "no_entry": True})
                     continue
                 bound = bound_at(e, with_ms(entries, key, output_scales(case["id"], out, o)))
                 rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
@@ -175,8 +180,8 @@ def cmd_judge(args):
             pct = f"{w['pct']:.1f}%" if w else "-"
             print(f"{r['subject']:<34} {r['metrics']:>7} {len(r['misses']):>6} {pct:>8}  {r['verdict']:<9} {at}")
             for m in (r["misses"] if not r["mutant"] else [])[:10]:
-                print(f"    miss: {m['case']} {m['output']} {m['metric']} {m['value']:.3e} > {m['bound']:.3e} "
-                      f"({m['pct']:.0f}%)")
+                print(f"    miss: {m['case']} {m['output']} {m['metric']} {m['value']:.3e} "
+                      + ("without a golden entry" if m.get("no_entry") else f"> {m['bound']:.3e} ({m['pct']:.0f}%)"))
     if bad:
         raise Refusal("judged against " + os.path.relpath(args.golden_dir, REPO) + ":\n  " + "\n  ".join(bad))
     return 0

@@ -168,7 +168,8 @@ class RegenTest(unittest.TestCase):
         self.assertAlmostEqual(at(relerr, ms=ms), 3e-3 * 2, delta=1e-15)
         self.assertAlmostEqual(at(bias), 2e-4 * 2.5, delta=1e-15)
         self.assertIn(f"{CLASS} bf16 d_hidden relerr model cond=", text)
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("model", 0.0, 0.0, 0.0, (("1", 1e-3 / 4 * 2),)))
+        # rsum (derived, coefficient 1) added to the fitted constant
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("model", 0.0, 0.0, 0.0, (("1", 1e-3 / 4 * 2), ("rsum", 1.0))))
         # An output without metrics (judged 0: d_embedding) gets no entry; min= lifts tiny values.
         self.assertNotIn((CLASS, "bf16", "d_embedding", "relerr"), e)
         # (at the measured case: reduction none, where pertok gives two roundings of u32 without a fit)
@@ -549,6 +550,25 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual(refusals, [])
         self.assertEqual(entries[("fused-cuda", "bf16", "d_weight", "bias")], entries[("fused-cuda", "bf16", "d_weight", "relerr")])
         self.assertEqual(entries[("fused-cuda", "bf16", "d_weight", "maxscaled")][4], (("1", 0.5),))
+
+    def test_an_added_term_does_not_lower_the_fitted_ones(self):
+        # add.rsum: rsum's coefficient is the policy's (1 at margin 2), added after the fit, so the constant
+        # holds margin x every value by itself; fix.rsum subtracts rsum from the targets first.
+        cid = "fp32.untied.tp2.n8.h32.v2048.vp2048.vc1.none.ign0.prior.flat.s9518"
+        key = ("fused-host", "fp32", "d_hidden", "maxscaled")
+        samples = {key: [{"id": cid, "value": 28.1 * 2.0**-24, "k": 2048, "cond": 1.0, "shape": {"N": 8, "H": 32, "V": 2048},
+                          "scales": lcecheck_golden_fit.scales_of(cid, 1.0, 1.0, 2048, rsum=18.8 * 2.0**-24)}]}
+        others = "".join(f"bound d_hidden {m} model terms=1 margin=1 fix.1=1\n" for m in ("relerr", "bias", "ulpfrac"))
+        for how, const in (("add", 2 * 28.1), ("fix", 2 * 28.1 - 18.8)):
+            with tempfile.TemporaryDirectory() as d:
+                p = os.path.join(d, "policy.txt")
+                with open(p, "w") as f:
+                    f.write(f"lcecheck-policy 1\nbound d_hidden maxscaled model terms=1,rsum margin=2 {how}.rsum=1/2\n"
+                            + others + "ceiling * d_hidden maxscaled 1\n")
+                pol = lcecheck_golden.load_policy(p)
+            terms = dict(lcecheck_golden.propose(pol, samples)[0][key][4])
+            self.assertAlmostEqual(terms["1"] / 2.0**-24, const, delta=1e-9, msg=how)
+            self.assertEqual(terms["rsum"], 1.0)
 
     def test_the_fit_is_the_tightest_cover(self):
         # Two terms, two samples that each need one: the linear program gives each term what its
