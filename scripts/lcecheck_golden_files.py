@@ -1,7 +1,8 @@
 """lcecheck_golden_files.py — the two text formats scripts/lcecheck_golden.py reads and writes:
 policy files (golden/policy.txt and the per-architecture ones that include it: arithmetic expressions,
 bound rules, ceilings) and golden files (conformance/judge/lce_golden.h is the C authority; this reader is
-held to the same format by the golden_files_parse tests). Pure functions, no tool runs."""
+held to the same format by the golden_files_parse tests), and the entries a policy derives where no
+sample defines one (derive_unmeasured). Pure functions, no tool runs."""
 import ast
 import math
 import os
@@ -223,6 +224,49 @@ def policy_ceiling(pol, dtype, output, metric):
     if c is None:
         raise Refusal(f"{pol['path']}: no ceiling for {dtype} {output} {metric}")
     return c
+
+
+# Every (output, metric) a case can define, so every one that a larger matrix can judge: loss is one
+# element (reduction sum and mean; under none its class checks judge it), over which the statistics
+# bias and ulpfrac are never defined (lce_metrics.h, LCE_STAT_MIN_ELEMS); d_embedding has class checks only.
+JUDGED = tuple((o, m) for o in OUTPUTS if o != "d_embedding" for m in METRICS
+               if o != "loss" or m in ("relerr", "maxscaled"))
+
+
+def derive_unmeasured(pol, samples, entries):
+    """Entries for the keys of JUDGED that no sample of the matrix defines (a statistic over too few
+    elements in every case of it), for each (class, dtype, output) measured: a golden fitted on a small matrix
+    judges the larger ones, whose cases define them. From the policy, never from a guess: a rule whose
+    every coefficient the policy fixes needs no sample, and `unmeasured <output> <metric> from <m2>`
+    takes the same dtype's (output, m2) entry (bias from relerr: |bias| <= relerr, golden/policy.txt).
+    Returns the entries and a refusal for each key the policy derives nothing for."""
+    derived, refusals = {}, []
+    measured = {k[:3] for k in samples}  # an output left out of the measurement (--outputs) is not judged
+    for cls, dtype in sorted({k[:2] for k in samples}, key=lambda cd: (cd[0], DTYPES.index(cd[1]))):
+        for output, metric in JUDGED:
+            key = (cls, dtype, output, metric)
+            if key in entries or (cls, dtype, output) not in measured:
+                continue
+            rule, src = pol["bounds"].get((output, metric)), pol["unmeasured"].get((output, metric))
+            if rule is not None and all(t in rule["fix"] or t in rule["add"] or t == rule.get("ref")
+                                        for t in rule["terms"]):
+                ms = dict(entries.get((cls, dtype, output, "maxscaled"), ("model", 0, 0, 0, ()))[4])
+                value = lambda e: policy_value(pol, e, dtype, {}, 0, extra={"maxscaled": ms.get("1", math.nan)})
+                try:
+                    margin = value(rule["margin"])
+                    coefs = [1.0 if t == rule.get("ref") else value({**rule["fix"], **rule["add"]}[t]) * margin
+                             for t in rule["terms"]]
+                except ToolError as e:  # a fixed coefficient that depends on the case's shape
+                    refusals.append(f"{' '.join(key)}: no sample defines it, and its fixed terms need a case: {e}")
+                    continue
+                derived[key] = ("model", 0.0, 0.0, 0.0, tuple(zip(rule["terms"], coefs)))
+            elif src is not None and (cls, dtype, output, src) in entries:
+                derived[key] = entries[(cls, dtype, output, src)]
+            else:
+                refusals.append(f"{' '.join(key)}: no sample of the matrix defines it and {pol['path']} derives "
+                                "no entry for it (a rule of fixed terms, or `unmeasured ... from ...`), so a "
+                                "larger matrix could not be judged")
+    return derived, refusals
 
 
 # ---- golden files --------------------------------------------------------------------------------
