@@ -134,6 +134,10 @@ def propose(pol, samples):
             return policy_value(pol, expr, dtype, s["shape"], s["k"], extra=extra)
         margin = value(rule["margin"], ss[0])
         fixed = {t: value(e, ss[0]) * margin for t, e in rule["fix"].items()}
+        # add.: a derived term for a mechanism the fitted terms do not hold, added after the fit (0 in it)
+        # so that a case where that worst case overstates does not lower what the fitted terms hold
+        added = {t: value(e, ss[0]) * margin for t, e in rule["add"].items()}
+        fixed.update({t: 0.0 for t in added})
         if "ref" in rule:
             fixed[rule["ref"]] = 1.0
         floors = [value(rule["min"], s) if "min" in rule else 0.0 for s in ss]
@@ -144,7 +148,7 @@ def propose(pol, samples):
             if over and set(rule["terms"]) - set(fixed) - set(over):
                 # a capped term is held at its cap, and the other terms refitted around it
                 coefs = fit(ss, rule["terms"], {**fixed, **over}, margin, floors, rule.get("ref"))
-            coefs = [min(c, caps[t]) if t in caps else c for t, c in zip(rule["terms"], coefs)]
+            coefs = [min(c, caps[t]) if t in caps else added.get(t, c) for t, c in zip(rule["terms"], coefs)]
         except FitError as e:
             raise Refusal(f"{' '.join(key)}: {e}")
         entry = ("model", 0.0, 0.0, 0.0, tuple(zip(rule["terms"], coefs)))
@@ -159,6 +163,10 @@ def propose(pol, samples):
                             f"ceiling {max(ceils):.3e} of the matrix ({ceiling[1]})")
         entries[key] = entry
         worst[key] = max(zip(ss, bounds), key=lambda sb: sb[0]["value"] / sb[1] if sb[1] > 0 else math.inf)[0]
+    derived, unjudgeable = derive_unmeasured(pol, samples, entries)
+    if unjudgeable:
+        raise Refusal("entries a larger matrix would judge and this golden could not:\n  " + "\n  ".join(unjudgeable))
+    entries.update(derived)
     return entries, worst, refusals
 
 

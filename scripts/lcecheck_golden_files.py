@@ -1,7 +1,8 @@
 """lcecheck_golden_files.py — the two text formats scripts/lcecheck_golden.py reads and writes:
 policy files (golden/policy.txt and the per-architecture ones that include it: arithmetic expressions,
 bound rules, ceilings) and golden files (conformance/judge/lce_golden.h is the C authority; this reader is
-held to the same format by the golden_files_parse tests). Pure functions, no tool runs."""
+held to the same format by the golden_files_parse tests), and the entries a policy derives where no
+sample defines one (derive_unmeasured). Pure functions, no tool runs."""
 import ast
 import math
 import os
@@ -110,12 +111,14 @@ def case_names(dtype, shape, k, cond=1.0):
 
 
 def load_policy(path, _included=None):
-    """Returns {'defines': {name: (ast, where)}, 'bounds': {(o, m): {...}}, 'ceilings': {(t, o, m): (ast, where)}}.
+    """Returns {'defines': {name: (ast, where)}, 'bounds': {(o, m): {...}}, 'ceilings': {(t, o, m): (ast, where)},
+    'unmeasured': {(o, m): m2}}: `unmeasured <output> <metric> from <metric2>` says that an entry no
+    sample of the matrix defines takes the same dtype's (output, metric2) entry.
 
     `include <relative path>` (first directive only) reads a base policy first; the including file
     (a per-architecture policy) may then replace the base's bound and ceiling lines key by key, and
     add defines. Within one file a key may not repeat."""
-    pol = {"defines": {}, "bounds": {}, "ceilings": {}, "path": path}
+    pol = {"defines": {}, "bounds": {}, "ceilings": {}, "unmeasured": {}, "path": path}
     try:
         lines = read_text(path).split("\n")
     except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in an included path
@@ -133,7 +136,7 @@ def load_policy(path, _included=None):
             if own or pol["defines"] or depth > 4:
                 raise ToolError(f"{where}: include must be the first directive (at most 4 levels)")
             base = load_policy(os.path.join(os.path.dirname(path), tok[1]), _included=depth)
-            pol.update({k: base[k] for k in ("defines", "bounds", "ceilings")})
+            pol.update({k: base[k] for k in ("defines", "bounds", "ceilings", "unmeasured")})
             own.add(("include",))
             continue
         if tok[0] == "define" and len(tok) >= 4 and tok[2] == "=":
@@ -142,6 +145,12 @@ def load_policy(path, _included=None):
             pol["defines"][tok[1]] = (parse_expr(" ".join(tok[3:]), where), where)
         elif tok[0] == "bound" and len(tok) >= 5 and tok[1] in OUTPUTS and tok[2] in METRICS:
             pol["bounds"][(tok[1], tok[2])] = parse_bound_rule(tok, where, own)
+        elif tok[0] == "unmeasured" and len(tok) == 5 and tok[1] in OUTPUTS and tok[2] in METRICS \
+                and tok[3] == "from" and tok[4] in METRICS and tok[4] != tok[2]:
+            if ("unmeasured", tok[1], tok[2]) in own:
+                raise ToolError(f"{where}: duplicate unmeasured {tok[1]} {tok[2]}")
+            own.add(("unmeasured", tok[1], tok[2]))
+            pol["unmeasured"][(tok[1], tok[2])] = tok[4]
         elif tok[0] == "ceiling" and len(tok) >= 5 and (tok[1] in DTYPES or tok[1] == "*") \
                 and tok[2] in OUTPUTS and tok[3] in METRICS:
             key = (tok[1], tok[2], tok[3])
@@ -156,13 +165,15 @@ def load_policy(path, _included=None):
 
 def parse_bound_rule(tok, where, own):
     """`bound <output> <metric> model terms=<t>,<t>... margin=<expr> [min=<expr>] [fix.<t>=<expr>]
-    [max.<t>=<expr>] [ref=<t>]`: the terms (TERMS, in their order), the margin, the least bound,
-    coefficients given by the policy instead of fitted (times the margin), caps on fitted ones, and a
-    reference term (coefficient 1; the margin applies to what a measurement exceeds it by)."""
+    [max.<t>=<expr>] [add.<t>=<expr>] [ref=<t>]`: the terms (TERMS, in their order), the margin, the
+    least bound, coefficients given by the policy instead of fitted (times the margin), caps on fitted
+    ones, coefficients given by the policy and added after the fit (times the margin; the fitted terms
+    hold every measurement without them), and a reference term (coefficient 1; the margin applies to
+    what a measurement exceeds it by)."""
     if tok[3] != "model":
         raise ToolError(f"{where}: bound form '{tok[3]}': policies write `model terms=...` (golden files "
                         "may still hold the fixed forms const, sqrtk, lineark, cond, condk)")
-    opts, rule = {}, {"form": "model", "fix": {}, "max": {}}
+    opts, rule = {}, {"form": "model", "fix": {}, "max": {}, "add": {}}
     for kv in tok[4:]:
         key, _, val = kv.partition("=")
         if key == "terms" and val and "terms" not in rule:
@@ -176,8 +187,8 @@ def parse_bound_rule(tok, where, own):
             rule["ref"] = val
             continue
         group, _, term = key.partition(".")
-        if not val or (group in ("fix", "max") and term not in TERMS) or (
-                group not in ("fix", "max") and (term or key not in ("margin", "min"))) or key in opts:
+        if not val or (group in ("fix", "max", "add") and term not in TERMS) or (
+                group not in ("fix", "max", "add") and (term or key not in ("margin", "min"))) or key in opts:
             raise ToolError(f"{where}: bad bound option '{kv}'")
         tree = parse_expr(val, where)
         if any(isinstance(n, ast.Name) and n.id == "cond" for n in ast.walk(tree)):
@@ -185,16 +196,17 @@ def parse_bound_rule(tok, where, own):
             # terms already multiply by it.
             raise ToolError(f"{where}: '{kv}' uses cond, which only ceilings may use")
         opts[key] = (tree, where)
-        if group in ("fix", "max"):
+        if group in ("fix", "max", "add"):
             rule[group][term] = opts[key]
         else:
             rule[key] = opts[key]
     if "margin" not in rule or "terms" not in rule or ("bound", tok[1], tok[2]) in own:
         raise ToolError(f"{where}: bound needs terms= and margin= and must not repeat a key")
-    if any(t not in rule["terms"] for t in list(rule["fix"]) + list(rule["max"])):
-        raise ToolError(f"{where}: fix. and max. name terms of the rule's terms=")
-    if "ref" in rule and (rule["ref"] not in rule["terms"] or rule["ref"] in rule["fix"] or rule["ref"] in rule["max"]):
-        raise ToolError(f"{where}: ref= names a term of the rule's terms= that no fix. or max. names")
+    named = list(rule["fix"]) + list(rule["max"]) + list(rule["add"])
+    if any(t not in rule["terms"] for t in named) or len(set(named)) != len(named):
+        raise ToolError(f"{where}: fix., max. and add. name terms of the rule's terms=, each once")
+    if "ref" in rule and (rule["ref"] not in rule["terms"] or rule["ref"] in named):
+        raise ToolError(f"{where}: ref= names a term of the rule's terms= that no fix., max. or add. names")
     own.add(("bound", tok[1], tok[2]))
     return rule
 
@@ -212,6 +224,49 @@ def policy_ceiling(pol, dtype, output, metric):
     if c is None:
         raise Refusal(f"{pol['path']}: no ceiling for {dtype} {output} {metric}")
     return c
+
+
+# Every (output, metric) a case can define, so every one that a larger matrix can judge: loss is one
+# element (reduction sum and mean; under none its class checks judge it), over which the statistics
+# bias and ulpfrac are never defined (lce_metrics.h, LCE_STAT_MIN_ELEMS); d_embedding has class checks only.
+JUDGED = tuple((o, m) for o in OUTPUTS if o != "d_embedding" for m in METRICS
+               if o != "loss" or m in ("relerr", "maxscaled"))
+
+
+def derive_unmeasured(pol, samples, entries):
+    """Entries for the keys of JUDGED that no sample of the matrix defines (a statistic over too few
+    elements in every case of it), for each (class, dtype, output) measured: a golden fitted on a small matrix
+    judges the larger ones, whose cases define them. From the policy, never from a guess: a rule whose
+    every coefficient the policy fixes needs no sample, and `unmeasured <output> <metric> from <m2>`
+    takes the same dtype's (output, m2) entry (bias from relerr: |bias| <= relerr, golden/policy.txt).
+    Returns the entries and a refusal for each key the policy derives nothing for."""
+    derived, refusals = {}, []
+    measured = {k[:3] for k in samples}  # an output left out of the measurement (--outputs) is not judged
+    for cls, dtype in sorted({k[:2] for k in samples}, key=lambda cd: (cd[0], DTYPES.index(cd[1]))):
+        for output, metric in JUDGED:
+            key = (cls, dtype, output, metric)
+            if key in entries or (cls, dtype, output) not in measured:
+                continue
+            rule, src = pol["bounds"].get((output, metric)), pol["unmeasured"].get((output, metric))
+            if rule is not None and all(t in rule["fix"] or t in rule["add"] or t == rule.get("ref")
+                                        for t in rule["terms"]):
+                ms = dict(entries.get((cls, dtype, output, "maxscaled"), ("model", 0, 0, 0, ()))[4])
+                value = lambda e: policy_value(pol, e, dtype, {}, 0, extra={"maxscaled": ms.get("1", math.nan)})
+                try:
+                    margin = value(rule["margin"])
+                    coefs = [1.0 if t == rule.get("ref") else value({**rule["fix"], **rule["add"]}[t]) * margin
+                             for t in rule["terms"]]
+                except ToolError as e:  # a fixed coefficient that depends on the case's shape
+                    refusals.append(f"{' '.join(key)}: no sample defines it, and its fixed terms need a case: {e}")
+                    continue
+                derived[key] = ("model", 0.0, 0.0, 0.0, tuple(zip(rule["terms"], coefs)))
+            elif src is not None and (cls, dtype, output, src) in entries:
+                derived[key] = entries[(cls, dtype, output, src)]
+            else:
+                refusals.append(f"{' '.join(key)}: no sample of the matrix defines it and {pol['path']} derives "
+                                "no entry for it (a rule of fixed terms, or `unmeasured ... from ...`), so a "
+                                "larger matrix could not be judged")
+    return derived, refusals
 
 
 # ---- golden files --------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import os
 import re
 
 from lcecheck_golden_files import METRICS, Refusal, ToolError, bound_at, load_golden, read_text
-from lcecheck_golden_fit import scales_of
+from lcecheck_golden_fit import UNIT_ROUNDOFF_INPUT, scales_of
 from lcecheck_run import log
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,8 +51,16 @@ def output_scales(case_id, output, o):
     # uo: the unit roundoff of the output's own format (d_hidden: the case dtype; the rest fp32)
     dtype = case_id.split(".")[0]
     uo = 2.0**-24 if output != "d_hidden" or dtype == "fp32" else {"bf16": 2.0**-8, "fp16": 2.0**-11}[dtype]
+    # rndu: rnd's bound u/2 where the reference does not measure rnd (tier 2: acc, which every tier with
+    # rnd reports > 0 where r != 0, is 0 there) and r is not 0 everywhere (neff 0); lcecheck reports it
+    # since the term exists, and files that report acc but not rndu are read by that rule (lce_bound_scales_of)
+    if "rndu" in o or "acc" not in o:  # reported, or a file without the derived terms at all: as it says
+        rndu = (o.get("rndu") or 0.0) if grad else 0.0
+    else:
+        u_dlogit = 2.0**-11 if "tf32" in case_id.split(".") else UNIT_ROUNDOFF_INPUT[dtype]
+        rndu = u_dlogit / 2 if grad and not o.get("acc") and (o.get("neff") or 0.0) > 0.0 else 0.0
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn, rsum, pertok, uo)
+                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu)
 
 
 def with_ms(entries, key, scales):
@@ -109,14 +117,19 @@ def check_mutant_runs(cls, runs, entries):
 
 def judge_run(run, entries):
     """Every (case, output, metric) of one measured run against entries: rows with value, bound and % of
-    budget (the judge's rule, offline: a metric above its bound fails the case)."""
+    budget (the judge's rule, offline: a metric above its bound fails the case; a defined metric without
+    an entry, which the judge refuses to judge, is a row with bound NaN, infinite use and no_entry)."""
     cls, rows = run.get("golden_class"), []
     for case in run.get("cases", []):
         for out, o in (case.get("outputs") or {}).items():
             for metric in METRICS:
                 key = (cls, case.get("dtype"), out, metric)
                 e, v = entries.get(key), (o or {}).get(metric)
-                if e is None or v is None:
+                if v is None or (o or {}).get("judged") == 0:
+                    continue
+                if e is None:  # the judge's error: a defined metric the golden has no entry for
+                    rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
+                                 "value": abs(float(v)), "bound": math.nan, "pct": math.inf, "no_entry": True})
                     continue
                 bound = bound_at(e, with_ms(entries, key, output_scales(case["id"], out, o)))
                 rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
@@ -167,8 +180,8 @@ def cmd_judge(args):
             pct = f"{w['pct']:.1f}%" if w else "-"
             print(f"{r['subject']:<34} {r['metrics']:>7} {len(r['misses']):>6} {pct:>8}  {r['verdict']:<9} {at}")
             for m in (r["misses"] if not r["mutant"] else [])[:10]:
-                print(f"    miss: {m['case']} {m['output']} {m['metric']} {m['value']:.3e} > {m['bound']:.3e} "
-                      f"({m['pct']:.0f}%)")
+                print(f"    miss: {m['case']} {m['output']} {m['metric']} {m['value']:.3e} "
+                      + ("without a golden entry" if m.get("no_entry") else f"> {m['bound']:.3e} ({m['pct']:.0f}%)"))
     if bad:
         raise Refusal("judged against " + os.path.relpath(args.golden_dir, REPO) + ":\n  " + "\n  ".join(bad))
     return 0

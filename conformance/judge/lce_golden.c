@@ -29,7 +29,7 @@ static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",         
                                                        "sqrtv", "sqrth",         "sqrtk",      "k",          "coh",
                                                        "ms*cond/sqrtn", "cond*v", "h",          "cond*h",     "rnd",
                                                        "pertok", "flip", "outr", "acc", "accn", "gsc", "flipn",
-                                                       "rsum", "uo"};
+                                                       "rsum", "uo", "rndu"};
 
 const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
 const char *lce_bound_term_name(lce_bound_term t) { return (unsigned)t < LCE_TERM_COUNT ? TERM_NAMES[t] : "?"; }
@@ -326,6 +326,7 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
     case LCE_TERM_FLIPN: return s->flipn;
     case LCE_TERM_RSUM: return s->rsum;
     case LCE_TERM_UO: return s->uo;
+    case LCE_TERM_RNDU: return s->rndu;
     case LCE_TERM_COUNT: break;
   }
   return NAN;

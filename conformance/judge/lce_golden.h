@@ -75,6 +75,10 @@
  *   uo           the unit roundoff of the output's own format (lce_output_format: d_hidden the case dtype,
  *                the rest fp32): the rounding of every element to it errs by at most uo relative, so
  *                relerr carries it whatever cond is (a fitted b·cond carried it only at the matrix's cond)
+ *   rndu         u/2 of the format the GEMMs read (bf16 2^-9, fp16 and tf32 2^-12, fp32 2^-25) for the gradients
+ *                where the reference does not compute rnd (tier 2) and r is not 0 everywhere, else 0: one
+ *                rounding to nearest per d_logit, the coherent label term's at production shapes
+ *                (golden/policy.txt); where rnd is measured it is rnd's place, and this term is 0
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -116,7 +120,8 @@ typedef enum lce_bound_term {
   LCE_TERM_FLIPN = 21,
   LCE_TERM_RSUM = 22,
   LCE_TERM_UO = 23,
-  LCE_TERM_COUNT = 24
+  LCE_TERM_RNDU = 24,
+  LCE_TERM_COUNT = 25
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -138,6 +143,7 @@ typedef struct lce_bound_scales {
   double flipn;  /* the normwise image of the kernel's fp32 d_logit errors, fp32 d_logits only (term flipn) */
   double rsum;   /* the relative error of the rows' fp32 softmax denominators (term rsum) */
   double uo;     /* the unit roundoff of the output's own format (term uo) */
+  double rndu;   /* rnd's bound u/2 where the reference does not compute rnd (term rndu), else 0 */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

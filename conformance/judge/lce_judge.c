@@ -289,8 +289,7 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   s->coh = c->reduction == LCE_RED_NONE ? 0.0 : lce_dtype_unit_roundoff(c->dtype);
   s->ms = 0.0; /* lce_bounds_apply: the maxscaled entry's bound, once it is known */
   /* The coherent rounding of the d_logits, as the reference measured it; 0 from a tier that does not
-   * (tier 2): goldens fitted on its measurements carry that part in their other terms, and its
-   * bound u/2·cond would make a bias bound vacuous at production cond (~230). */
+   * (tier 2), where rndu below stands for it. */
   const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
   s->rnd = gradient && isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.0;
   s->flip = gradient && isfinite(ov->metrics.flip_bias) ? ov->metrics.flip_bias : 0.0;
@@ -312,6 +311,11 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   const double pertok_u = lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
   const double mag_bias = gradient && isfinite(ov->metrics.mag_bias) ? ov->metrics.mag_bias : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0 : pertok_u * (mag_bias > 1.0 ? mag_bias : 1.0);
+  /* Where the reference does not measure rnd (tier 2), the bound of what it measures: one rounding to
+   * nearest of each d_logit, u/2 of the format the GEMMs read, all taken one way (golden/policy.txt,
+   * rndu; at production shapes the label term p_y - 1 of every token rounds to -1, a growth by the mean
+   * p_y). Not where r is 0 everywhere: no bias exists there to be coherent with. */
+  s->rndu = gradient && !isfinite(ov->metrics.rnd_bias) && ov->metrics.ref_norm > 0.0 ? pertok_u / 2 : 0.0;
 }
 
 void lce_bound_scales_at(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,

@@ -354,7 +354,42 @@ static void test_explain(void) {
   teardown(&f);
 }
 
+/* rndu stands for rnd where the reference does not measure it (tier 2, rnd_bias NaN): u/2 of the format
+ * the GEMMs read, for the gradients only, and not where r is 0 everywhere; 0 wherever rnd is measured. */
+static void test_rndu_scale(void) {
+  lce_case c = lce_case_default();
+  c.dtype = LCE_BF16;
+  lce_output_verdict ov;
+  memset(&ov, 0, sizeof ov);
+  ov.inner = 16;
+  ov.metrics.cond = 2.0, ov.metrics.neff = 100.0, ov.metrics.ref_norm = 1.0, ov.metrics.token_share = 1.0;
+  ov.metrics.rnd_bias = ov.metrics.flip_bias = ov.metrics.outr_bias = ov.metrics.acc_bias = NAN;
+  lce_bound_scales s;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.rndu == 0x1p-9 && s.rnd == 0.0, "bf16 d_weight without rnd: rndu %a rnd %a", s.rndu, s.rnd);
+  lce_bound_scales_of(&c, LCE_OUT_D_HIDDEN, &ov, &s);
+  EXPECT(s.rndu == 0x1p-9, "bf16 d_hidden without rnd: rndu %a", s.rndu);
+  lce_bound_scales_of(&c, LCE_OUT_LSE, &ov, &s);
+  EXPECT(s.rndu == 0.0, "lse has no d_logit rounding: rndu %a", s.rndu);
+  c.dtype = LCE_FP32, c.gemm = LCE_GEMM_TF32;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.rndu == 0x1p-12, "tf32 d_weight without rnd: rndu %a", s.rndu);
+  c.gemm = LCE_GEMM_IEEE;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.rndu == 0x1p-25, "fp32 d_weight without rnd: rndu %a", s.rndu);
+  ov.metrics.ref_norm = 0.0;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.rndu == 0.0, "r == 0 everywhere: rndu %a", s.rndu);
+  ov.metrics.ref_norm = 1.0, ov.metrics.rnd_bias = -0x1p-20;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.rndu == 0.0 && s.rnd == 0x1p-20, "rnd measured: rndu %a rnd %a", s.rndu, s.rnd);
+  EXPECT(lce_bound_term_scale(LCE_TERM_RNDU, &(lce_bound_scales){.rndu = 0x1p-9}) == 0x1p-9 &&
+             strcmp(lce_bound_term_name(LCE_TERM_RNDU), "rndu") == 0,
+         "term rndu: name %s", lce_bound_term_name(LCE_TERM_RNDU));
+}
+
 int main(void) {
+  test_rndu_scale();
   test_perfect(0);
   test_perfect(1);
   test_class_failures();

@@ -168,7 +168,8 @@ class RegenTest(unittest.TestCase):
         self.assertAlmostEqual(at(relerr, ms=ms), 3e-3 * 2, delta=1e-15)
         self.assertAlmostEqual(at(bias), 2e-4 * 2.5, delta=1e-15)
         self.assertIn(f"{CLASS} bf16 d_hidden relerr model cond=", text)
-        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("model", 0.0, 0.0, 0.0, (("1", 1e-3 / 4 * 2),)))
+        # rsum (derived, coefficient 1) added to the fitted constant
+        self.assertEqual(e[(CLASS, "bf16", "d_hidden", "maxscaled")], ("model", 0.0, 0.0, 0.0, (("1", 1e-3 / 4 * 2), ("rsum", 1.0))))
         # An output without metrics (judged 0: d_embedding) gets no entry; min= lifts tiny values.
         self.assertNotIn((CLASS, "bf16", "d_embedding", "relerr"), e)
         # (at the measured case: reduction none, where pertok gives two roundings of u32 without a fit)
@@ -357,7 +358,9 @@ class FromJsonTest(unittest.TestCase):
     def production_json(self, mutant_relerr):
         def run(subject, mutant, d_hidden_relerr):
             outs = {"loss": output(8192, 2e-6, None, ulpfrac=None, maxscaled=3e-7, cond=17.0),
-                    "d_hidden": output(4096, d_hidden_relerr, 1.2e-3, ulpfrac=None, maxscaled=1e-4, cond=230.0),
+                    # ulpfrac as a tier-1 run defines it: a golden fitted on tier 2 alone, which has none,
+                    # could not judge it on a smaller matrix and is refused for want of it
+                    "d_hidden": output(4096, d_hidden_relerr, 1.2e-3, ulpfrac=0.0, maxscaled=1e-4, cond=230.0),
                     "d_weight": output(8192, 1.3e-3, 1.2e-3, ulpfrac=None, maxscaled=5e-5, cond=140.0)}
             for o in outs.values():
                 o["neff"] = 1.0 if o is outs["loss"] else 1e6  # production outputs: many elements
@@ -526,8 +529,10 @@ class PolicyTest(unittest.TestCase):
             with self.assertRaises(lcecheck_golden.ToolError):
                 lcecheck_golden.load_policy(p)  # fix. names a term the rule does not have
             with open(p, "w") as f:
+                # the other metrics of d_weight, which no sample defines here, derived as the policy says
                 f.write("lcecheck-policy 1\ndefine TC = 1e-9\nbound d_weight relerr model terms=cond,k margin=2 "
-                        "fix.k=TC\nceiling * d_weight relerr 1\n")
+                        "fix.k=TC\nceiling * d_weight relerr 1\nbound d_weight ulpfrac model terms=1 margin=1 fix.1=1\n"
+                        "bound d_weight maxscaled model terms=1 margin=2 fix.1=1/4\nunmeasured d_weight bias from relerr\n")
             pol = lcecheck_golden.load_policy(p)
         shape = {"N": 16, "H": 32, "V": 300}
         cid = "bf16.untied.tp1.n16.h32.v300.vp300.vc8.mean.ign0.prior.mixed.s1"
@@ -543,6 +548,8 @@ class PolicyTest(unittest.TestCase):
         self.assertAlmostEqual(terms["cond"], (6e-6 - 3.2e-8) / 2, delta=1e-18)
         self.assertEqual(worst[("fused-cuda", "bf16", "d_weight", "relerr")]["id"], "b")
         self.assertEqual(refusals, [])
+        self.assertEqual(entries[("fused-cuda", "bf16", "d_weight", "bias")], entries[("fused-cuda", "bf16", "d_weight", "relerr")])
+        self.assertEqual(entries[("fused-cuda", "bf16", "d_weight", "maxscaled")][4], (("1", 0.5),))
 
     def test_the_fit_is_the_tightest_cover(self):
         # Two terms, two samples that each need one: the linear program gives each term what its

@@ -1,0 +1,74 @@
+"""test_golden_forms.py — the bound forms that let a golden fitted on the default matrix judge every larger
+class (golden/policy.txt, "The bound forms"): rndu where the reference has no rnd, entries derived where no
+sample defines them, and a derived term added after the fit. Run: python3 -m unittest discover -s scripts/tests"""
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.dont_write_bytecode = True
+import lcecheck_golden  # noqa: E402
+import lcecheck_golden_fit  # noqa: E402
+from test_lcecheck_golden import CLASS, POLICY, case, measurement  # noqa: E402
+
+
+class FormsTest(unittest.TestCase):
+    def test_rndu_stands_for_rnd_where_the_reference_has_none(self):
+        # Tier 2 reports no rnd (0, and acc 0 beside it): rnd's bound u/2 of the GEMMs' d_logit format
+        # takes its place for the gradients; where rnd is measured (acc > 0) or r is 0 (neff 0), 0.
+        bf16 = "bf16.untied.tp1.n4096.h4096.v32000.vp32000.vc4096.mean.ign5.fresh.normal.s1"
+        tier2 = {"inner": 4096, "cond": 153.0, "neff": 5.4e6, "rnd": 0, "acc": 0, "gsc": 6e-8}
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "d_weight", tier2)["rndu"], 2.0**-9)
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "lse", tier2)["rndu"], 0.0)
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "d_hidden", dict(tier2, neff=0))["rndu"], 0.0)
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "d_weight", dict(tier2, rnd=1e-5, acc=2e-9))["rndu"], 0.0)
+        tf32 = "fp32.tied.tp2.n256.h1024.v16000.vp16128.vc4096.mean.ign10.tf32.fresh.normal.s9108"
+        self.assertEqual(lcecheck_golden.output_scales(tf32, "d_hidden", tier2)["rndu"], 2.0**-12)
+        # lcecheck reports the term since it exists: its value is taken as it is
+        self.assertEqual(lcecheck_golden.output_scales(bf16, "d_weight", dict(tier2, rndu=0))["rndu"], 0.0)
+        entry = ("model", 0.0, 0.0, 0.0, (("cond", 0.0), ("rnd", 1.0), ("rndu", 1.0)))
+        self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(bf16, "d_weight", tier2)),
+                         2.0**-9)
+
+    def test_entries_no_sample_defines_are_derived_from_the_policy_or_refused(self):
+        # lse's bias and ulpfrac need 64 effective tokens; a matrix of few-token cases defines neither,
+        # and a larger matrix judges both: bias takes relerr's entry (|bias| <= relerr), ulpfrac the
+        # fixed whole output; loss's bias and ulpfrac (one element) are never judged and never derived.
+        few = case("bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1", "bf16")
+        few["outputs"]["lse"].update(bias=None, ulpfrac=None)
+        few["outputs"]["loss"].update(bias=None, ulpfrac=None)
+        samples = lcecheck_golden.collect_measurements(measurement([few]))
+        pol = lcecheck_golden.load_policy(POLICY)
+        entries, _, _ = lcecheck_golden.propose(pol, samples)
+        self.assertEqual(entries[(CLASS, "bf16", "lse", "bias")], entries[(CLASS, "bf16", "lse", "relerr")])
+        self.assertEqual(entries[(CLASS, "bf16", "lse", "ulpfrac")], ("model", 0.0, 0.0, 0.0, (("1", 1.0),)))
+        self.assertNotIn((CLASS, "bf16", "loss", "bias"), entries)
+        self.assertEqual(len(entries), len(lcecheck_golden.JUDGED))
+        del pol["unmeasured"][("lse", "bias")]
+        with self.assertRaisesRegex(lcecheck_golden.Refusal, "fused-host bf16 lse bias: no sample"):
+            lcecheck_golden.propose(pol, samples)
+
+    def test_an_added_term_does_not_lower_the_fitted_ones(self):
+        # add.rsum: rsum's coefficient is the policy's (1 at margin 2), added after the fit, so the constant
+        # holds margin x every value by itself; fix.rsum subtracts rsum from the targets first.
+        cid = "fp32.untied.tp2.n8.h32.v2048.vp2048.vc1.none.ign0.prior.flat.s9518"
+        key = ("fused-host", "fp32", "d_hidden", "maxscaled")
+        samples = {key: [{"id": cid, "value": 28.1 * 2.0**-24, "k": 2048, "cond": 1.0, "shape": {"N": 8, "H": 32, "V": 2048},
+                          "scales": lcecheck_golden_fit.scales_of(cid, 1.0, 1.0, 2048, rsum=18.8 * 2.0**-24)}]}
+        others = "".join(f"bound d_hidden {m} model terms=1 margin=1 fix.1=1\n" for m in ("relerr", "bias", "ulpfrac"))
+        for how, const in (("add", 2 * 28.1), ("fix", 2 * 28.1 - 18.8)):
+            with tempfile.TemporaryDirectory() as d:
+                p = os.path.join(d, "policy.txt")
+                with open(p, "w") as f:
+                    f.write(f"lcecheck-policy 1\nbound d_hidden maxscaled model terms=1,rsum margin=2 {how}.rsum=1/2\n"
+                            + others + "ceiling * d_hidden maxscaled 1\n")
+                pol = lcecheck_golden.load_policy(p)
+            terms = dict(lcecheck_golden.propose(pol, samples)[0][key][4])
+            self.assertAlmostEqual(terms["1"] / 2.0**-24, const, delta=1e-9, msg=how)
+            self.assertEqual(terms["rsum"], 1.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
