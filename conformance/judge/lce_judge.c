@@ -288,8 +288,8 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * that rounds g into low-precision d_logits scales every gradient by the same rounding. */
   s->coh = c->reduction == LCE_RED_NONE ? 0.0 : lce_dtype_unit_roundoff(c->dtype);
   s->ms = 0.0; /* lce_bounds_apply: the maxscaled entry's bound, once it is known */
-  /* The coherent rounding of the d_logits, as the reference measured it; 0 from a tier that does not
-   * (tier 2), where rndu below stands for it. */
+  /* The coherent rounding of the d_logits, as the reference measured it; 0 from a reference that does
+   * not (tier 2 in device mode without its magnitudes), where rndu below stands for it. */
   const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
   s->rnd = gradient && isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.0;
   s->flip = gradient && isfinite(ov->metrics.flip_bias) ? ov->metrics.flip_bias : 0.0;
@@ -307,11 +307,11 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   s->uo = lce_dtype_unit_roundoff(lce_output_format(c, o));
   /* Each token's own g applied with roundings of its own, up to u of each term of an element: u per
    * unit of the bias sum_i mag_i |r_i| / <r, r>, which is u where the terms do not cancel and grows
-   * where they do (golden/policy.txt, pertok); u itself from a tier without that sum (tier 2). */
+   * where they do (golden/policy.txt, pertok); u itself from a reference without that sum (no rnd). */
   const double pertok_u = lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
   const double mag_bias = gradient && isfinite(ov->metrics.mag_bias) ? ov->metrics.mag_bias : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0 : pertok_u * (mag_bias > 1.0 ? mag_bias : 1.0);
-  /* Where the reference does not measure rnd (tier 2), the bound of what it measures: one rounding to
+  /* Where the reference does not measure rnd (no magnitudes), the bound of what it measures: one rounding to
    * nearest of each d_logit, u/2 of the format the GEMMs read, all taken one way (golden/policy.txt,
    * rndu; at production shapes the label term p_y - 1 of every token rounds to -1, a growth by the mean
    * p_y). Not where r is 0 everywhere: no bias exists there to be coherent with. */
