@@ -51,7 +51,8 @@ def output_scales(case_id, output, o):
     # uo: the unit roundoff of the output's own format (d_hidden: the case dtype; the rest fp32)
     dtype = case_id.split(".")[0]
     uo = 2.0**-24 if output != "d_hidden" or dtype == "fp32" else {"bf16": 2.0**-8, "fp16": 2.0**-11}[dtype]
-    # rndu: rnd's bound u/2 where the reference does not measure rnd (tier 2: acc, which every tier with
+    # rndu: rnd's bound u/2 where the reference does not measure rnd (tier 2 without magnitudes, or files
+    # made before tier 2 measured it: acc, which every reference with
     # rnd reports > 0 where r != 0, is 0 there) and r is not 0 everywhere (neff 0); lcecheck reports it
     # since the term exists, and files that report acc but not rndu are read by that rule (lce_bound_scales_of)
     if "rndu" in o or "acc" not in o:  # reported, or a file without the derived terms at all: as it says
