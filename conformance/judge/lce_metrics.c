@@ -97,7 +97,9 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       comp_add(acc, SUM_ACCM, m * m);
       comp_add(acc, SUM_MAGR, (long double)ref->mag[i] * fabs(r));
     }
-    if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, r))) cmp->beyond_ulps++;
+    /* In ulps of the larger magnitude's binade (lce_metrics.h): an r just below a power of two whose
+     * result rounds above it is measured in the ulps the result was rounded to. */
+    if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, fmax(fabs(r), fabs(xi))))) cmp->beyond_ulps++;
     long double scaled;
     if (emag > 0) scaled = fabsl(d) / emag;
     else scaled = d == 0 ? 0 : INFINITY; /* no terms, no room for error */

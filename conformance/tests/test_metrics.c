@@ -166,6 +166,14 @@ static void test_ulpfrac(void) {
   lce_ref_output ref = {.count = NH, .value = value, .err = err, .mag = mag, .rounded = value, .decisive = dec};
   metrics_compute(&c, &out, LCE_OUT_D_HIDDEN, &ref, NULL, &mv);
   EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 0.25, "bf16 ulpfrac %g, expected 0.25", mv.v[LCE_METRIC_ULPFRAC]);
+
+  /* Across a power of two: r = 0.99993 (binade [1/2, 1), bf16 ulp 2^-8) and a result 1 + 2^-7 (ulp 2^-7)
+   * differ by 2.02 ulps of r's binade and 1.01 of the result's: not beyond (the larger magnitude's
+   * ulps); 1 + 3 * 2^-7 from the same r is 3 of them, beyond. */
+  for (int i = 0; i < NH; i++) value[i] = mag[i] = 0.99993126, lce_store(LCE_BF16, dh, (size_t)i, i % 4 ? 1 + 0x1p-7 : 1 + 0x1.8p-6);
+  metrics_compute(&c, &out, LCE_OUT_D_HIDDEN, &ref, NULL, &mv);
+  EXPECT(mv.v[LCE_METRIC_ULPFRAC] == 0.25, "bf16 ulpfrac across a power of two %g, expected 0.25",
+         mv.v[LCE_METRIC_ULPFRAC]);
 }
 
 /* The condition cond = ||mag|| / ||r|| (at least 1), and ulpfrac restricted to elements without
