@@ -68,7 +68,8 @@ def model_bound(coefs, s):
     """sum of coef * scale over (term, coef) pairs, summed in term order as the judge does."""
     total = 0.0
     for term, coef in coefs:
-        total += coef * term_scale(term, s)
+        if coef != 0.0:  # a zero coefficient adds nothing, also against an infinite scale (lce_golden_bound)
+            total += coef * term_scale(term, s)
     return total
 
 

@@ -341,8 +341,10 @@ double lce_golden_bound(const lce_golden_entry *e, const lce_bound_scales *s) {
     case LCE_FORM_CONDK: return e->a + e->b * s->cond + e->c * s->k;
     case LCE_FORM_MODEL: {
       double sum = 0.0;
+      /* A term the fit set to 0 adds nothing, also where its scale is infinite (cond of an output whose
+       * exact value underflows its error scale): 0 * inf would make the bound NaN, which fails. */
       for (int t = 0; t < LCE_TERM_COUNT; t++)
-        if (e->terms >> t & 1u) sum += e->coef[t] * lce_bound_term_scale((lce_bound_term)t, s);
+        if ((e->terms >> t & 1u) && e->coef[t] != 0.0) sum += e->coef[t] * lce_bound_term_scale((lce_bound_term)t, s);
       return sum;
     }
   }

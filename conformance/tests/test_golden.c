@@ -191,6 +191,16 @@ static void test_bad_in_memory(void) {
            lce_bound_term_scale(LCE_TERM_COND_RSQRTN, &sc));
   }
   lce_golden_free(&g);
+  /* A term fitted to 0 adds nothing where its scale is infinite (an exact value below its output format's
+   * range: cond inf): the bound is the other terms', not 0 * inf = NaN. */
+  static const char zero_text[] = "lcecheck-golden 1\nfused-host bf16 loss_token relerr model 1=0x1p-20 cond=0x0p+0\n";
+  rc = lce_golden_parse(zero_text, sizeof zero_text - 1, "mem", &g, &st);
+  if (rc == LCE_OK && g.count == 1) {
+    lce_bound_scales sc = {.cond = INFINITY, .neff = 1.0, .vs = 2.0, .h = 1.0, .k = 2.0};
+    EXPECT(lce_golden_bound(&g.entries[0], &sc) == 0x1p-20, "zero coefficient, infinite cond: %a",
+           lce_golden_bound(&g.entries[0], &sc));
+  } else EXPECT(0, "zero-coefficient entry: %s", st.msg);
+  lce_golden_free(&g);
   /* The terms that scale with the case beyond its shape: the maxscaled bound at the case (set by
    * lce_bounds_apply), the rounded-d_logit reference's bias, and the lengths cond*v, h, cond*h. */
   static const char model2_text[] = "lcecheck-golden 1\nfused-host bf16 d_hidden relerr model cond=0x1p-8 "
