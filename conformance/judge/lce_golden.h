@@ -76,7 +76,8 @@
  *                the rest fp32): the rounding of every element to it errs by at most uo relative, so
  *                relerr carries it whatever cond is (a fitted b·cond carried it only at the matrix's cond)
  *   rndu         u/2 of the format the GEMMs read (bf16 2^-9, fp16 and tf32 2^-12, fp32 2^-25) for the gradients
- *                where the reference does not compute rnd (tier 2) and r is not 0 everywhere, else 0: one
+ *                where the reference does not compute rnd (tier 2 without its magnitudes) and r is not 0
+ *                everywhere, else 0: one
  *                rounding to nearest per d_logit, the coherent label term's at production shapes
  *                (golden/policy.txt); where rnd is measured it is rnd's place, and this term is 0
  * Blank lines are allowed. */

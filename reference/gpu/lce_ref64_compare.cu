@@ -37,11 +37,9 @@ __device__ static int r64_class(double x) { return isnan(x) ? 1 : (isinf(x) ? (x
  * in the same definitions (R the rounding to the output's format). */
 __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_t base, int64_t count, const double *ref,
                                           const double *emag, const double *mag, const double *rnd,
-                                          const unsigned char *mask, r64_partial *out) {
+                                          const unsigned char *mask, int prec, int emin, int emax, r64_partial *out) {
   __shared__ r64_partial sh[R64_CMP_THREADS];
   r64_partial p = R64_PARTIAL_ZERO;
-  const int prec = fmt == LCE_FP32 ? 24 : fmt == LCE_BF16 ? 8 : 11, emin = fmt == LCE_FP16 ? -14 : -126,
-            emax = fmt == LCE_FP16 ? 15 : 127;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t g = base + i;
     if (mask && !mask[g]) continue;
@@ -63,7 +61,7 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
     if (rnd) {
       const double m = fmax(mag[g], 0x1p-126);
       p.rnd_r += (rnd[g] - r) * r;
-      p.outr_r += fabs(r64_round_format(r, prec, emin, emax, 0) - r) * fabs(r);
+      p.outr_r += fabs(r64_round_format(r, prec, emin, emax) - r) * fabs(r);
       p.acc_r += m * m * r * r, p.acc_m2 += m * m, p.mag_r += mag[g] * fabs(r);
     }
   }
@@ -88,7 +86,8 @@ static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, con
     const int64_t len = count - base < R64_CMP_SLICE ? count - base : R64_CMP_SLICE;
     R64_CUDA_CHECK(st, cudaMemcpy(raw, (const char *)host + (size_t)base * es, (size_t)len * es, cudaMemcpyHostToDevice));
     r64_compare_kernel<<<R64_CMP_BLOCKS, R64_CMP_THREADS>>>(raw, fmt, base, len, d->value, d->emag, d->mag, d->rnd, mask,
-                                                            dev_part);
+                                                            lce_dtype_precision(fmt), lce_dtype_emin(fmt),
+                                                            lce_dtype_emax(fmt), dev_part);
     R64_LAUNCH_CHECK(st, "r64_compare_kernel");
     R64_CUDA_CHECK(st, cudaMemcpy(part, dev_part, R64_CMP_BLOCKS * sizeof *part, cudaMemcpyDeviceToHost));
     for (int b = 0; b < R64_CMP_BLOCKS; b++) r64_partial_add(total, &part[b]);

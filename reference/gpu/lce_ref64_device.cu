@@ -21,7 +21,7 @@ size_t lce_ref64_device_bytes(const lce_case *c, const lce_ref64_options *opt) {
   const size_t d = sizeof(double), nh = (size_t)(c->n * c->h), vh = (size_t)(c->v * c->h),
                nv = (size_t)(c->n * c->v), vph = (size_t)(c->vp * c->h), per = mags ? 4 : 1;
   size_t b = d * (vh * (mags ? 2 : 1) + nh * (mags ? 3 : 1) + nv * (mags ? 2 : 1));
-  b += d * (per * nh + per * vph + (c->tied ? 0 : per * vph) + (mags ? nh : 0) + (mags ? nh + vph : 0)); /* rnd */
+  b += d * (per * nh + per * vph + (c->tied ? 0 : per * vph) + (mags ? 2 * nh + vph : 0)); /* M1 scratch; rnd */
   b += sizeof(float) * vph * (c->tied ? 1 : 2) + (vh > nh ? vh : nh) * lce_dtype_size(c->dtype);
   b += (size_t)(c->n + c->v) * 64 + (size_t)c->h * 3 * d + (size_t)(3 * c->n + c->v) * d;
   return b;

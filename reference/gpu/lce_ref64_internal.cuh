@@ -38,19 +38,25 @@ __host__ __device__ static inline double r64_row_depth(int64_t v) {
 }
 
 /* x correctly rounded to a format of p significant bits, exponents emin..emax (gradual underflow,
- * overflow to infinity at max + half an ulp), to nearest with ties to even, or ties away from zero
- * (away, tf32's cvt.rna): lce_round_format (lce_dtype.c) on the device. x = r 2^q exactly for the
- * quantum q of x's binade (not below the subnormal quantum), r rounded to an integer; ldexp by q and
- * -q is exact for every double these formats reach. */
-__device__ static inline double r64_round_format(double x, int p, int emin, int emax, int away) {
+ * overflow to infinity at max + half an ulp), to nearest with ties to even: lce_round_to (lce_dtype.c)
+ * on the device. x = r 2^q exactly for the quantum q of x's binade (not below the subnormal quantum),
+ * r rounded to an integer; ldexp by q and -q is exact for every double these formats reach. */
+__device__ static inline double r64_round_format(double x, int p, int emin, int emax) {
   if (!isfinite(x) || x == 0.0) return x;
   int e;
   (void)frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
   const int q = (e - 1 > emin ? e - 1 : emin) - (p - 1);
-  const double m = ldexp(x, -q);
-  const double r = away ? copysign(floor(fabs(m) + 0.5), m) : rint(m);
-  const double y = ldexp(r, q);
+  const double y = ldexp(rint(ldexp(x, -q)), q);
   return fabs(y) >= ldexp(1.0, emax + 1) ? copysign(INFINITY, x) : y;
+}
+
+/* An fp32 value rounded to tf32 as the tensor cores' cvt.rna does (lce_round_tf32): the magnitude
+ * rounded half away to 10 mantissa bits, non-finite values kept. */
+__device__ static inline float r64_round_tf32(float x) {
+  unsigned bits = __float_as_uint(x);
+  const unsigned mag = bits & 0x7fffffffu;
+  if (mag < 0x7f800000u) bits = (bits & 0x80000000u) | ((mag + 0x1000u) & ~0x1fffu);
+  return __uint_as_float(bits);
 }
 
 /* The case's constants as the kernels read them (all doubles computed on the host). */

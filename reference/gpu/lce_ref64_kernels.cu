@@ -63,11 +63,8 @@ __device__ static inline double r64_f(double s, double c) {
 __device__ static inline double r64_load(const void *raw, lce_dtype t, int tf32, int64_t i) {
   if (t == LCE_BF16) return (double)__uint_as_float((unsigned)((const unsigned short *)raw)[i] << 16);
   if (t == LCE_FP16) return (double)__half2float(__ushort_as_half(((const unsigned short *)raw)[i]));
-  unsigned bits = ((const unsigned *)raw)[i];
-  const unsigned mag = bits & 0x7fffffffu;
-  if (tf32 && mag < 0x7f800000u) /* cvt.rna: round the magnitude half away, keep 10 mantissa bits */
-    bits = (bits & 0x80000000u) | ((mag + 0x1000u) & ~0x1fffu);
-  return (double)__uint_as_float(bits);
+  const float x = ((const float *)raw)[i];
+  return (double)(tf32 ? r64_round_tf32(x) : x);
 }
 
 __global__ static void r64_convert_kernel(const void *raw, lce_dtype t, int tf32, int64_t count, int64_t row_len,
@@ -327,8 +324,8 @@ __global__ static void r64_dzr_kernel(const r64_consts k, double *z, const r64_r
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
     const double g = rows[i / k.v].g;
     if (g == 0.0 || !isfinite(z[i])) continue;
-    double t = r64_round_format(z[i] / g, p, emin, emax, 0);
-    if (tf32) t = r64_round_format(t, 11, -126, 127, 1);
+    double t = r64_round_format(z[i] / g, p, emin, emax);
+    if (tf32) t = r64_round_tf32((float)t); /* t is an fp32 value: tf32 GEMMs have fp32 inputs */
     z[i] = t * g;
   }
 }
