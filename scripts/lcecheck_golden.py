@@ -170,6 +170,13 @@ def propose(pol, samples):
     return entries, worst, refusals
 
 
+def bound_ratio(new, old):
+    """new/old; a bound of 0 before and after is unchanged (1), a bound made positive from 0 infinitely looser."""
+    if old > 0:
+        return new / old
+    return math.inf if new > 0 else 1.0
+
+
 def diff_entries(old, new, samples, worst=None):
     """Rows old → new. 'looser' when new exceeds old on any measured output; ratio is the largest
     new/old over those outputs; old_value and new_value are the bounds at the worst sample (the one
@@ -187,8 +194,7 @@ def diff_entries(old, new, samples, worst=None):
         elif n is None:
             change, ratio = "removed", None
         else:
-            ratio = max(bound_at(n, p) / bound_at(o, p) if bound_at(o, p) > 0 else math.inf
-                        for p in points)
+            ratio = max(bound_ratio(bound_at(n, p), bound_at(o, p)) for p in points)
             change = "looser" if ratio > 1.0 + 1e-12 else ("same" if n == o else "tighter")
         rows.append({"key": list(key), "old": format_entry(key, o)[len(" ".join(key)) + 1:] if o else None,
                      "new": format_entry(key, n)[len(" ".join(key)) + 1:] if n else None,

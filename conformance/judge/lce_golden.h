@@ -52,8 +52,9 @@
  *   flip         sum_i flip_i |r_i| / <r, r> (gradients, from a reference with rnd; else 0): the
  *                most the roundings that the kernel's own fp32 d_logit errors can change move the
  *                bias from rnd's, all taken the same way (lce_ref_output.flip)
- *   outr         sum_i |rounded_i - r_i| |r_i| / <r, r> (gradients, from a reference with rnd; else 0):
- *                the most the rounding of the output to its format moves the bias, taken one way
+ *   outr         sum_i max(|R(r_i) - r_i|, |R(rnd_i) - rnd_i|) |r_i| / <r, r> (gradients, from a reference
+ *                with rnd; else 0): the most the rounding R of the output to its format moves the bias of
+ *                a result at r (fp32 d_logits) or at rnd (rounded d_logits), taken one way
  *   acc          u32 sqrt(L/3) sqrt(sum_i m_i^2 r_i^2) / <r, r> (gradients' bias): one standard deviation
  *                of the bias that the fp32 accumulation of L terms per element can add, each rounding
  *                within u32 of a partial sum bounded by m_i = max(mag_i, 2^-126) and independent between

@@ -90,7 +90,11 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       comp_add(acc, SUM_FLIP, (long double)ref->flip[i] * fabs(r));
       comp_add(acc, SUM_FLIP2, (long double)ref->flip[i] * ref->flip[i]);
     }
-    if (cmp->has_rnd) comp_add(acc, SUM_OUTR, fabsl((long double)ref->rounded[i] - (long double)r) * fabs(r));
+    if (cmp->has_rnd) { /* the output rounding at r or at rnd, whichever is larger (lce_metrics.h, outr_bias) */
+      const double at_rnd = fabs(lce_round_to(fmt, ref->rnd[i]) - ref->rnd[i]); /* beyond the format: a class check's */
+      const long double at_r = fabsl((long double)ref->rounded[i] - (long double)r);
+      comp_add(acc, SUM_OUTR, (isfinite(at_rnd) && at_rnd > at_r ? at_rnd : at_r) * fabs(r));
+    }
     if (cmp->has_rnd) { /* an fp32 rounding errs by u32 of its result, and by u32 2^-126 below the normal range */
       const long double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
       comp_add(acc, SUM_ACC, m * m * r * r);
@@ -149,8 +153,9 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   /* |<e, r>| <= sum_i flip_i |r_i| for the error e the roundings a kernel's fp32 d_logit errors can
    * change make (lce_ref_output.flip): the bias they can add to rnd's. */
   mv->flip_bias = cmp->has_rnd && rr > 0 ? cmp->sum_flip_r / rr : 0.0;
-  /* |<R(x) - x, r>| <= sum_i |R(r_i) - r_i| |r_i| to first order: the most the output's own rounding
-   * (R, to the output's format) moves the bias of a kernel's result x ~ r (term outr). */
+  /* |<R(x) - x, r>| <= sum_i max(|R(r_i) - r_i|, |R(rnd_i) - rnd_i|) |r_i| to first order: the most the
+   * output's own rounding (R, to the output's format) moves the bias of a kernel's result x, which sits
+   * at r (fp32 d_logits) or at rnd (rounded d_logits) up to its fp32 sums (term outr). */
   mv->outr_bias = cmp->has_rnd && rr > 0 ? cmp->sum_outr_r / rr : 0.0;
   /* The fp32 accumulation of L terms per element (terms acc and accn): each rounding errs by at most
    * u32 of a partial sum, and every partial sum is at most m_i = max(mag_i, 2^-126); independent and

@@ -81,8 +81,8 @@ typedef struct lce_metric_values {
   double neff_emag;    /* the error scale's: (sum emag^2)^2 / sum emag^4; 0 without emag or its sum (tier 2) */
   double rnd_bias;     /* the bias <rnd - r, r> / <r, r> of the reference's rounded-d_logit values
                         * (lce_ref_output.rnd) over the same elements; NaN when it has none */
-  double outr_bias;    /* sum_i |rounded_i - r_i| |r_i| / <r, r>: the most the output's own rounding moves the
-                        * bias (gradients with rnd), else 0 */
+  double outr_bias;    /* sum_i max(|R(r_i) - r_i|, |R(rnd_i) - rnd_i|) |r_i| / <r, r>: the most the output's own
+                        * rounding R moves the bias of a result at r or at rnd (gradients with rnd), else 0 */
   double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
                         * kernel's fp32 d_logit errors can change move the bias from rnd_bias; else 0 */
   double acc_bias;     /* sqrt(sum_i m_i^2 r_i^2) / <r, r>, m_i = max(mag_i, 2^-126) (gradients with rnd), else 0:

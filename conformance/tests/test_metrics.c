@@ -342,6 +342,23 @@ static void test_reference_rounding_bias(void) {
   vec_free(&f);
 }
 
+/* outr_bias = sum_i max(|R(r_i) - r_i|, |R(rnd_i) - rnd_i|) |r_i| / <r, r> (R: the output's format, fp32 for
+ * loss_token): a result at rnd is rounded at rnd, not at r. r = 1 exactly (no rounding at r), rnd a quarter
+ * of an fp32 ulp above: outr 2^-25; with r's own rounding error set to 2^-24 on every element that one. */
+static void test_output_rounding_at_rnd(void) {
+  vec_fixture f;
+  vec_init(&f, 100);
+  double rnd[100];
+  for (int64_t i = 0; i < 100; i++) vec_set(&f, i, 1.0, 1.0, 1.0), rnd[i] = 1.0 + 0x1p-25;
+  f.ref.rnd = rnd;
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(mv.outr_bias == 0x1p-25, "rounding at rnd: outr_bias %a, expected 0x1p-25", mv.outr_bias);
+  for (int64_t i = 0; i < 100; i++) f.rounded[i] = 1.0 + 0x1p-24;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.outr_bias == 0x1p-24, "the larger rounding, at r: outr_bias %a, expected 0x1p-24", mv.outr_bias);
+  vec_free(&f);
+}
+
 /* The accumulation terms' sums (lce_metric_values.acc_bias, acc_norm): sqrt(sum m^2 r^2) / <r, r> and
  * ||m|| / ||r|| with m = max(mag, 2^-126), and 0 without a reference that has rnd (they are the
  * gradients' terms). 100 elements of r = 2, mag = 3: acc_bias = sqrt(100 * 36) / 400 = 0.15 and
@@ -376,6 +393,7 @@ static void test_accumulation_sums(void) {
 int main(void) {
   test_reference_rounding_bias();
   test_accumulation_sums();
+  test_output_rounding_at_rnd();
   test_statistics_need_elements();
   test_uniform_shrink();
   test_ulpfrac();

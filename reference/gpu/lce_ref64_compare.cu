@@ -61,7 +61,9 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
     if (rnd) {
       const double m = fmax(mag[g], 0x1p-126);
       p.rnd_r += (rnd[g] - r) * r;
-      p.outr_r += fabs(r64_round_format(r, prec, emin, emax) - r) * fabs(r);
+      const double at_r = fabs(r64_round_format(r, prec, emin, emax) - r);
+      const double at_rnd = fabs(r64_round_format(rnd[g], prec, emin, emax) - rnd[g]); /* beyond: a class check's */
+      p.outr_r += (isfinite(at_rnd) && at_rnd > at_r ? at_rnd : at_r) * fabs(r);
       p.acc_r += m * m * r * r, p.acc_m2 += m * m, p.mag_r += mag[g] * fabs(r);
     }
   }
