@@ -38,6 +38,9 @@ def output_scales(case_id, output, o):
     # pertok: u per unit of sum mag |r| / <r, r> under reduction none, as measured; None: measurements
     # from before it was reported, where it was u of the case (scales_of)
     pertok = o.get("pertok") if grad else None
+    # pertokn: its normwise twin, u per unit of ||m|| / ||r|| under reduction none (gradients' relerr); None:
+    # measurements from before it was reported, u of the case as pertok's (scales_of); 0 for the forward outputs
+    pertokn = o.get("pertokn") if grad else 0.0
     # rsum also reaches lse and loss_token (lse = m + log s; lce_output_has_rsum)
     rsum = (o.get("rsum") or 0.0) if grad or output in ("lse", "loss_token") else 0.0
     # ms*cond/sqrtn counts the smaller of r's and the error scale's elements (lce_bound_scales_of).
@@ -61,7 +64,7 @@ def output_scales(case_id, output, o):
         u_dlogit = 2.0**-11 if "tf32" in case_id.split(".") else UNIT_ROUNDOFF_INPUT[dtype]
         rndu = u_dlogit / 2 if grad and not o.get("acc") and (o.get("neff") or 0.0) > 0.0 else 0.0
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu)
+                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu, pertokn)
 
 
 def with_ms(entries, key, scales):

@@ -81,6 +81,13 @@
  *                everywhere, else 0: one
  *                rounding to nearest per d_logit, the coherent label term's at production shapes
  *                (golden/policy.txt); where rnd is measured it is rnd's place, and this term is 0
+ *   pertokn      pertok's normwise twin (the weight gradient's relerr): u of the format the GEMMs read
+ *                when every token has its own g (reduction none), else 0, times max(1, ||m|| / ||r||),
+ *                m_i = max(mag_i, 2^-126) (lce_metric_values.acc_norm; ||m|| / ||emag|| where r == 0
+ *                everywhere; 1 from a tier without it): a second rounding of every term beside the
+ *                d_logit's (fused-host: the dtype-rounded copy rho*h of the hidden row) errs by up to u
+ *                of the term, so normwise by up to u ||m||, with an rms of u ||m|| / sqrt(3)
+ *                (golden/policy.txt: coefficient sqrt(1/3))
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -123,7 +130,8 @@ typedef enum lce_bound_term {
   LCE_TERM_RSUM = 22,
   LCE_TERM_UO = 23,
   LCE_TERM_RNDU = 24,
-  LCE_TERM_COUNT = 25
+  LCE_TERM_PERTOKN = 25,
+  LCE_TERM_COUNT = 26
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -146,6 +154,7 @@ typedef struct lce_bound_scales {
   double rsum;   /* the relative error of the rows' fp32 softmax denominators (term rsum) */
   double uo;     /* the unit roundoff of the output's own format (term uo) */
   double rndu;   /* rnd's bound u/2 where the reference does not compute rnd (term rndu), else 0 */
+  double pertokn; /* u of the GEMMs' d_logit format under reduction none times ||m|| / ||r|| (gradients), else 0 */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

@@ -388,8 +388,42 @@ static void test_rndu_scale(void) {
          "term rndu: name %s", lce_bound_term_name(LCE_TERM_RNDU));
 }
 
+/* pertokn, pertok's normwise twin in the gradients' relerr: u of the format the GEMMs read under reduction
+ * none, times max(1, ||m|| / ||r||) (acc_norm; u itself where the reference has no such sum), 0 under sum
+ * and mean and for the forward outputs (golden/policy.txt, pertokn). */
+static void test_pertokn_scale(void) {
+  lce_case c = lce_case_default();
+  c.dtype = LCE_BF16, c.reduction = LCE_RED_NONE;
+  lce_output_verdict ov;
+  memset(&ov, 0, sizeof ov);
+  ov.inner = 16;
+  ov.metrics.cond = 2.0, ov.metrics.neff = 100.0, ov.metrics.ref_norm = 1.0, ov.metrics.token_share = 1.0;
+  ov.metrics.rnd_bias = 0x1p-12, ov.metrics.acc_norm = 1.5, ov.metrics.mag_bias = 1.25;
+  lce_bound_scales s;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.pertokn == 1.5 * 0x1p-8 && s.pertok == 1.25 * 0x1p-8, "bf16 none d_weight: pertokn %a pertok %a", s.pertokn,
+         s.pertok);
+  lce_bound_scales_of(&c, LCE_OUT_D_HIDDEN, &ov, &s);
+  EXPECT(s.pertokn == 1.5 * 0x1p-8, "bf16 none d_hidden: pertokn %a", s.pertokn);
+  lce_bound_scales_of(&c, LCE_OUT_LSE, &ov, &s);
+  EXPECT(s.pertokn == 0.0, "lse: pertokn %a", s.pertokn);
+  ov.metrics.acc_norm = 0.0; /* a reference without the sum: u itself */
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.pertokn == 0x1p-8, "no sum: pertokn %a", s.pertokn);
+  c.dtype = LCE_FP32, c.gemm = LCE_GEMM_TF32, ov.metrics.acc_norm = 2.0;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.pertokn == 2.0 * 0x1p-11, "tf32 none: pertokn %a", s.pertokn);
+  c.reduction = LCE_RED_MEAN;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.pertokn == 0.0, "mean: pertokn %a", s.pertokn);
+  EXPECT(lce_bound_term_scale(LCE_TERM_PERTOKN, &(lce_bound_scales){.pertokn = 0x1p-9}) == 0x1p-9 &&
+             strcmp(lce_bound_term_name(LCE_TERM_PERTOKN), "pertokn") == 0,
+         "term pertokn: name %s", lce_bound_term_name(LCE_TERM_PERTOKN));
+}
+
 int main(void) {
   test_rndu_scale();
+  test_pertokn_scale();
   test_perfect(0);
   test_perfect(1);
   test_class_failures();

@@ -32,6 +32,19 @@ class FormsTest(unittest.TestCase):
         self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(bf16, "d_weight", tier2)),
                          2.0**-9)
 
+    def test_pertokn_is_measured_or_u_under_none(self):
+        # pertokn (gradients' relerr): as lcecheck reports it; from files made before it, u of the GEMMs'
+        # d_logit format under reduction none, as pertok; 0 under mean and for the forward outputs.
+        none = "bf16.untied.tp1.n4.h39.v344.vp431.vc344.none.ign25.tc1.zl975.sc7.cw.fresh.flat.s2632683681882160903"
+        o = {"inner": 4, "cond": 1.02, "neff": 38.0, "rnd": 1.9e-4, "acc": 1e-9, "pertok": 3.95e-3}
+        self.assertEqual(lcecheck_golden.output_scales(none, "d_weight", dict(o, pertokn=3.95e-3))["pertokn"], 3.95e-3)
+        self.assertEqual(lcecheck_golden.output_scales(none, "d_weight", o)["pertokn"], 2.0**-8)
+        self.assertEqual(lcecheck_golden.output_scales(none, "lse", dict(o, pertokn=1.0))["pertokn"], 0.0)
+        mean = "bf16.untied.tp1.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1"
+        self.assertEqual(lcecheck_golden.output_scales(mean, "d_hidden", o)["pertokn"], 0.0)
+        entry = ("model", 0.0, 0.0, 0.0, (("cond", 0.0), ("pertokn", 0.5)))
+        self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(none, "d_weight", o)), 2.0**-9)
+
     def test_entries_no_sample_defines_are_derived_from_the_policy_or_refused(self):
         # lse's bias and ulpfrac need 64 effective tokens; a matrix of few-token cases defines neither,
         # and a larger matrix judges both: bias takes relerr's entry (|bias| <= relerr), ulpfrac the
