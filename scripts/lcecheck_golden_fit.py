@@ -17,7 +17,7 @@ import math
 # The model form's terms in file order, and what each scales with (lce_bound_term_scale).
 TERMS = ("1", "cond", "cond/sqrtn", "cond*sqrtv", "cond*sqrth", "sqrtv", "sqrth", "sqrtk", "k", "coh",
          "ms*cond/sqrtn", "cond*v", "h", "cond*h", "rnd", "pertok", "flip", "outr", "acc", "accn", "gsc", "flipn",
-         "rsum", "uo", "rndu", "pertokn")
+         "rsum", "uo", "rndu", "pertokn", "rndn")
 _EPS = 1e-12  # simplex tolerance on reduced costs and pivots (the tableau's numbers are near 1)
 UNIT_ROUNDOFF_INPUT = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24}
 
@@ -27,7 +27,7 @@ class FitError(Exception):
 
 
 def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn=0.0, gsc=0.0, flipn=0.0, rsum=0.0,
-              pertok=None, uo=0.0, rndu=0.0, pertokn=None):
+              pertok=None, uo=0.0, rndu=0.0, pertokn=None, rndn=None):
     """The scales of one judged output (lce_bound_scales_of): cond, neff >= 1, the shard's rows vs,
     the inner size k, coh = u of the input dtype when one scale g serves every token, and rnd as
     lcecheck reports it. ms (the same output's maxscaled bound on the case) is 0 until the caller
@@ -45,11 +45,14 @@ def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn
         pertok = 0.0 if "none" not in tok else 2.0**-11 if "tf32" in tok else UNIT_ROUNDOFF_INPUT[tok[0]]
     if pertokn is None:  # not measured (files from before the term): u of that format under none, as pertok
         pertokn = 0.0 if "none" not in tok else 2.0**-11 if "tf32" in tok else UNIT_ROUNDOFF_INPUT[tok[0]]
+    if rndn is None:  # not measured (files from before the term): rnd, which it is never below
+        rndn = rnd
     return {"cond": float(cond), "neff": max(1.0, float(neff)), "vs": float(-(-dims["v"] // dims["tp"])),
             "h": float(dims["h"]), "k": float(k), "coh": UNIT_ROUNDOFF_INPUT[tok[0]] if shared else 0.0,
             "ms": 0.0, "rnd": float(rnd), "flip": float(flip), "outr": float(outr),
             "acc": float(acc), "accn": float(accn), "gsc": float(gsc), "flipn": float(flipn), "rsum": float(rsum),
-            "pertok": float(pertok), "uo": float(uo), "rndu": float(rndu), "pertokn": float(pertokn)}
+            "pertok": float(pertok), "uo": float(uo), "rndu": float(rndu), "pertokn": float(pertokn),
+            "rndn": float(rndn)}
 
 
 def term_scale(term, s):
@@ -64,7 +67,7 @@ def term_scale(term, s):
             "acc": s.get("acc", 0.0), "accn": s.get("accn", 0.0), "gsc": s.get("gsc", 0.0),
             "flipn": s.get("flipn", 0.0),
             "rsum": s.get("rsum", 0.0), "uo": s.get("uo", 0.0), "rndu": s.get("rndu", 0.0),
-            "pertokn": s.get("pertokn", 0.0)}[term]
+            "pertokn": s.get("pertokn", 0.0), "rndn": s.get("rndn", 0.0)}[term]
 
 
 def model_bound(coefs, s):

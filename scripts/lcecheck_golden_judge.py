@@ -41,6 +41,8 @@ def output_scales(case_id, output, o):
     # pertokn: its normwise twin, u per unit of ||m|| / ||r|| under reduction none (gradients' relerr); None:
     # measurements from before it was reported, u of the case as pertok's (scales_of); 0 for the forward outputs
     pertokn = o.get("pertokn") if grad else 0.0
+    # rndn: rnd normwise (gradients' relerr); None: measurements from before it was reported, rnd (scales_of)
+    rndn = o.get("rndn") if grad else 0.0
     # rsum also reaches lse and loss_token (lse = m + log s; lce_output_has_rsum)
     rsum = (o.get("rsum") or 0.0) if grad or output in ("lse", "loss_token") else 0.0
     # ms*cond/sqrtn counts the smaller of r's and the error scale's elements (lce_bound_scales_of).
@@ -64,7 +66,7 @@ def output_scales(case_id, output, o):
         u_dlogit = 2.0**-11 if "tf32" in case_id.split(".") else UNIT_ROUNDOFF_INPUT[dtype]
         rndu = u_dlogit / 2 if grad and not o.get("acc") and (o.get("neff") or 0.0) > 0.0 else 0.0
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu, pertokn)
+                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu, pertokn, rndn)
 
 
 def with_ms(entries, key, scales):

@@ -29,7 +29,7 @@ static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",         
                                                        "sqrtv", "sqrth",         "sqrtk",      "k",          "coh",
                                                        "ms*cond/sqrtn", "cond*v", "h",          "cond*h",     "rnd",
                                                        "pertok", "flip", "outr", "acc", "accn", "gsc", "flipn",
-                                                       "rsum", "uo", "rndu", "pertokn"};
+                                                       "rsum", "uo", "rndu", "pertokn", "rndn"};
 
 const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
 const char *lce_bound_term_name(lce_bound_term t) { return (unsigned)t < LCE_TERM_COUNT ? TERM_NAMES[t] : "?"; }
@@ -181,12 +181,12 @@ static lce_code parse_model_terms(parser *p, char **f, int n, lce_golden_entry *
     if (!term_parse(f[i], (size_t)(eq - f[i]), &t))
       return parse_error(p, "unknown model term '%.*s' (expected 1, cond, cond/sqrtn, cond*sqrtv, cond*sqrth, sqrtv, sqrth, "
                             "sqrtk, k, coh, ms*cond/sqrtn, cond*v, h, cond*h, rnd, pertok, flip, outr, acc, accn, gsc, flipn, rsum, uo, "
-                            "rndu or pertokn)",
+                            "rndu, pertokn or rndn)",
                          (int)(eq - f[i] > 40 ? 40 : eq - f[i]), f[i]);
     if ((int)t <= last)
       return parse_error(p, "model term '%s' %s (terms go once each, in the order 1 cond cond/sqrtn cond*sqrtv "
                             "cond*sqrth sqrtv sqrth sqrtk k coh ms*cond/sqrtn cond*v h cond*h rnd pertok flip outr acc accn gsc flipn rsum uo rndu "
-                            "pertokn)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
+                            "pertokn rndn)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
     LCE_TRY(parse_constant(p, TERM_NAMES[t], eq + 1, &e->coef[t]));
     e->terms |= 1u << t;
     last = (int)t;
@@ -330,6 +330,7 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
     case LCE_TERM_UO: return s->uo;
     case LCE_TERM_RNDU: return s->rndu;
     case LCE_TERM_PERTOKN: return s->pertokn;
+    case LCE_TERM_RNDN: return s->rndn;
     case LCE_TERM_COUNT: break;
   }
   return NAN;

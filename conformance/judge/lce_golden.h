@@ -88,6 +88,10 @@
  *                d_logit's (fused-host: the dtype-rounded copy rho*h of the hidden row) errs by up to u
  *                of the term, so normwise by up to u ||m||, with an rms of u ||m|| / sqrt(3)
  *                (golden/policy.txt: coefficient sqrt(1/3))
+ *   rndn         rnd's normwise twin (the gradients' relerr): ||rnd - r|| / ||r|| (||rnd - r|| / ||emag|| where
+ *                r == 0 everywhere), from a reference with rnd, else 0 (rndu stands for it): the relative
+ *                error of a result at rnd, which rnd (|<rnd - r, r>| / <r, r>, never larger) understates where
+ *                the d_logit roundings scatter (lce_metric_values.rnd_norm)
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -131,7 +135,8 @@ typedef enum lce_bound_term {
   LCE_TERM_UO = 23,
   LCE_TERM_RNDU = 24,
   LCE_TERM_PERTOKN = 25,
-  LCE_TERM_COUNT = 26
+  LCE_TERM_RNDN = 26,
+  LCE_TERM_COUNT = 27
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -155,6 +160,7 @@ typedef struct lce_bound_scales {
   double uo;     /* the unit roundoff of the output's own format (term uo) */
   double rndu;   /* rnd's bound u/2 where the reference does not compute rnd (term rndu), else 0 */
   double pertokn; /* u of the GEMMs' d_logit format under reduction none times ||m|| / ||r|| (gradients), else 0 */
+  double rndn;   /* ||rnd - r|| / ||r|| (gradients, from a reference with rnd), else 0 (term rndn) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

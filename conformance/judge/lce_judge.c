@@ -292,6 +292,7 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * not (tier 2 in device mode without its magnitudes), where rndu below stands for it. */
   const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
   s->rnd = gradient && isfinite(ov->metrics.rnd_bias) ? fabs(ov->metrics.rnd_bias) : 0.0;
+  s->rndn = gradient && isfinite(ov->metrics.rnd_norm) ? ov->metrics.rnd_norm : 0.0; /* relerr's: rnd normwise */
   s->flip = gradient && isfinite(ov->metrics.flip_bias) ? ov->metrics.flip_bias : 0.0;
   s->outr = gradient && isfinite(ov->metrics.outr_bias) ? ov->metrics.outr_bias : 0.0;
   const double acc_unit = gradient ? 0x1p-24 * sqrt(accumulation_length(c, o) / 3.0) : 0.0;

@@ -26,7 +26,8 @@ int lce_metric_parse(const char *s, lce_metric *out) {
 /* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
-enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_COUNT };
+enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_RND2, SUM_COUNT };
+_Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(long double), "lce_compare_acc holds every sum");
 
 static inline void comp_add(lce_compare_acc *a, int k, long double x) {
   long double t = a->s[k] + x;
@@ -85,7 +86,11 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     comp_add(acc, SUM_REF2, (long double)r * r);
     comp_add(acc, SUM_REF4, (long double)r * r * r * r);
     comp_add(acc, SUM_CROSS, d * r);
-    if (cmp->has_rnd) comp_add(acc, SUM_RND, ((long double)ref->rnd[i] - (long double)r) * r);
+    if (cmp->has_rnd) {
+      const long double dr = (long double)ref->rnd[i] - (long double)r;
+      comp_add(acc, SUM_RND, dr * r);
+      comp_add(acc, SUM_RND2, dr * dr);
+    }
     if (cmp->has_rnd && ref->flip != NULL) {
       comp_add(acc, SUM_FLIP, (long double)ref->flip[i] * fabs(r));
       comp_add(acc, SUM_FLIP2, (long double)ref->flip[i] * ref->flip[i]);
@@ -118,6 +123,7 @@ void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
   cmp->sum_emag2 = (double)comp_value(acc, SUM_MAG2), cmp->sum_emag4 = (double)comp_value(acc, SUM_MAG4);
   cmp->max_scaled = (double)acc->maxscaled;
   cmp->sum_rnd_r = (double)comp_value(acc, SUM_RND), cmp->sum_flip_r = (double)comp_value(acc, SUM_FLIP);
+  cmp->sum_rnd2 = (double)comp_value(acc, SUM_RND2);
   cmp->sum_outr_r = (double)comp_value(acc, SUM_OUTR);
   cmp->sum_acc_r = (double)comp_value(acc, SUM_ACC), cmp->sum_acc_m2 = (double)comp_value(acc, SUM_ACCM);
   cmp->sum_flip2 = (double)comp_value(acc, SUM_FLIP2);
@@ -150,6 +156,9 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   /* The same count of the error scale: where the errors can be (golden/policy.txt, ms*cond/sqrtn). */
   mv->neff_emag = cmp->has_emag && cmp->sum_emag4 > 0 ? m2 * m2 / cmp->sum_emag4 : 0.0;
   mv->rnd_bias = cmp->has_rnd && rr > 0 ? cmp->sum_rnd_r / rr : NAN;
+  /* ||rnd - r|| / ||r||: the relative error of a result at rnd, which relerr sees whole where the d_logit
+   * roundings scatter (|rnd_bias| <= rnd_norm; term rndn); ||rnd - r|| / ||emag|| where r == 0 everywhere. */
+  mv->rnd_norm = !cmp->has_rnd ? NAN : rr > 0 ? sqrt(cmp->sum_rnd2 / rr) : m2 > 0 ? sqrt(cmp->sum_rnd2 / m2) : 0.0;
   /* |<e, r>| <= sum_i flip_i |r_i| for the error e the roundings a kernel's fp32 d_logit errors can
    * change make (lce_ref_output.flip): the bias they can add to rnd's. */
   mv->flip_bias = cmp->has_rnd && rr > 0 ? cmp->sum_flip_r / rr : 0.0;

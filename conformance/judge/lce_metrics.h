@@ -81,6 +81,8 @@ typedef struct lce_metric_values {
   double neff_emag;    /* the error scale's: (sum emag^2)^2 / sum emag^4; 0 without emag or its sum (tier 2) */
   double rnd_bias;     /* the bias <rnd - r, r> / <r, r> of the reference's rounded-d_logit values
                         * (lce_ref_output.rnd) over the same elements; NaN when it has none */
+  double rnd_norm;     /* ||rnd - r|| / ||r|| of the same elements (||rnd - r|| / ||emag|| where r == 0
+                        * everywhere); NaN when the reference has no rnd */
   double outr_bias;    /* sum_i max(|R(r_i) - r_i|, |R(rnd_i) - rnd_i|) |r_i| / <r, r>: the most the output's own
                         * rounding R moves the bias of a result at r or at rnd (gradients with rnd), else 0 */
   double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
@@ -115,9 +117,9 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[13], c[13]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, |rounded - r| |r|,
-                             * m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn), flip^2, emag^4,
-                             * mag |r| (term pertok) */
+  long double s[14], c[14]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
+                             * (term outr), m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn),
+                             * flip^2, emag^4, mag |r| (term pertok), (rnd - r)^2 (term rndn); lce_metrics.c's SUM_* */
   long double maxscaled;
 } lce_compare_acc;
 void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);

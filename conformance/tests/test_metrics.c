@@ -359,6 +359,22 @@ static void test_output_rounding_at_rnd(void) {
   vec_free(&f);
 }
 
+/* rnd_norm = ||rnd - r|| / ||r||, where rnd_bias = <rnd - r, r> / <r, r> cancels: r = 1 everywhere, rnd off by
+ * +1/8 and -1/8 alternately gives rnd_bias 0 and rnd_norm 1/8; NaN without rnd. */
+static void test_reference_rounding_norm(void) {
+  vec_fixture f;
+  vec_init(&f, 100);
+  double rnd[100];
+  for (int64_t i = 0; i < 100; i++) vec_set(&f, i, 1.0, 1.0, 1.0), rnd[i] = i % 2 ? 1.125 : 0.875;
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  EXPECT(isnan(mv.rnd_norm), "no rnd in the reference: rnd_norm %g, expected NaN", mv.rnd_norm);
+  f.ref.rnd = rnd;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.rnd_bias == 0.0 && mv.rnd_norm == 0.125, "scattered rnd: rnd_bias %a rnd_norm %a, expected 0 and 0x1p-3",
+         mv.rnd_bias, mv.rnd_norm);
+  vec_free(&f);
+}
+
 /* The accumulation terms' sums (lce_metric_values.acc_bias, acc_norm): sqrt(sum m^2 r^2) / <r, r> and
  * ||m|| / ||r|| with m = max(mag, 2^-126), and 0 without a reference that has rnd (they are the
  * gradients' terms). 100 elements of r = 2, mag = 3: acc_bias = sqrt(100 * 36) / 400 = 0.15 and
@@ -394,6 +410,7 @@ int main(void) {
   test_reference_rounding_bias();
   test_accumulation_sums();
   test_output_rounding_at_rnd();
+  test_reference_rounding_norm();
   test_statistics_need_elements();
   test_uniform_shrink();
   test_ulpfrac();

@@ -16,24 +16,24 @@
 
 typedef struct r64_partial {
   double d2, r2, dr, r4, emag2, maxscaled;
-  double rnd_r, outr_r, acc_r, acc_m2, mag_r; /* the derived terms' sums (lce_metrics.c), where rnd exists */
+  double rnd_r, rnd2, outr_r, acc_r, acc_m2, mag_r; /* the derived terms' sums (lce_metrics.c), where rnd exists */
   long long compared, mismatch, first;
 } r64_partial;
 
-#define R64_PARTIAL_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1}
+#define R64_PARTIAL_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1}
 
 /* b folded into a, on the device (the block's tree) and on the host (the blocks in order): sums and
  * counts added, the largest scaled error and the first mismatch kept. */
 __host__ __device__ static void r64_partial_add(r64_partial *a, const r64_partial *b) {
   a->d2 += b->d2, a->r2 += b->r2, a->dr += b->dr, a->r4 += b->r4, a->emag2 += b->emag2;
-  a->rnd_r += b->rnd_r, a->outr_r += b->outr_r, a->acc_r += b->acc_r, a->acc_m2 += b->acc_m2, a->mag_r += b->mag_r;
+  a->rnd_r += b->rnd_r, a->rnd2 += b->rnd2, a->outr_r += b->outr_r, a->acc_r += b->acc_r, a->acc_m2 += b->acc_m2, a->mag_r += b->mag_r;
   a->compared += b->compared, a->mismatch += b->mismatch, a->maxscaled = fmax(a->maxscaled, b->maxscaled);
   if (b->first >= 0 && (a->first < 0 || b->first < a->first)) a->first = b->first;
 }
 
 __device__ static int r64_class(double x) { return isnan(x) ? 1 : (isinf(x) ? (x > 0 ? 2 : 3) : 0); }
 
-/* With rnd (and so mag): the sums lce_compare_block adds for the terms rnd, outr, acc, accn and pertok,
+/* With rnd (and so mag): the sums lce_compare_block adds for the terms rnd, rndn, outr, acc, accn and pertok,
  * in the same definitions (R the rounding to the output's format). */
 __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_t base, int64_t count, const double *ref,
                                           const double *emag, const double *mag, const double *rnd,
@@ -60,7 +60,7 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
     if (emag && d != 0.0) p.maxscaled = fmax(p.maxscaled, emag[g] > 0.0 ? fabs(d) / emag[g] : INFINITY);
     if (rnd) {
       const double m = fmax(mag[g], 0x1p-126);
-      p.rnd_r += (rnd[g] - r) * r;
+      p.rnd_r += (rnd[g] - r) * r, p.rnd2 += (rnd[g] - r) * (rnd[g] - r);
       const double at_r = fabs(r64_round_format(r, prec, emin, emax) - r);
       const double at_rnd = fabs(r64_round_format(rnd[g], prec, emin, emax) - rnd[g]); /* beyond: a class check's */
       p.outr_r += (isfinite(at_rnd) && at_rnd > at_r ? at_rnd : at_r) * fabs(r);
@@ -125,7 +125,7 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   cmp->judged = t.compared, cmp->max_scaled = t.maxscaled, cmp->class_ok = t.mismatch == 0;
   cmp->has_rnd = d->rnd != NULL;
   cmp->sum_rnd_r = t.rnd_r, cmp->sum_outr_r = t.outr_r, cmp->sum_acc_r = t.acc_r, cmp->sum_acc_m2 = t.acc_m2;
-  cmp->sum_mag_r = t.mag_r;
+  cmp->sum_mag_r = t.mag_r, cmp->sum_rnd2 = t.rnd2;
   if (!cmp->class_ok)
     snprintf(cmp->class_msg, sizeof cmp->class_msg, "%lld elements with the wrong class (NaN/Inf), first at %lld",
              t.mismatch, t.first);

@@ -79,6 +79,7 @@ typedef struct lce_comparison {
   double sum_dr;           /* sum (x - r) r */
   double sum_r4;           /* sum r^4: bias's effective element count (sum r^2)^2 / sum r^4 */
   double sum_rnd_r;        /* sum (rnd - r) r: the rounded-d_logit reference's own bias (has_rnd) */
+  double sum_rnd2;         /* sum (rnd - r)^2 (has_rnd): the term rndn's numerator squared */
   double sum_flip_r;       /* sum flip |r| (has_rnd and flip): the term flip's numerator */
   double sum_outr_r;       /* sum max(|R(r) - r|, |R(rnd) - rnd|) |r| (has_rnd): the term outr's numerator */
   double sum_acc_r;        /* sum m^2 r^2, m = max(mag, 2^-126) (has_rnd): the term acc's numerator squared */

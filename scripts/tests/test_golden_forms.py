@@ -45,6 +45,18 @@ class FormsTest(unittest.TestCase):
         entry = ("model", 0.0, 0.0, 0.0, (("cond", 0.0), ("pertokn", 0.5)))
         self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(none, "d_weight", o)), 2.0**-9)
 
+    def test_rndn_is_measured_or_rnd(self):
+        # rndn (gradients' relerr): ||rnd - r|| / ||r|| as lcecheck reports it; from files made before it, rnd
+        # (which it is never below); 0 for the forward outputs.
+        c = "fp32.tied.tp3.n22.h20.v257.vp258.vc256.sum.ign0.tc2.zl470.sc43.cw.tf32.fresh.flat.s12638227882284274836"
+        o = {"inner": 22, "cond": 1.1, "neff": 50.0, "rnd": 6e-5, "acc": 1e-9}
+        self.assertEqual(lcecheck_golden.output_scales(c, "d_weight", dict(o, rndn=2.5e-4))["rndn"], 2.5e-4)
+        self.assertEqual(lcecheck_golden.output_scales(c, "d_weight", o)["rndn"], 6e-5)
+        self.assertEqual(lcecheck_golden.output_scales(c, "lse", dict(o, rndn=1.0))["rndn"], 0.0)
+        entry = ("model", 0.0, 0.0, 0.0, (("cond", 0.0), ("rndn", 1.0)))
+        self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(c, "d_weight", dict(o, rndn=2.5e-4))),
+                         2.5e-4)
+
     def test_entries_no_sample_defines_are_derived_from_the_policy_or_refused(self):
         # lse's bias and ulpfrac need 64 effective tokens; a matrix of few-token cases defines neither,
         # and a larger matrix judges both: bias takes relerr's entry (|bias| <= relerr), ulpfrac the
