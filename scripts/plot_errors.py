@@ -7,7 +7,8 @@ production shape.
         runs the sweeps below with `lcecheck check --json` (bounds included) and writes DIR/sweeps.json
     scripts/plot_errors.py render [--data DIR] [--out DIR] [--only NAME,...] [--json]
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
-        (conformance/external-production.json), bias-scale.png (conformance/external-scale-experiment.json),
+        (conformance/external-production.json), external-262144.png (conformance/external-production-262144.json:
+        the golden bounds drawn over the bars), bias-scale.png (conformance/external-scale-experiment.json),
         bias-nvalid.png (conformance/external-bias.json),
         converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants),
         converge-sm90.png (DIR/sm_90/converge-*.json: fused-cuda and its two mutants at 64 x 4096 x 128256)
@@ -168,26 +169,48 @@ def render_reduction(plt, data_dir):
                         model=("sm_90 truncation model 1.16e-9 K", lambda k: 1.16e-9 * k))
 
 
-def render_external(plt, _data_dir):
-    rows = load(os.path.join(ROOT, "conformance", "external-production.json"))
-    rows = sorted(rows, key=lambda r: r["dh_relerr"])
+def external_figure(plt, rows_file, shape, bias_scale):
+    """The field's kernels at one production shape: d_hidden and d_weight relerr and bias per subject (bias
+    signed on a linear axis, or |bias| on a log axis), each row's verdict, and the golden bound where the rows
+    carry it (a black tick: the bar must stay left of it)."""
+    rows = sorted(load(os.path.join(ROOT, "conformance", rows_file)), key=lambda r: r["dh_relerr"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     names = [r["subject"] for r in rows]
-    for ax, (key, label) in zip(axes, (("relerr", "relerr"), ("bias", "bias"))):
+    for ax, key in zip(axes, ("relerr", "bias")):
         y = range(len(rows))
-        ax.barh([i - 0.2 for i in y], [r["dh_" + key] for r in rows], height=0.4, label="d_hidden")
-        ax.barh([i + 0.2 for i in y], [r["dw_" + key] for r in rows], height=0.4, label="d_weight")
+        absolute = key == "relerr" or bias_scale == "log"
+        for off, out, label in ((-0.2, "dh", "d_hidden"), (0.2, "dw", "d_weight")):
+            vals = [r[out + "_" + key] for r in rows]
+            ax.barh([i + off for i in y], [abs(v) if absolute and v is not None else v or 0 for v in vals],
+                    height=0.4, label=label)
+            ticks = [(i + off, r.get("bound", {}).get(label, {}).get(key)) for i, r in enumerate(rows)]
+            ticks = [(i, b) for i, b in ticks if b]
+            if ticks:
+                ax.scatter([b for _, b in ticks], [i for i, _ in ticks], marker="|", s=160, color="k", zorder=3,
+                           label="bound" if out == "dh" else None)
         ax.set_yticks(list(y), names, fontsize=8)
-        ax.set_xscale("log" if key == "relerr" else "linear")
-        ax.set_title(label + " at 8192 x 4096 x 128256 (bf16, mean, 5% ignored)", fontsize=9)
+        ax.set_xscale("log" if absolute else "linear")
+        ax.set_title(("|bias|" if key == "bias" and absolute else key) + f" at {shape} (bf16, mean, 5% ignored)",
+                     fontsize=9)
         for i, r in enumerate(rows):
             ax.text(ax.get_xlim()[1], i, " " + r["status"].upper(), va="center", fontsize=7,
                     color="green" if r["status"] == "pass" else "red")
         ax.grid(True, axis="x", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle("the field's FLCE kernels judged by lcecheck (fp64 GPU reference; conformance/EXTERNAL.md)", fontsize=10)
+    bounded = any(r.get("bound") for r in rows)
+    fig.suptitle("the field's FLCE kernels judged by lcecheck (fp64 GPU reference; conformance/EXTERNAL.md)" +
+                 ("\nblack tick: the golden bound the row is judged by (its class's); a bar beyond it fails" if bounded
+                  else ""), fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def render_external(plt, _data_dir):
+    return external_figure(plt, "external-production.json", "8192 x 4096 x 128256", "linear")
+
+
+def render_external_262144(plt, _data_dir):
+    return external_figure(plt, "external-production-262144.json", "4096 x 4096 x 262144", "log")
 
 
 def render_bias_scale(plt, _data_dir):
@@ -369,6 +392,7 @@ def bias_plot(args):
 
 
 FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": render_external,
+           "external-262144": render_external_262144,
            "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid, "converge": render_converge,
            "converge-sm90": render_converge_sm90}
 
