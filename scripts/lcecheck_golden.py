@@ -48,8 +48,8 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from lcecheck_golden_files import *  # noqa: F401,F403  (formats; re-exported for the tests)
 from lcecheck_golden_fit import FitError, fit
-from lcecheck_golden_judge import (case_shape, check_mutant_runs, cmd_judge, load_measurement_files,  # noqa: F401
-                                   output_scales, with_ms)
+from lcecheck_golden_judge import (budget_pct, case_shape, check_mutant_runs, cmd_judge,  # noqa: F401
+                                   load_measurement_files, output_scales, with_ms)
 from lcecheck_golden_provenance import (command_problems, generator_command, git_commit, gpu_identity, header,
                                         mpfr_version, recorded_matrices, repo_relative, seed_summary)
 from lcecheck_run import log, matrix_args, run_json, run_sharded, run_verb
@@ -162,7 +162,7 @@ def propose(pol, samples):
             refusals.append(f"{' '.join(key)}: proposed bound {max(bounds):.3e} is above the largest "
                             f"ceiling {max(ceils):.3e} of the matrix ({ceiling[1]})")
         entries[key] = entry
-        worst[key] = max(zip(ss, bounds), key=lambda sb: sb[0]["value"] / sb[1] if sb[1] > 0 else math.inf)[0]
+        worst[key] = max(zip(ss, bounds), key=lambda sb: budget_pct(sb[0]["value"], sb[1]))[0]
     derived, unjudgeable = derive_unmeasured(pol, samples, entries)
     if unjudgeable:
         raise Refusal("entries a larger matrix would judge and this golden could not:\n  " + "\n  ".join(unjudgeable))

@@ -26,6 +26,12 @@ class FitError(Exception):
     """No bound of the rule's terms covers a sample (every scale of its terms is 0 there)."""
 
 
+def u_dlogit(case_id):
+    """u of the format the GEMMs read the d_logits in: tf32 (2^-11) for fp32 inputs with tf32 GEMMs, else the dtype's."""
+    tok = case_id.split(".")
+    return 2.0**-11 if "tf32" in tok else UNIT_ROUNDOFF_INPUT[tok[0]]
+
+
 def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn=0.0, gsc=0.0, flipn=0.0, rsum=0.0,
               pertok=None, uo=0.0, rndu=0.0, pertokn=None, rndn=None):
     """The scales of one judged output (lce_bound_scales_of): cond, neff >= 1, the shard's rows vs,
@@ -41,11 +47,13 @@ def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn
     if set(dims) != {"tp", "v", "h"} or tok[0] not in UNIT_ROUNDOFF_INPUT:
         raise ValueError(f"case id '{case_id}' does not name its dtype, tp, h and v")
     shared = "sum" in tok or "mean" in tok
-    if pertok is None:  # not measured: u of the GEMMs' d_logit format under reduction none
-        pertok = 0.0 if "none" not in tok else 2.0**-11 if "tf32" in tok else UNIT_ROUNDOFF_INPUT[tok[0]]
-    if pertokn is None:  # not measured (files from before the term): u of that format under none, as pertok
-        pertokn = 0.0 if "none" not in tok else 2.0**-11 if "tf32" in tok else UNIT_ROUNDOFF_INPUT[tok[0]]
-    if rndn is None:  # not measured (files from before the term): rnd, which it is never below
+    # Not measured (files from before a term): each a lower bound of what lcecheck reports, so such files are
+    # judged no looser than lcecheck judges them.
+    if pertok is None:  # u of the GEMMs' d_logit format under reduction none (u per unit of sum mag|r|/<r,r> >= 1)
+        pertok = 0.0 if "none" not in tok else u_dlogit(case_id)
+    if pertokn is None:  # the same u (a lower bound of u max(1, ||m||/||r||))
+        pertokn = 0.0 if "none" not in tok else u_dlogit(case_id)
+    if rndn is None:  # rnd, |<rnd - r, r>|/<r, r> <= ||rnd - r||/||r||
         rndn = rnd
     return {"cond": float(cond), "neff": max(1.0, float(neff)), "vs": float(-(-dims["v"] // dims["tp"])),
             "h": float(dims["h"]), "k": float(k), "coh": UNIT_ROUNDOFF_INPUT[tok[0]] if shared else 0.0,

@@ -9,7 +9,7 @@ import os
 import re
 
 from lcecheck_golden_files import METRICS, Refusal, ToolError, bound_at, load_golden, read_text
-from lcecheck_golden_fit import UNIT_ROUNDOFF_INPUT, scales_of
+from lcecheck_golden_fit import scales_of, u_dlogit
 from lcecheck_run import log
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,6 +25,13 @@ def case_shape(case_id):
     if set(shape) != {"N", "H", "V"}:
         raise ToolError(f"case id '{case_id}' does not name n, h and v")
     return shape
+
+
+def budget_pct(value, bound):
+    """value as % of bound, as the judge reports it (lce_judge.c): 0 of a bound 0 is 0%, anything more infinite."""
+    if bound > 0:
+        return 100.0 * value / bound
+    return 0.0 if value == 0 else math.inf
 
 
 def output_scales(case_id, output, o):
@@ -63,8 +70,7 @@ def output_scales(case_id, output, o):
     if "rndu" in o or "acc" not in o:  # reported, or a file without the derived terms at all: as it says
         rndu = (o.get("rndu") or 0.0) if grad else 0.0
     else:
-        u_dlogit = 2.0**-11 if "tf32" in case_id.split(".") else UNIT_ROUNDOFF_INPUT[dtype]
-        rndu = u_dlogit / 2 if grad and not o.get("acc") and (o.get("neff") or 0.0) > 0.0 else 0.0
+        rndu = u_dlogit(case_id) / 2 if grad and not o.get("acc") and (o.get("neff") or 0.0) > 0.0 else 0.0
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
                      acc, accn, gsc, flipn, rsum, pertok, uo, rndu, pertokn, rndn)
 
@@ -140,7 +146,7 @@ def judge_run(run, entries):
                 bound = bound_at(e, with_ms(entries, key, output_scales(case["id"], out, o)))
                 rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
                              "value": abs(float(v)), "bound": bound,
-                             "pct": 100.0 * abs(float(v)) / bound if bound > 0 else math.inf})
+                             "pct": budget_pct(abs(float(v)), bound)})
     return rows
 
 

@@ -80,8 +80,9 @@
  *                where the reference does not compute rnd (tier 2 without its magnitudes) and r is not 0
  *                everywhere, else 0: one
  *                rounding to nearest per d_logit, the coherent label term's at production shapes
- *                (golden/policy.txt); where rnd is measured it is rnd's place, and this term is 0
- *   pertokn      pertok's normwise twin (the weight gradient's relerr): u of the format the GEMMs read
+ *                (golden/policy.txt); where rnd is measured it is rnd's place (rndn's in relerr), and
+ *                this term is 0
+ *   pertokn      pertok's normwise twin (the gradients' relerr): u of the format the GEMMs read
  *                when every token has its own g (reduction none), else 0, times max(1, ||m|| / ||r||),
  *                m_i = max(mag_i, 2^-126) (lce_metric_values.acc_norm; ||m|| / ||emag|| where r == 0
  *                everywhere; 1 from a tier without it): a second rounding of every term beside the

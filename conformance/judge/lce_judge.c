@@ -321,7 +321,7 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   /* Where the reference does not measure rnd (no magnitudes), the bound of what it measures: one rounding to
    * nearest of each d_logit, u/2 of the format the GEMMs read, all taken one way (golden/policy.txt,
    * rndu; at production shapes the label term p_y - 1 of every token rounds to -1, a growth by the mean
-   * p_y). Not where r is 0 everywhere: no bias exists there to be coherent with. */
+   * p_y); in relerr it stands for rndn. Not where r is 0 everywhere: no bias exists there to be coherent with. */
   s->rndu = gradient && !isfinite(ov->metrics.rnd_bias) && ov->metrics.ref_norm > 0.0 ? pertok_u / 2 : 0.0;
 }
 

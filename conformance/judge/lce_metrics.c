@@ -27,7 +27,9 @@ int lce_metric_parse(const char *s, lce_metric *out) {
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
 enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_RND2, SUM_COUNT };
-_Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(long double), "lce_compare_acc holds every sum");
+_Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(long double) &&
+                   SUM_COUNT == sizeof(((lce_compare_acc *)0)->c) / sizeof(long double),
+               "lce_compare_acc holds every sum and its compensation");
 
 static inline void comp_add(lce_compare_acc *a, int k, long double x) {
   long double t = a->s[k] + x;

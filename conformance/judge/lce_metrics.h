@@ -82,7 +82,7 @@ typedef struct lce_metric_values {
   double rnd_bias;     /* the bias <rnd - r, r> / <r, r> of the reference's rounded-d_logit values
                         * (lce_ref_output.rnd) over the same elements; NaN when it has none */
   double rnd_norm;     /* ||rnd - r|| / ||r|| of the same elements (||rnd - r|| / ||emag|| where r == 0
-                        * everywhere); NaN when the reference has no rnd */
+                        * everywhere); NaN when the reference has no rnd (term rndn) */
   double outr_bias;    /* sum_i max(|R(r_i) - r_i|, |R(rnd_i) - rnd_i|) |r_i| / <r, r>: the most the output's own
                         * rounding R moves the bias of a result at r or at rnd (gradients with rnd), else 0 */
   double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
@@ -91,7 +91,8 @@ typedef struct lce_metric_values {
                         * the bias an fp32 accumulation with roundings within u32 m_i can add, per
                         * unit of u32 sqrt(L/3) (term acc) */
   double acc_norm;     /* ||m|| / ||r|| (||m|| / ||emag|| when r == 0 everywhere; gradients with rnd), else 0:
-                        * the same accumulation's normwise error per unit of u32 sqrt(L/3) (term accn) */
+                        * the same accumulation's normwise error per unit of u32 sqrt(L/3) (term accn; pertokn's
+                        * ||m|| / ||r|| too) */
   double flip_norm;    /* ||flip|| / ||r|| (||flip|| / ||emag|| when r == 0 everywhere; gradients with rnd), else 0:
                         * the most the kernel's fp32 d_logit errors move the output normwise (term flipn) */
   double g_rel;        /* the relative error of the loss gradient g an fp32 kernel computes (term gsc; set

@@ -364,9 +364,11 @@ static void test_rndu_scale(void) {
   ov.inner = 16;
   ov.metrics.cond = 2.0, ov.metrics.neff = 100.0, ov.metrics.ref_norm = 1.0, ov.metrics.token_share = 1.0;
   ov.metrics.rnd_bias = ov.metrics.flip_bias = ov.metrics.outr_bias = ov.metrics.acc_bias = NAN;
+  ov.metrics.rnd_norm = NAN;
   lce_bound_scales s;
   lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
-  EXPECT(s.rndu == 0x1p-9 && s.rnd == 0.0, "bf16 d_weight without rnd: rndu %a rnd %a", s.rndu, s.rnd);
+  EXPECT(s.rndu == 0x1p-9 && s.rnd == 0.0 && s.rndn == 0.0, "bf16 d_weight without rnd: rndu %a rnd %a rndn %a", s.rndu,
+         s.rnd, s.rndn);
   lce_bound_scales_of(&c, LCE_OUT_D_HIDDEN, &ov, &s);
   EXPECT(s.rndu == 0x1p-9, "bf16 d_hidden without rnd: rndu %a", s.rndu);
   lce_bound_scales_of(&c, LCE_OUT_LSE, &ov, &s);
@@ -380,9 +382,15 @@ static void test_rndu_scale(void) {
   ov.metrics.ref_norm = 0.0;
   lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
   EXPECT(s.rndu == 0.0, "r == 0 everywhere: rndu %a", s.rndu);
-  ov.metrics.ref_norm = 1.0, ov.metrics.rnd_bias = -0x1p-20;
+  ov.metrics.ref_norm = 1.0, ov.metrics.rnd_bias = -0x1p-20, ov.metrics.rnd_norm = 0x1p-19;
   lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
-  EXPECT(s.rndu == 0.0 && s.rnd == 0x1p-20, "rnd measured: rndu %a rnd %a", s.rndu, s.rnd);
+  EXPECT(s.rndu == 0.0 && s.rnd == 0x1p-20 && s.rndn == 0x1p-19, "rnd measured: rndu %a rnd %a rndn %a", s.rndu, s.rnd,
+         s.rndn);
+  lce_bound_scales_of(&c, LCE_OUT_LSE, &ov, &s);
+  EXPECT(s.rndn == 0.0, "lse has no d_logit rounding: rndn %a", s.rndn);
+  EXPECT(lce_bound_term_scale(LCE_TERM_RNDN, &(lce_bound_scales){.rndn = 0x1p-9}) == 0x1p-9 &&
+             strcmp(lce_bound_term_name(LCE_TERM_RNDN), "rndn") == 0,
+         "term rndn: name %s", lce_bound_term_name(LCE_TERM_RNDN));
   EXPECT(lce_bound_term_scale(LCE_TERM_RNDU, &(lce_bound_scales){.rndu = 0x1p-9}) == 0x1p-9 &&
              strcmp(lce_bound_term_name(LCE_TERM_RNDU), "rndu") == 0,
          "term rndu: name %s", lce_bound_term_name(LCE_TERM_RNDU));

@@ -372,6 +372,10 @@ static void test_reference_rounding_norm(void) {
   mv = vec_metrics(&f, NULL);
   EXPECT(mv.rnd_bias == 0.0 && mv.rnd_norm == 0.125, "scattered rnd: rnd_bias %a rnd_norm %a, expected 0 and 0x1p-3",
          mv.rnd_bias, mv.rnd_norm);
+  /* r == 0 everywhere: relative to the error scale ||emag|| (mag, 2 per element, here) */
+  for (int64_t i = 0; i < 100; i++) f.value[i] = f.rounded[i] = 0.0, f.x[i] = 0.0f, f.mag[i] = 2.0, rnd[i] -= 1.0;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(mv.rnd_norm == 0.0625, "r == 0: rnd_norm %a, expected ||rnd|| / ||emag|| = 0x1p-4", mv.rnd_norm);
   vec_free(&f);
 }
 

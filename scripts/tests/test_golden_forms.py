@@ -45,6 +45,17 @@ class FormsTest(unittest.TestCase):
         entry = ("model", 0.0, 0.0, 0.0, (("cond", 0.0), ("pertokn", 0.5)))
         self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(none, "d_weight", o)), 2.0**-9)
 
+    def test_a_bound_zero_before_and_after_is_unchanged(self):
+        # A model whose terms all vanish at the measured points (tf32 lse bias: only ms*cond/sqrtn, ms 0)
+        # bounds 0 there in the old file and the new; rerunning a file's own command loosens nothing. The
+        # offline judge reports 0 of a bound 0 as 0%, as lcecheck does.
+        self.assertEqual(lcecheck_golden.bound_ratio(0.0, 0.0), 1.0)
+        self.assertEqual(lcecheck_golden.bound_ratio(1e-7, 0.0), float("inf"))
+        self.assertEqual(lcecheck_golden.bound_ratio(2e-7, 1e-7), 2.0)
+        self.assertEqual(lcecheck_golden.budget_pct(0.0, 0.0), 0.0)
+        self.assertEqual(lcecheck_golden.budget_pct(1e-9, 0.0), float("inf"))
+        self.assertEqual(lcecheck_golden.budget_pct(1e-7, 2e-7), 50.0)
+
     def test_rndn_is_measured_or_rnd(self):
         # rndn (gradients' relerr): ||rnd - r|| / ||r|| as lcecheck reports it; from files made before it, rnd
         # (which it is never below); 0 for the forward outputs.
