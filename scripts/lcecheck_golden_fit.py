@@ -49,10 +49,11 @@ def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn
     shared = "sum" in tok or "mean" in tok
     # Not measured (files from before a term): each a lower bound of what lcecheck reports, so such files are
     # judged no looser than lcecheck judges them.
-    if pertok is None:  # u of the GEMMs' d_logit format under reduction none (u per unit of sum mag|r|/<r,r> >= 1)
-        pertok = 0.0 if "none" not in tok else u_dlogit(case_id)
-    if pertokn is None:  # the same u (a lower bound of u max(1, ||m||/||r||))
-        pertokn = 0.0 if "none" not in tok else u_dlogit(case_id)
+    u_none = 0.0 if "none" not in tok else u_dlogit(case_id)  # u of the GEMMs' d_logit format under reduction none
+    if pertok is None:  # u (per unit of sum mag|r|/<r,r> >= 1)
+        pertok = u_none
+    if pertokn is None:  # u (a lower bound of u max(1, ||m||/||r||))
+        pertokn = u_none
     if rndn is None:  # rnd, |<rnd - r, r>|/<r, r> <= ||rnd - r||/||r||
         rndn = rnd
     return {"cond": float(cond), "neff": max(1.0, float(neff)), "vs": float(-(-dims["v"] // dims["tp"])),

@@ -85,8 +85,8 @@
  *   pertokn      pertok's normwise twin (the gradients' relerr): u of the format the GEMMs read
  *                when every token has its own g (reduction none), else 0, times max(1, ||m|| / ||r||),
  *                m_i = max(mag_i, 2^-126) (lce_metric_values.acc_norm; ||m|| / ||emag|| where r == 0
- *                everywhere; 1 from a tier without it): a second rounding of every term beside the
- *                d_logit's (fused-host: the dtype-rounded copy rho*h of the hidden row) errs by up to u
+ *                everywhere; 1 from a tier without it): a rounding of every term beside rnd's (fused-host:
+ *                the dtype-rounded copy rho*h of the hidden row; g folded into the d_logits) errs by up to u
  *                of the term, so normwise by up to u ||m||, with an rms of u ||m|| / sqrt(3)
  *                (golden/policy.txt: coefficient sqrt(1/3))
  *   rndn         rnd's normwise twin (the gradients' relerr): ||rnd - r|| / ||r|| (||rnd - r|| / ||emag|| where

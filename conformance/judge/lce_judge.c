@@ -312,10 +312,10 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   const double pertok_u = lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
   const double mag_bias = gradient && isfinite(ov->metrics.mag_bias) ? ov->metrics.mag_bias : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0 : pertok_u * (mag_bias > 1.0 ? mag_bias : 1.0);
-  /* Its normwise twin (the weight gradient's relerr): a second rounding of every term (fused-host's
-   * dtype-rounded rho*h) moves element i by up to u of each of its terms, so ||e|| by up to u ||m||
-   * (m = max(mag, 2^-126), acc_norm = ||m|| / ||r||); u itself from a reference without that sum
-   * (golden/policy.txt, pertokn). */
+  /* Its normwise twin (the gradients' relerr): a rounding of every term beside rnd's (fused-host's
+   * dtype-rounded rho*h; g folded into the d_logits) moves element i by up to u of each of its terms,
+   * so ||e|| by up to u ||m|| (m = max(mag, 2^-126), acc_norm = ||m|| / ||r||); u itself from a
+   * reference without that sum (golden/policy.txt, pertokn). */
   const double mag_norm = gradient && isfinite(ov->metrics.acc_norm) ? ov->metrics.acc_norm : 0.0;
   s->pertokn = !gradient || c->reduction != LCE_RED_NONE ? 0.0 : pertok_u * (mag_norm > 1.0 ? mag_norm : 1.0);
   /* Where the reference does not measure rnd (no magnitudes), the bound of what it measures: one rounding to

@@ -146,6 +146,12 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
   lce_compare_end(&acc, cmp);
 }
 
+/* sqrt(sum_sq) relative to ||r|| (rr = <r, r>), or to the error scale ||emag|| (m2) where r == 0
+ * everywhere, as relerr is; 0 where both are 0. */
+static double relative_norm(double sum_sq, double rr, double m2) {
+  return rr > 0 ? sqrt(sum_sq / rr) : m2 > 0 ? sqrt(sum_sq / m2) : 0.0;
+}
+
 void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *mv) {
   memset(mv, 0, sizeof *mv);
   const double rr = cmp->sum_r2, m2 = cmp->has_emag ? cmp->sum_emag2 : 0.0;
@@ -160,7 +166,7 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   mv->rnd_bias = cmp->has_rnd && rr > 0 ? cmp->sum_rnd_r / rr : NAN;
   /* ||rnd - r|| / ||r||: the relative error of a result at rnd, which relerr sees whole where the d_logit
    * roundings scatter (|rnd_bias| <= rnd_norm; term rndn); ||rnd - r|| / ||emag|| where r == 0 everywhere. */
-  mv->rnd_norm = !cmp->has_rnd ? NAN : rr > 0 ? sqrt(cmp->sum_rnd2 / rr) : m2 > 0 ? sqrt(cmp->sum_rnd2 / m2) : 0.0;
+  mv->rnd_norm = !cmp->has_rnd ? NAN : relative_norm(cmp->sum_rnd2, rr, m2);
   /* |<e, r>| <= sum_i flip_i |r_i| for the error e the roundings a kernel's fp32 d_logit errors can
    * change make (lce_ref_output.flip): the bias they can add to rnd's. */
   mv->flip_bias = cmp->has_rnd && rr > 0 ? cmp->sum_flip_r / rr : 0.0;
@@ -175,11 +181,11 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
    * ||m||. These are per unit of u32 sqrt(L/3); lce_bound_scales_of knows L. */
   mv->acc_bias = cmp->has_rnd && rr > 0 ? sqrt(cmp->sum_acc_r) / rr : 0.0;
   /* ||e|| <= ||flip|| for the error e the kernel's fp32 d_logit errors make (|e_i| <= flip_i): term flipn. */
-  mv->flip_norm = !cmp->has_rnd ? 0.0 : rr > 0 ? sqrt(cmp->sum_flip2 / rr) : m2 > 0 ? sqrt(cmp->sum_flip2 / m2) : 0.0;
+  mv->flip_norm = !cmp->has_rnd ? 0.0 : relative_norm(cmp->sum_flip2, rr, m2);
   /* |<e, r>| <= u sum_i mag_i |r_i| for an error e_i within u of element i's terms, each term's own
    * rounding, all taken one way (term pertok: a token's own g applied with roundings of its own). */
   mv->mag_bias = cmp->has_rnd && rr > 0 ? cmp->sum_mag_r / rr : 0.0;
-  mv->acc_norm = !cmp->has_rnd ? 0.0 : rr > 0 ? sqrt(cmp->sum_acc_m2 / rr) : m2 > 0 ? sqrt(cmp->sum_acc_m2 / m2) : 0.0;
+  mv->acc_norm = !cmp->has_rnd ? 0.0 : relative_norm(cmp->sum_acc_m2, rr, m2);
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
   if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no metric exists */
     lce_metrics_undefined(mv);
