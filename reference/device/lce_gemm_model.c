@@ -17,6 +17,17 @@
  * scaled by 2^-(E-23-extra_bits) is below 2^28 in magnitude, so steps 3-4 are exact by
  * construction: the only rounding is the one the row specifies.
  *
+ * Two evaluations of the step give the same bits: fused_step follows the rule term by term for any
+ * row (lce_mma_step_rule), and fast_block serves the rows whose fields are those of sm80/sm90/sm100
+ * (fast_row) on blocks without NaN or Inf, several columns at a time (the host twin's GEMMs run
+ * through it: the rule's version costs ~8 s per 10^9 products on one core). Its shortcuts, each
+ * exact: an operand's alignment exponent from its bits (zero: -126, else max(biased - 127, emin));
+ * 2^n built from bits; the truncation toward zero of a scaled term by the int64 conversion; and the
+ * sum s·2^q (|s| < 2^33, exact in double) rounded toward zero to fp32 by rounding it to nearest and
+ * stepping one place toward zero where that went up in magnitude (beyond FLT_MAX the nearest is Inf,
+ * one place below it FLT_MAX, which is RZ; at or above 2^128 the row overflows to Inf).
+ * test_gemm_model compares the two on random blocks with specials, subnormals and cancellation.
+ *
  * Sources, and where they disagree (each disagreement is a field; the rows follow MMA-Sim, which
  * was checked against H100/H200 mma and wgmma with random vectors):
  *   MMA-Sim (microsoft/MMA-Sim, mmasim/simulator: fused_sum, nv_fused_dot_add; arch table of
@@ -236,9 +247,93 @@ static float fmaf_chain(float c, const float *a, ptrdiff_t sa, const float *b, p
   return c;
 }
 
-float lce_mma_step(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, const float *b, int k) {
+/* ---- the fast evaluation (same bits; the header says why) ----------------------------------- */
+
+enum { FAST_PRODUCTS = 16, FAST_COLUMNS = 8 };
+
+/* The rows fast_block serves: alignment by ea + eb with zeros at -126, truncation toward zero, RZ
+ * to fp32 with subnormal results, overflow to Inf, every zero +0, nothing flushed. */
+static int fast_row(const lce_gemm_arch *m, lce_mma_format fmt) {
+  return !m->ieee && !m->align_normalized && m->zeros_align && !m->term_floor && m->final_round == LCE_MMA_RZ &&
+         !m->ftz_inputs && !m->ftz_output && !m->overflow_saturates && m->zero_sign == LCE_MMA_ZERO_PLUS &&
+         m->products[fmt] <= FAST_PRODUCTS;
+}
+
+static double pow2(int e) { /* 2^e for -1022 <= e <= 1023 */
+  const uint64_t u = (uint64_t)(e + 1023) << 52;
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+/* The alignment exponent of a finite operand's bits u (zero: -126; else clamped to emin), and
+ * whether they are an Inf or NaN (biased exponent 255). */
+static int fast_exponent(uint32_t u, int emin) {
+  const int e = (int)((u >> 23) & 0xffu) - 127;
+  return (u & 0x7fffffffu) == 0 ? ZERO_EXPONENT : (e < emin ? emin : e);
+}
+static int special_bits(uint32_t u) { return ((u >> 23) & 0xffu) == 0xffu; }
+
+/* s·2^q rounded toward zero to fp32 (s != 0), overflow to Inf, zero +0. */
+static float fast_sum_to_fp32(int64_t s, int q) {
+  const double d = (double)s * pow2(q); /* exact: |s| < 2^33, -277 <= q <= 229 */
+  if (fabs(d) >= 0x1p128) return d > 0 ? INFINITY : -INFINITY;
+  float f = (float)d;
+  if (fabsf(f) > fabs(d)) f = lce_f32_from_bits(lce_f32_bits(f) - 1u);
+  return f == 0.0f ? 0.0f : f;
+}
+
+/* One step of k products (k <= FAST_PRODUCTS) for each of `cols` columns at once: c[j] =
+ * step(c[j], a, b + j·step). A block whose a holds a special value, and a column whose b or c does,
+ * is evaluated by the rule (fused_step). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void fast_block(const lce_gemm_arch *m, lce_mma_format fmt, float *c, const float *a, ptrdiff_t sa,
+                       const float *b, ptrdiff_t sb, ptrdiff_t step, int k, int cols) {
+  const uint32_t mask = fmt == LCE_MMA_TF32 ? 0xffffe000u : 0xffffffffu; /* tf32 reads the upper 19 bits */
+  const int emin = format_emin[fmt], shift = 23 + m->extra_bits;
+  double xa[FAST_PRODUCTS];
+  int ea[FAST_PRODUCTS], special = 0;
+  for (int i = 0; i < k; i++) {
+    const uint32_t u = lce_f32_bits(a[i * sa]) & mask;
+    special |= special_bits(u);
+    ea[i] = fast_exponent(u, emin), xa[i] = (double)lce_f32_from_bits(u);
+  }
+  for (int j = 0; j < cols; j++) {
+    const float *bj = b + j * step;
+    const uint32_t uc = lce_f32_bits(c[j]);
+    uint32_t ub[FAST_PRODUCTS];
+    for (int i = 0; i < k; i++) ub[i] = lce_f32_bits(bj[i * sb]) & mask;
+    int spec = special | special_bits(uc), emax = fast_exponent(uc, -126);
+    for (int i = 0; i < k; i++) {
+      const int e = ea[i] + fast_exponent(ub[i], emin);
+      spec |= special_bits(ub[i]), emax = e > emax ? e : emax;
+    }
+    if (spec) {
+      c[j] = fused_step(m, fmt, c[j], a, sa, bj, sb, k);
+      continue;
+    }
+    const int q = emax - shift;
+    const double scale = pow2(-q);
+    /* Each scaled term is below 2^28 in magnitude: its truncation fits an int32. */
+    int64_t s = (int64_t)((double)c[j] * scale);
+    for (int i = 0; i < k; i++) s += (int32_t)(xa[i] * (double)lce_f32_from_bits(ub[i]) * scale);
+    c[j] = s == 0 ? 0.0f : fast_sum_to_fp32(s, q);
+  }
+}
+
+/* ---- steps and dots ------------------------------------------------------------------------ */
+
+float lce_mma_step_rule(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, const float *b, int k) {
   if (arch->ieee) return fmaf_chain(c, a, 1, b, 1, k);
   return fused_step(arch, fmt, c, a, 1, b, 1, k);
+}
+
+float lce_mma_step(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, const float *b, int k) {
+  if (!fast_row(arch, fmt) || k > FAST_PRODUCTS) return lce_mma_step_rule(arch, fmt, c, a, b, k);
+  fast_block(arch, fmt, &c, a, 1, b, 1, 0, k, 1);
+  return c;
 }
 
 void lce_gemm_dots(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
@@ -248,12 +343,28 @@ void lce_gemm_dots(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const
   if (arch->ieee && __builtin_cpu_supports("fma"))
     for (; j + 8 <= count; j += 8) fmaf_chains8_hw(c, a, stride_a, b + j * step_b, stride_b, step_b, k, out + j);
 #endif
+  if (fast_row(arch, fmt)) {
+    const int64_t len = arch->products[fmt];
+    for (; j < count; j += FAST_COLUMNS) {
+      const int cols = count - j < FAST_COLUMNS ? (int)(count - j) : FAST_COLUMNS;
+      float acc[FAST_COLUMNS];
+      for (int t = 0; t < cols; t++) acc[t] = c;
+      for (int64_t k0 = 0; k0 < k; k0 += len)
+        fast_block(arch, fmt, acc, a + k0 * stride_a, stride_a, b + j * step_b + k0 * stride_b, stride_b, step_b,
+                   (int)(k - k0 < len ? k - k0 : len), cols);
+      for (int t = 0; t < cols; t++) out[j + t] = acc[t];
+    }
+  }
   for (; j < count; j++) out[j] = lce_gemm_dot(arch, fmt, c, a, stride_a, b + j * step_b, stride_b, k);
 }
 
 float lce_gemm_dot(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, ptrdiff_t stride_a,
                    const float *b, ptrdiff_t stride_b, int64_t k) {
   if (arch->ieee) return fmaf_chain(c, a, stride_a, b, stride_b, k);
+  if (fast_row(arch, fmt)) {
+    lce_gemm_dots(arch, fmt, c, a, stride_a, b, stride_b, 0, k, 1, &c);
+    return c;
+  }
   const int64_t step = arch->products[fmt];
   for (int64_t k0 = 0; k0 < k; k0 += step) {
     const int64_t len = k - k0 < step ? k - k0 : step;

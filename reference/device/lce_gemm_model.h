@@ -55,6 +55,9 @@ const lce_gemm_arch *lce_gemm_arch_find(const char *name); /* NULL when unknown 
  * floats, exactly representable) and k <= arch->products[fmt] (ieee: any k, sequential fmaf).
  * Non-finite, subnormal and signed-zero inputs are handled as the architecture does. */
 float lce_mma_step(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, const float *b, int k);
+/* The same step evaluated by the rule term by term, as lce_gemm_model.c's header writes it (the
+ * slow definition; lce_mma_step's faster evaluation gives the same bits, test_gemm_model checks). */
+float lce_mma_step_rule(const lce_gemm_arch *arch, lce_mma_format fmt, float c, const float *a, const float *b, int k);
 
 /* A whole inner product as a GEMM evaluates it: acc = c, then consecutive MMA steps over k in
  * order (k = 0..K-1 in blocks of arch->products[fmt]; the last block may be short). Strides in

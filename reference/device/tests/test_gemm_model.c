@@ -216,6 +216,72 @@ static void test_against_reference(void) {
   EXPECT(mismatches == 0, "%d of 100000 random steps differ from the reference", mismatches);
 }
 
+/* lce_mma_step's fast evaluation against the rule (lce_mma_step_rule), bit for bit, for every
+ * tensor-core row and format: random blocks whose operands and c range from subnormal to the edge of
+ * overflow (sums beyond FLT_MAX and beyond 2^128), with zeros of both signs, raw fp32 operands for
+ * tf32 (the low bits the core ignores), cancellation, NaN and Inf; and lce_gemm_dots over 11 strided
+ * columns (a group of eight and a short one) against chains of rule steps. */
+static float wild_operand(lce_mma_format fmt, uint64_t seed, uint64_t i, int center) {
+  const uint64_t kind = lce_rand_below(seed, 21, i, 64);
+  if (kind == 0) return NAN;
+  if (kind == 1) return lce_rand_below(seed, 22, i, 2) ? INFINITY : -INFINITY;
+  if (kind == 2 && fmt == LCE_MMA_TF32) return (float)ldexp(lce_rand_uniform(seed, 23, i) - 0.5, center);
+  return random_operand(fmt, seed, i, center, 6);
+}
+
+static void test_fast_equals_rule(void) {
+  const uint64_t seed = lce_test_seed();
+  int mismatches = 0, checked = 0;
+  for (size_t r = 0; r < lce_gemm_arch_count(); r++) {
+    const lce_gemm_arch *m = lce_gemm_arch_at(r);
+    if (m->ieee) continue;
+    for (uint64_t t = 0; t < 30000; t++) {
+      const lce_mma_format fmt = (lce_mma_format)(t % 3);
+      const int k = 1 + (int)lce_rand_below(seed, 31, t, (uint64_t)m->products[fmt]);
+      /* centers: fp16 within its range; the others from deep subnormal products to overflowing ones */
+      const int center = fmt == LCE_MMA_FP16 ? -10 + (int)lce_rand_below(seed, 32, t, 22)
+                                             : -70 + (int)lce_rand_below(seed, 32, t, 200);
+      float a[16], b[16];
+      for (int i = 0; i < k; i++) {
+        a[i] = wild_operand(fmt, seed, t * 64 + (uint64_t)i, center / 2);
+        b[i] = wild_operand(fmt, seed, t * 64 + 32 + (uint64_t)i, center - center / 2);
+      }
+      float c = (float)ldexp(lce_rand_uniform(seed, 33, t) - 0.5, center + (int)lce_rand_below(seed, 34, t, 9) - 4);
+      const uint64_t ck = lce_rand_below(seed, 35, t, 16);
+      if (ck == 0) c = lce_rand_below(seed, 36, t, 2) ? -0.0f : 0.0f;
+      if (ck == 1) c = (float)(-(double)a[0] * (double)b[0]); /* cancellation when exact */
+      if (ck == 2) c = lce_rand_below(seed, 36, t, 3) == 0 ? NAN : (float)ldexp(1.0, 127) * 1.5f;
+      const float got = lce_mma_step(m, fmt, c, a, b, k), want = lce_mma_step_rule(m, fmt, c, a, b, k);
+      checked++;
+      if (lce_f32_bits(got) != lce_f32_bits(want) && mismatches++ < 5)
+        EXPECT(0, "%s step %llu (format %d, k %d, c %a): fast %a (%08x), rule %a (%08x)", m->name, (unsigned long long)t,
+               (int)fmt, k, c, got, lce_f32_bits(got), want, lce_f32_bits(want));
+    }
+    for (int f = 0; f < LCE_MMA_FORMATS; f++) {
+      enum { K = 70, COLS = 11 };
+      const lce_mma_format fmt = (lce_mma_format)f;
+      float a[2 * K], b[K * COLS * 2], out[COLS];
+      for (int i = 0; i < 2 * K; i++) a[i] = wild_operand(fmt, seed, 100000u + (uint64_t)i, -3);
+      for (int i = 0; i < K * COLS * 2; i++) b[i] = random_operand(fmt, seed, 200000u + (uint64_t)i, -3, 20);
+      b[5 * 2 * K + 14] = INFINITY; /* one special in column 5: that column by the rule, the others fast */
+      lce_gemm_dots(m, fmt, 0.25f, a, 2, b, 2, 2 * K, K, COLS, out); /* column j: b[j·2K + 2i] */
+      for (int j = 0; j < COLS; j++) {
+        float want = 0.25f;
+        for (int k0 = 0; k0 < K; k0 += m->products[f]) {
+          const int len = K - k0 < m->products[f] ? K - k0 : m->products[f];
+          float ak[16], bk[16];
+          for (int i = 0; i < len; i++) ak[i] = a[2 * (k0 + i)], bk[i] = b[j * 2 * K + 2 * (k0 + i)];
+          want = lce_mma_step_rule(m, fmt, want, ak, bk, len);
+        }
+        checked++;
+        if (lce_f32_bits(out[j]) != lce_f32_bits(want) && mismatches++ < 5)
+          EXPECT(0, "%s format %d: dots column %d: fast %a, rule %a", m->name, f, j, out[j], want);
+      }
+    }
+  }
+  EXPECT(mismatches == 0, "%d of %d fast evaluations differ from the rule", mismatches, checked);
+}
+
 /* lce_gemm_dot = consecutive steps of products[fmt] (the last one short), with strides; and the
  * ieee row = sequential fmaf, for lce_mma_step and lce_gemm_dot alike. */
 static void test_dot_blocks(void) {
@@ -331,6 +397,7 @@ int main(void) {
   test_subnormals();
   test_specials();
   test_against_reference();
+  test_fast_equals_rule();
   test_dot_blocks();
   test_k_scaling();
   return lce_test_finish("test_gemm_model");
