@@ -82,7 +82,12 @@ int cli_repro(void) {
           printf("%-12s %-6s %s\n", name, cls, "(class checks only, no metrics)");
           continue;
         }
-        printf("%-12s %-6s %-10s %12.4e\n", name, cls, "cond", ov->metrics.cond);
+        printf("%-12s %-6s %-10s %12.4e", name, cls, "cond", ov->metrics.cond);
+        /* Elements the oracle could not certify are left out of every metric: say how many. */
+        if (ov->metrics.inconclusive > 0)
+          printf("   (%lld of %lld elements not judged: the oracle could not certify them)",
+                 (long long)ov->metrics.inconclusive, (long long)(ov->metrics.inconclusive + ov->metrics.judged));
+        printf("\n");
         for (int m = 0; m < LCE_METRIC_COUNT; m++) {
           if (ov->metrics.undefined[m]) { /* lce_metrics.h: too few elements, reported and not bounded */
             printf("%-12s %-6s %-10s %12s %12s %9s  %s\n", name, cls, lce_metric_name((lce_metric)m), "undefined",
