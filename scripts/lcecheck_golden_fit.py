@@ -17,7 +17,7 @@ import math
 # The model form's terms in file order, and what each scales with (lce_bound_term_scale).
 TERMS = ("1", "cond", "cond/sqrtn", "cond*sqrtv", "cond*sqrth", "sqrtv", "sqrth", "sqrtk", "k", "coh",
          "ms*cond/sqrtn", "cond*v", "h", "cond*h", "rnd", "pertok", "flip", "outr", "acc", "accn", "gsc", "flipn",
-         "rsum", "uo", "rndu", "pertokn", "rndn")
+         "rsum", "uo", "rndu", "pertokn", "rndn", "rnds", "outv")
 _EPS = 1e-12  # simplex tolerance on reduced costs and pivots (the tableau's numbers are near 1)
 UNIT_ROUNDOFF_INPUT = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24}
 
@@ -33,7 +33,7 @@ def u_dlogit(case_id):
 
 
 def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn=0.0, gsc=0.0, flipn=0.0, rsum=0.0,
-              pertok=None, uo=0.0, rndu=0.0, pertokn=None, rndn=None):
+              pertok=None, uo=0.0, rndu=0.0, pertokn=None, rndn=None, rnds=None, outv=0.0):
     """The scales of one judged output (lce_bound_scales_of): cond, neff >= 1, the shard's rows vs,
     the inner size k, coh = u of the input dtype when one scale g serves every token, and rnd as
     lcecheck reports it. ms (the same output's maxscaled bound on the case) is 0 until the caller
@@ -56,12 +56,14 @@ def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn
         pertokn = u_none
     if rndn is None:  # rnd, |<rnd - r, r>|/<r, r> <= ||rnd - r||/||r||
         rndn = rnd
+    if rnds is None:  # rnd + outr, no less than max(|rnd + outs_rnd|, |outs_r|) (lce_bound_scales_of)
+        rnds = rnd + outr
     return {"cond": float(cond), "neff": max(1.0, float(neff)), "vs": float(-(-dims["v"] // dims["tp"])),
             "h": float(dims["h"]), "k": float(k), "coh": UNIT_ROUNDOFF_INPUT[tok[0]] if shared else 0.0,
             "ms": 0.0, "rnd": float(rnd), "flip": float(flip), "outr": float(outr),
             "acc": float(acc), "accn": float(accn), "gsc": float(gsc), "flipn": float(flipn), "rsum": float(rsum),
             "pertok": float(pertok), "uo": float(uo), "rndu": float(rndu), "pertokn": float(pertokn),
-            "rndn": float(rndn)}
+            "rndn": float(rndn), "rnds": float(rnds), "outv": float(outv)}
 
 
 def term_scale(term, s):
@@ -76,7 +78,8 @@ def term_scale(term, s):
             "acc": s.get("acc", 0.0), "accn": s.get("accn", 0.0), "gsc": s.get("gsc", 0.0),
             "flipn": s.get("flipn", 0.0),
             "rsum": s.get("rsum", 0.0), "uo": s.get("uo", 0.0), "rndu": s.get("rndu", 0.0),
-            "pertokn": s.get("pertokn", 0.0), "rndn": s.get("rndn", 0.0)}[term]
+            "pertokn": s.get("pertokn", 0.0), "rndn": s.get("rndn", 0.0), "rnds": s.get("rnds", 0.0),
+            "outv": s.get("outv", 0.0)}[term]
 
 
 def model_bound(coefs, s):

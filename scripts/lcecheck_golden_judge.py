@@ -50,6 +50,10 @@ def output_scales(case_id, output, o):
     pertokn = o.get("pertokn") if grad else 0.0
     # rndn: rnd normwise (gradients' relerr); None: measurements from before it was reported, rnd (scales_of)
     rndn = o.get("rndn") if grad else 0.0
+    # rnds: the bias of a result at R(rnd) or R(r); None: measurements from before it was reported, rnd + outr
+    # (scales_of); outv: the spread of the roundings a kernel's own error changes, 0 where not reported
+    rnds = o.get("rnds") if grad else 0.0
+    outv = (o.get("outv") or 0.0) if grad else 0.0
     # rsum also reaches lse and loss_token (lse = m + log s; lce_output_has_rsum)
     rsum = (o.get("rsum") or 0.0) if grad or output in ("lse", "loss_token") else 0.0
     # ms*cond/sqrtn counts the smaller of r's and the error scale's elements (lce_bound_scales_of).
@@ -72,7 +76,7 @@ def output_scales(case_id, output, o):
     else:
         rndu = u_dlogit(case_id) / 2 if grad and not o.get("acc") and (o.get("neff") or 0.0) > 0.0 else 0.0
     return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu, pertokn, rndn)
+                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu, pertokn, rndn, rnds, outv)
 
 
 def with_ms(entries, key, scales):

@@ -29,7 +29,16 @@ static const char *const TERM_NAMES[LCE_TERM_COUNT] = {"1",     "cond",         
                                                        "sqrtv", "sqrth",         "sqrtk",      "k",          "coh",
                                                        "ms*cond/sqrtn", "cond*v", "h",          "cond*h",     "rnd",
                                                        "pertok", "flip", "outr", "acc", "accn", "gsc", "flipn",
-                                                       "rsum", "uo", "rndu", "pertokn", "rndn"};
+                                                       "rsum", "uo", "rndu", "pertokn", "rndn", "rnds", "outv"};
+
+/* Every term's name in file order, space-separated (parse errors list them). */
+static const char *term_list(void) {
+  static char list[LCE_TERM_COUNT * 16];
+  if (list[0] == '\0')
+    for (int t = 0; t < LCE_TERM_COUNT; t++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", t ? " " : "", TERM_NAMES[t]);
+  return list;
+}
 
 const char *lce_bound_form_name(lce_bound_form f) { return (unsigned)f < FORM_COUNT ? FORM_NAMES[f] : "?"; }
 const char *lce_bound_term_name(lce_bound_term t) { return (unsigned)t < LCE_TERM_COUNT ? TERM_NAMES[t] : "?"; }
@@ -179,14 +188,11 @@ static lce_code parse_model_terms(parser *p, char **f, int n, lce_golden_entry *
     if (eq == NULL) return parse_error(p, "model term '%.80s' is not <term>=<coef>", f[i]);
     lce_bound_term t;
     if (!term_parse(f[i], (size_t)(eq - f[i]), &t))
-      return parse_error(p, "unknown model term '%.*s' (expected 1, cond, cond/sqrtn, cond*sqrtv, cond*sqrth, sqrtv, sqrth, "
-                            "sqrtk, k, coh, ms*cond/sqrtn, cond*v, h, cond*h, rnd, pertok, flip, outr, acc, accn, gsc, flipn, rsum, uo, "
-                            "rndu, pertokn or rndn)",
-                         (int)(eq - f[i] > 40 ? 40 : eq - f[i]), f[i]);
+      return parse_error(p, "unknown model term '%.*s' (expected one of: %s)", (int)(eq - f[i] > 40 ? 40 : eq - f[i]),
+                         f[i], term_list());
     if ((int)t <= last)
-      return parse_error(p, "model term '%s' %s (terms go once each, in the order 1 cond cond/sqrtn cond*sqrtv "
-                            "cond*sqrth sqrtv sqrth sqrtk k coh ms*cond/sqrtn cond*v h cond*h rnd pertok flip outr acc accn gsc flipn rsum uo rndu "
-                            "pertokn rndn)", TERM_NAMES[t], (int)t == last ? "repeated" : "out of order");
+      return parse_error(p, "model term '%s' %s (terms go once each, in the order %s)", TERM_NAMES[t],
+                         (int)t == last ? "repeated" : "out of order", term_list());
     LCE_TRY(parse_constant(p, TERM_NAMES[t], eq + 1, &e->coef[t]));
     e->terms |= 1u << t;
     last = (int)t;
@@ -331,6 +337,8 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
     case LCE_TERM_RNDU: return s->rndu;
     case LCE_TERM_PERTOKN: return s->pertokn;
     case LCE_TERM_RNDN: return s->rndn;
+    case LCE_TERM_RNDS: return s->rnds;
+    case LCE_TERM_OUTV: return s->outv;
     case LCE_TERM_COUNT: break;
   }
   return NAN;

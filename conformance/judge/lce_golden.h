@@ -93,6 +93,13 @@
  *                r == 0 everywhere), from a reference with rnd, else 0 (rndu stands for it): the relative
  *                error of a result at rnd, which rnd (|<rnd - r, r>| / <r, r>, never larger) understates where
  *                the d_logit roundings scatter (lce_metric_values.rnd_norm)
+ *   rnds         max(|rnd_bias + outs_rnd|, |outs_r|) (gradients' bias): the bias of a result at rnd or at r
+ *                with every element rounded to the output format, signed sums (lce_metric_values.outs_*;
+ *                rnd + outr from a comparison that does not sum them): where a correct kernel sits before its
+ *                own fp32 error, the reference of the bias (golden/policy.txt)
+ *   outv         sqrt(sum_i min(1, D_i/p_i) p_i^2 r_i^2) / <r, r> (gradients' bias; lce_metric_values.outv_bias;
+ *                0 where not summed): one standard deviation of the output roundings that a kernel's own
+ *                error D_i (flip, pertok, acc per element) can change, one place p_i each
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H
@@ -137,7 +144,9 @@ typedef enum lce_bound_term {
   LCE_TERM_RNDU = 24,
   LCE_TERM_PERTOKN = 25,
   LCE_TERM_RNDN = 26,
-  LCE_TERM_COUNT = 27
+  LCE_TERM_RNDS = 27,
+  LCE_TERM_OUTV = 28,
+  LCE_TERM_COUNT = 29
 } lce_bound_term;
 
 /* What the terms scale with on one judged output of one case (lce_bound_scales_of fills it). */
@@ -162,6 +171,8 @@ typedef struct lce_bound_scales {
   double rndu;   /* rnd's bound u/2 where the reference does not compute rnd (term rndu), else 0 */
   double pertokn; /* u of the GEMMs' d_logit format under reduction none times ||m|| / ||r|| (gradients), else 0 */
   double rndn;   /* ||rnd - r|| / ||r|| (gradients, from a reference with rnd), else 0 (term rndn) */
+  double rnds;   /* the bias of a result at R(rnd) or at R(r), the larger (term rnds) */
+  double outv;   /* one standard deviation of the output roundings a kernel's own error changes (term outv) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

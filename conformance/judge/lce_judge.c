@@ -172,19 +172,6 @@ static void class_checks_unreferenced(const lce_case *c, const lce_tensors *in, 
 
 /* ---- bounds --------------------------------------------------------------------------------- */
 
-/* The fp32 roundings a chunked kernel makes per gradient element (term acc): d_hidden sums the V
- * rows, adds each vocab chunk's partial into its shard's buffer, the shards into the total, and
- * scales it once; the weight gradient sums the N tokens, adds each token chunk's partial into the
- * buffer that holds the prior, once per chunk. */
-static double accumulation_length(const lce_case *c, lce_output_id o) {
-  if (o == LCE_OUT_D_HIDDEN) {
-    const int64_t vs = (c->v + c->tp - 1) / c->tp, vc = c->vocab_chunk > 0 ? c->vocab_chunk : vs;
-    return (double)(c->v + c->tp * ((vs + vc - 1) / vc) + c->tp + 1);
-  }
-  const int64_t tc = c->token_chunk > 0 ? c->token_chunk : c->n;
-  return (double)(c->n + (c->n + tc - 1) / tc + 1);
-}
-
 /* The relative error of the loss gradient g that an fp32 kernel computes (term gsc; golden/policy.txt).
  * Under sum it is grad_output itself and under none each token's own (pertok): 0. Under mean it is
  * grad_output / sum_n W_n: the division rounds (u32), and with class weights the fp32 sum of the valid
@@ -295,7 +282,13 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   s->rndn = gradient && isfinite(ov->metrics.rnd_norm) ? ov->metrics.rnd_norm : 0.0; /* relerr's: rnd normwise */
   s->flip = gradient && isfinite(ov->metrics.flip_bias) ? ov->metrics.flip_bias : 0.0;
   s->outr = gradient && isfinite(ov->metrics.outr_bias) ? ov->metrics.outr_bias : 0.0;
-  const double acc_unit = gradient ? 0x1p-24 * sqrt(accumulation_length(c, o) / 3.0) : 0.0;
+  /* The reference a correct kernel's bias sits at with its output rounded (golden/policy.txt, rnds): at
+   * R(rnd) rnd_bias + outs_rnd, at R(r) outs_r; where those are not summed, no less than either,
+   * |rnd| + outr. outv: the spread of the roundings its own error can change. */
+  const double rnd_at = ov->metrics.rnd_bias + ov->metrics.outs_rnd, r_at = ov->metrics.outs_r;
+  s->rnds = !gradient ? 0.0 : isfinite(rnd_at) && isfinite(r_at) ? fmax(fabs(rnd_at), fabs(r_at)) : s->rnd + s->outr;
+  s->outv = gradient && isfinite(ov->metrics.outv_bias) ? ov->metrics.outv_bias : 0.0;
+  const double acc_unit = gradient ? 0x1p-24 * sqrt(lce_accumulation_length(c, o) / 3.0) : 0.0;
   s->acc = gradient && isfinite(ov->metrics.acc_bias) ? acc_unit * ov->metrics.acc_bias : 0.0;
   s->accn = gradient && isfinite(ov->metrics.acc_norm) ? acc_unit * ov->metrics.acc_norm : 0.0;
   s->gsc = gradient && isfinite(ov->metrics.g_rel) ? ov->metrics.g_rel : 0.0;
@@ -309,7 +302,7 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   /* Each token's own g applied with roundings of its own, up to u of each term of an element: u per
    * unit of the bias sum_i mag_i |r_i| / <r, r>, which is u where the terms do not cancel and grows
    * where they do (golden/policy.txt, pertok); u itself from a reference without that sum (no rnd). */
-  const double pertok_u = lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
+  const double pertok_u = lce_dlogit_unit_roundoff(c);
   const double mag_bias = gradient && isfinite(ov->metrics.mag_bias) ? ov->metrics.mag_bias : 0.0;
   s->pertok = c->reduction != LCE_RED_NONE ? 0.0 : pertok_u * (mag_bias > 1.0 ? mag_bias : 1.0);
   /* Its normwise twin (the gradients' relerr): a rounding of every term beside rnd's (fused-host's

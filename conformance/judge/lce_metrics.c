@@ -26,7 +26,8 @@ int lce_metric_parse(const char *s, lce_metric *out) {
 /* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
-enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_RND2, SUM_COUNT };
+enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_RND2,
+       SUM_OUTS_R, SUM_OUTS_RND, SUM_OUTV, SUM_COUNT };
 _Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(long double) &&
                    SUM_COUNT == sizeof(((lce_compare_acc *)0)->c) / sizeof(long double),
                "lce_compare_acc holds every sum and its compensation");
@@ -57,13 +58,42 @@ void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comp
   cmp->judged = cmp->inconclusive = cmp->well_conditioned = cmp->beyond_ulps = 0;
   cmp->has_emag = cmp->has_ulps = 1;
   cmp->has_rnd = ref->rnd != NULL;
+  cmp->has_outs = ref->rnd != NULL;
   cmp->subject_nonfinite = 0;
+}
+
+double lce_dlogit_unit_roundoff(const lce_case *c) {
+  return lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
+}
+
+/* The fp32 roundings each element of a gradient goes through (terms acc, accn, outv): d_hidden adds
+ * V rows, each vocab chunk's partial into its shard's buffer, the shards into the total, and scales it
+ * once; the weight gradient sums the N tokens and adds each token chunk's partial into the buffer that
+ * holds the prior, once per chunk. */
+double lce_accumulation_length(const lce_case *c, lce_output_id o) {
+  if (o == LCE_OUT_D_HIDDEN) {
+    const int64_t vs = (c->v + c->tp - 1) / c->tp, vc = c->vocab_chunk > 0 ? c->vocab_chunk : vs;
+    return (double)(c->v + c->tp * ((vs + vc - 1) / vc) + c->tp + 1);
+  }
+  const int64_t tc = c->token_chunk > 0 ? c->token_chunk : c->n;
+  return (double)(c->n + (c->n + tc - 1) / tc + 1);
+}
+
+/* One place of the output format at p: of the larger of |p| and |R(p)| (a p just below a power of two
+ * that rounds above it is measured in the places it rounds to). */
+static double place_at(lce_dtype fmt, double p, double rounded) {
+  return lce_ulp(fmt, fmax(fabs(p), fabs(rounded)));
 }
 
 void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,
                        const lce_ref_output *ref, const unsigned char *mask, lce_compare_acc *acc, lce_comparison *cmp) {
   const lce_dtype fmt = lce_output_format(c, o);
   long double maxscaled = acc->maxscaled;
+  /* How far a correct kernel's element may sit from r or rnd before its output rounding (term outv,
+   * lce_metrics.h): D_i = flip_i + 2u mag_i (reduction none: pertok's two roundings of each term) +
+   * 4 u32 sqrt(L/3) m_i (acc's four standard deviations), the bound's own linear terms per element. */
+  const double d_pertok = c->reduction == LCE_RED_NONE ? 2.0 * lce_dlogit_unit_roundoff(c) : 0.0;
+  const double d_acc = cmp->has_outs ? 4.0 * 0x1p-24 * sqrt(lce_accumulation_length(c, o) / 3.0) : 0.0;
   for (int64_t i = i0; i < i1; i++) {
     if (mask != NULL && !mask[i]) continue;
     if (!ref->decisive[i]) {
@@ -98,9 +128,20 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       comp_add(acc, SUM_FLIP2, (long double)ref->flip[i] * ref->flip[i]);
     }
     if (cmp->has_rnd) { /* the output rounding at r or at rnd, whichever is larger (lce_metrics.h, outr_bias) */
-      const double at_rnd = fabs(lce_round_to(fmt, ref->rnd[i]) - ref->rnd[i]); /* beyond the format: a class check's */
+      const double rnd_rounded = lce_round_to(fmt, ref->rnd[i]);
+      const double at_rnd = fabs(rnd_rounded - ref->rnd[i]); /* beyond the format: a class check's */
       const long double at_r = fabsl((long double)ref->rounded[i] - (long double)r);
       comp_add(acc, SUM_OUTR, (isfinite(at_rnd) && at_rnd > at_r ? at_rnd : at_r) * fabs(r));
+      /* The same roundings signed (outs_*), and the variance of the ones the kernel's own D_i can change
+       * (outv_bias): each moves the element by one place, with probability at most D_i / place. */
+      comp_add(acc, SUM_OUTS_R, ((long double)ref->rounded[i] - r) * r);
+      if (isfinite(at_rnd)) comp_add(acc, SUM_OUTS_RND, ((long double)rnd_rounded - ref->rnd[i]) * r);
+      const double place = fmax(place_at(fmt, r, ref->rounded[i]),
+                                isfinite(at_rnd) ? place_at(fmt, ref->rnd[i], rnd_rounded) : 0.0);
+      const double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
+      const double d = (ref->flip != NULL ? ref->flip[i] : 0.0) + d_pertok * ref->mag[i] + d_acc * m;
+      const double q = place > 0.0 && d < place ? d / place : 1.0;
+      comp_add(acc, SUM_OUTV, (long double)q * place * place * r * r);
     }
     if (cmp->has_rnd) { /* an fp32 rounding errs by u32 of its result, and by u32 2^-126 below the normal range */
       const long double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
@@ -127,6 +168,8 @@ void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
   cmp->sum_rnd_r = (double)comp_value(acc, SUM_RND), cmp->sum_flip_r = (double)comp_value(acc, SUM_FLIP);
   cmp->sum_rnd2 = (double)comp_value(acc, SUM_RND2);
   cmp->sum_outr_r = (double)comp_value(acc, SUM_OUTR);
+  cmp->sum_outs_r = (double)comp_value(acc, SUM_OUTS_R), cmp->sum_outs_rnd = (double)comp_value(acc, SUM_OUTS_RND);
+  cmp->sum_outv = (double)comp_value(acc, SUM_OUTV);
   cmp->sum_acc_r = (double)comp_value(acc, SUM_ACC), cmp->sum_acc_m2 = (double)comp_value(acc, SUM_ACCM);
   cmp->sum_flip2 = (double)comp_value(acc, SUM_FLIP2);
   cmp->sum_mag_r = (double)comp_value(acc, SUM_MAGR);
@@ -174,6 +217,15 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
    * output's own rounding (R, to the output's format) moves the bias of a kernel's result x, which sits
    * at r (fp32 d_logits) or at rnd (rounded d_logits) up to its fp32 sums (term outr). */
   mv->outr_bias = cmp->has_rnd && rr > 0 ? cmp->sum_outr_r / rr : 0.0;
+  /* The same roundings signed: a kernel at R(r) has bias outs_r, one at R(rnd) rnd_bias + outs_rnd, up
+   * to the output roundings its own error D_i changes: each by one place with probability <= D_i/place,
+   * independent between elements (their positions within a place are unrelated to D_i), so the
+   * change beyond its mean (which the linear terms bound) has a standard deviation <= outv_bias.
+   * NaN from a comparison without them (the terms fall back to rnd + outr). */
+  const int outs = cmp->has_outs && rr > 0;
+  mv->outs_r = outs ? cmp->sum_outs_r / rr : NAN;
+  mv->outs_rnd = outs ? cmp->sum_outs_rnd / rr : NAN;
+  mv->outv_bias = outs ? sqrt(cmp->sum_outv) / rr : NAN;
   /* The fp32 accumulation of L terms per element (terms acc and accn): each rounding errs by at most
    * u32 of a partial sum, and every partial sum is at most m_i = max(mag_i, 2^-126); independent and
    * uniform, the element's error has variance <= L u32^2 m_i^2 / 3, the bias (independent elements)

@@ -85,6 +85,13 @@ typedef struct lce_metric_values {
                         * everywhere); NaN when the reference has no rnd (term rndn) */
   double outr_bias;    /* sum_i max(|R(r_i) - r_i|, |R(rnd_i) - rnd_i|) |r_i| / <r, r>: the most the output's own
                         * rounding R moves the bias of a result at r or at rnd (gradients with rnd), else 0 */
+  double outs_r;       /* sum_i (R(r_i) - r_i) r_i / <r, r>: the bias the output rounding gives a result at r */
+  double outs_rnd;     /* sum_i (R(rnd_i) - rnd_i) r_i / <r, r>: the bias it adds to a result at rnd (both: the
+                        * host comparison with rnd; NaN otherwise) */
+  double outv_bias;    /* sqrt(sum_i min(1, D_i / p_i) p_i^2 r_i^2) / <r, r>, p_i one place of the output format at
+                        * r_i or rnd_i (the larger), D_i = flip_i + 2u mag_i (none) + 4 u32 sqrt(L/3) m_i: one
+                        * standard deviation of the bias from the output roundings a kernel's own error can
+                        * change (term outv; NaN where outs_* are) */
   double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
                         * kernel's fp32 d_logit errors can change move the bias from rnd_bias; else 0 */
   double acc_bias;     /* sqrt(sum_i m_i^2 r_i^2) / <r, r>, m_i = max(mag_i, 2^-126) (gradients with rnd), else 0:
@@ -118,15 +125,21 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[14], c[14]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
+  long double s[17], c[17]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
                              * (term outr), m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn),
-                             * flip^2, emag^4, mag |r| (term pertok), (rnd - r)^2 (term rndn); lce_metrics.c's SUM_* */
+                             * flip^2, emag^4, mag |r| (term pertok), (rnd - r)^2 (term rndn), the signed output
+                             * roundings at r and at rnd and their variance (terms rnds, outv); lce_metrics.c's SUM_* */
   long double maxscaled;
 } lce_compare_acc;
 void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);
 void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,
                        const lce_ref_output *ref, const unsigned char *mask, lce_compare_acc *acc, lce_comparison *cmp);
 void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp);
+/* u of the format the GEMMs read the d_logits in: tf32 (2^-11) for fp32 inputs with tf32 GEMMs, else the
+ * dtype's. */
+double lce_dlogit_unit_roundoff(const lce_case *c);
+/* L, the fp32 roundings each element of gradient o goes through in a chunked, sharded kernel (lce_metrics.c). */
+double lce_accumulation_length(const lce_case *c, lce_output_id o);
 /* Every metric undefined (NaN, flagged): an output with no metric, reported as undefined, never 0. */
 void lce_metrics_undefined(lce_metric_values *mv);
 /* The one function from a comparison to metrics. */

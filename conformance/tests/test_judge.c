@@ -396,6 +396,37 @@ static void test_rndu_scale(void) {
          "term rndu: name %s", lce_bound_term_name(LCE_TERM_RNDU));
 }
 
+/* rnds, the gradients' bias reference: max(|rnd_bias + outs_rnd|, |outs_r|), the bias of a result at R(rnd) or at
+ * R(r); rnd + outr (no less) from a comparison that does not sum the signed roundings (tier 2's device path);
+ * 0 for the forward outputs. outv: outv_bias, 0 where not summed. */
+static void test_rnds_scale(void) {
+  lce_case c = lce_case_default();
+  c.dtype = LCE_BF16;
+  lce_output_verdict ov;
+  memset(&ov, 0, sizeof ov);
+  ov.inner = 16;
+  ov.metrics.cond = 1.0, ov.metrics.neff = 100.0, ov.metrics.ref_norm = 1.0, ov.metrics.token_share = 1.0;
+  ov.metrics.rnd_bias = 0x1p-10, ov.metrics.outr_bias = 0x1p-9, ov.metrics.rnd_norm = 0x1p-10;
+  ov.metrics.outs_rnd = -0x1p-10 - 0x1p-14, ov.metrics.outs_r = 0x1p-13, ov.metrics.outv_bias = 0x1p-16;
+  lce_bound_scales s;
+  lce_bound_scales_of(&c, LCE_OUT_D_HIDDEN, &ov, &s);
+  EXPECT(s.rnds == 0x1p-13 && s.outv == 0x1p-16, "at r the larger: rnds %a outv %a, expected 0x1p-13 and 0x1p-16", s.rnds,
+         s.outv);
+  ov.metrics.outs_r = -0x1p-15;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.rnds == 0x1p-14, "at rnd the larger (rnd_bias + outs_rnd = -2^-14): rnds %a", s.rnds);
+  ov.metrics.outs_r = ov.metrics.outs_rnd = ov.metrics.outv_bias = NAN;
+  lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
+  EXPECT(s.rnds == 0x1p-10 + 0x1p-9 && s.outv == 0.0, "not summed: rnds %a (rnd + outr) outv %a", s.rnds, s.outv);
+  lce_bound_scales_of(&c, LCE_OUT_LSE, &ov, &s);
+  EXPECT(s.rnds == 0.0 && s.outv == 0.0, "lse: rnds %a outv %a", s.rnds, s.outv);
+  EXPECT(lce_bound_term_scale(LCE_TERM_RNDS, &(lce_bound_scales){.rnds = 0x1p-9}) == 0x1p-9 &&
+             strcmp(lce_bound_term_name(LCE_TERM_RNDS), "rnds") == 0 &&
+             lce_bound_term_scale(LCE_TERM_OUTV, &(lce_bound_scales){.outv = 0x1p-8}) == 0x1p-8 &&
+             strcmp(lce_bound_term_name(LCE_TERM_OUTV), "outv") == 0,
+         "terms rnds, outv: names %s %s", lce_bound_term_name(LCE_TERM_RNDS), lce_bound_term_name(LCE_TERM_OUTV));
+}
+
 /* pertokn, pertok's normwise twin in the gradients' relerr: u of the format the GEMMs read under reduction
  * none, times max(1, ||m|| / ||r||) (acc_norm; u itself where the reference has no such sum), 0 under sum
  * and mean and for the forward outputs (golden/policy.txt, pertokn). */
@@ -431,6 +462,7 @@ static void test_pertokn_scale(void) {
 
 int main(void) {
   test_rndu_scale();
+  test_rnds_scale();
   test_pertokn_scale();
   test_perfect(0);
   test_perfect(1);

@@ -68,6 +68,21 @@ class FormsTest(unittest.TestCase):
         self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(c, "d_weight", dict(o, rndn=2.5e-4))),
                          2.5e-4)
 
+    def test_rnds_is_measured_or_rnd_plus_outr(self):
+        # rnds (gradients' bias reference) and outv as lcecheck reports them; from files made before them,
+        # rnd + outr (never below rnds) and 0; 0 for the forward outputs.
+        c = "bf16.untied.tp1.n16.h32.v300.vp384.vc384.sum.ign0.prior.flat.s1003"
+        o = {"inner": 16, "cond": 1.8, "neff": 50.0, "rnd": 5.8e-4, "outr": 1.8e-3, "acc": 1e-9}
+        new = dict(o, rnds=3.7e-4, outv=1.4e-5)
+        self.assertEqual(lcecheck_golden.output_scales(c, "d_hidden", new)["rnds"], 3.7e-4)
+        self.assertEqual(lcecheck_golden.output_scales(c, "d_hidden", new)["outv"], 1.4e-5)
+        self.assertEqual(lcecheck_golden.output_scales(c, "d_hidden", o)["rnds"], 5.8e-4 + 1.8e-3)
+        self.assertEqual(lcecheck_golden.output_scales(c, "d_hidden", o)["outv"], 0.0)
+        self.assertEqual(lcecheck_golden.output_scales(c, "lse", new)["rnds"], 0.0)
+        entry = ("model", 0.0, 0.0, 0.0, (("rnds", 1.0), ("outv", 4.0)))
+        self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(c, "d_hidden", new)),
+                         3.7e-4 + 4 * 1.4e-5)
+
     def test_entries_no_sample_defines_are_derived_from_the_policy_or_refused(self):
         # lse's bias and ulpfrac need 64 effective tokens; a matrix of few-token cases defines neither,
         # and a larger matrix judges both: bias takes relerr's entry (|bias| <= relerr), ulpfrac the
