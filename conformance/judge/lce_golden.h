@@ -97,9 +97,10 @@
  *                with every element rounded to the output format, signed sums (lce_metric_values.outs_*;
  *                rnd + outr from a comparison that does not sum them): where a correct kernel sits before its
  *                own fp32 error, the reference of the bias (golden/policy.txt)
- *   outv         sqrt(sum_i min(1, D_i/p_i) p_i^2 r_i^2) / <r, r> (gradients' bias; lce_metric_values.outv_bias;
- *                0 where not summed): one standard deviation of the output roundings that a kernel's own
- *                error D_i (flip, pertok, acc per element) can change, one place p_i each
+ *   outv         sqrt(sum_i p_i^2 r_i^2) / <r, r> over the elements within D_i of a rounding boundary at r or
+ *                rnd (gradients' bias; lce_metric_values.outv_bias; 0 where not summed): one standard deviation
+ *                of the output roundings that a kernel's own error D_i (flip, pertok, acc per element) can
+ *                change, one place p_i each
  * Blank lines are allowed. */
 #ifndef LCE_GOLDEN_H
 #define LCE_GOLDEN_H

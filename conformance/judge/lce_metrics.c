@@ -79,10 +79,17 @@ double lce_accumulation_length(const lce_case *c, lce_output_id o) {
   return (double)(c->n + (c->n + tc - 1) / tc + 1);
 }
 
-/* One place of the output format at p: of the larger of |p| and |R(p)| (a p just below a power of two
- * that rounds above it is measured in the places it rounds to). */
-static double place_at(lce_dtype fmt, double p, double rounded) {
-  return lce_ulp(fmt, fmax(fabs(p), fabs(rounded)));
+/* Where p sits among the output format's rounding boundaries, R(p) = rounded: the distance to the
+ * nearer boundary (the midpoints between R(p) and its neighbours, whose spacing differs on either side
+ * of a power of two), and the larger spacing, the place an element moves by when it crosses one. */
+typedef struct boundary {
+  double dist, place;
+} boundary;
+
+static boundary boundary_at(lce_dtype fmt, double p, double rounded) {
+  const double a = fabs(rounded), e = fabs(p) - a;
+  const double above = lce_ulp(fmt, a), below = a > 0.0 ? lce_ulp(fmt, a * (1.0 - 0x1p-40)) : above;
+  return (boundary){fmin(above / 2 - e, below / 2 + e), fmax(above, below)};
 }
 
 void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,
@@ -91,7 +98,8 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
   long double maxscaled = acc->maxscaled;
   /* How far a correct kernel's element may sit from r or rnd before its output rounding (term outv,
    * lce_metrics.h): D_i = flip_i + 2u mag_i (reduction none: pertok's two roundings of each term) +
-   * 4 u32 sqrt(L/3) m_i (acc's four standard deviations), the bound's own linear terms per element. */
+   * 4 u32 sqrt(L/3) m_i (acc's four standard deviations), the bound's own linear terms per element; its
+   * output rounding can differ from R(r) or R(rnd) only where r or rnd sits within D_i of a boundary. */
   const double d_pertok = c->reduction == LCE_RED_NONE ? 2.0 * lce_dlogit_unit_roundoff(c) : 0.0;
   const double d_acc = cmp->has_outs ? 4.0 * 0x1p-24 * sqrt(lce_accumulation_length(c, o) / 3.0) : 0.0;
   for (int64_t i = i0; i < i1; i++) {
@@ -132,16 +140,18 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       const double at_rnd = fabs(rnd_rounded - ref->rnd[i]); /* beyond the format: a class check's */
       const long double at_r = fabsl((long double)ref->rounded[i] - (long double)r);
       comp_add(acc, SUM_OUTR, (isfinite(at_rnd) && at_rnd > at_r ? at_rnd : at_r) * fabs(r));
-      /* The same roundings signed (outs_*), and the variance of the ones the kernel's own D_i can change
-       * (outv_bias): each moves the element by one place, with probability at most D_i / place. */
+      /* The same roundings signed (outs_*), and the variance of the ones the kernel's own error can
+       * change (outv_bias): an element within D_i of a boundary (at r or at rnd) may move by one place. */
       comp_add(acc, SUM_OUTS_R, ((long double)ref->rounded[i] - r) * r);
       if (isfinite(at_rnd)) comp_add(acc, SUM_OUTS_RND, ((long double)rnd_rounded - ref->rnd[i]) * r);
-      const double place = fmax(place_at(fmt, r, ref->rounded[i]),
-                                isfinite(at_rnd) ? place_at(fmt, ref->rnd[i], rnd_rounded) : 0.0);
+      const boundary at_r_b = boundary_at(fmt, r, ref->rounded[i]);
+      const boundary at_rnd_b = isfinite(at_rnd) ? boundary_at(fmt, ref->rnd[i], rnd_rounded) : at_r_b;
       const double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
       const double d = (ref->flip != NULL ? ref->flip[i] : 0.0) + d_pertok * ref->mag[i] + d_acc * m;
-      const double q = place > 0.0 && d < place ? d / place : 1.0;
-      comp_add(acc, SUM_OUTV, (long double)q * place * place * r * r);
+      if (at_r_b.dist <= d || at_rnd_b.dist <= d) {
+        const double place = fmax(at_r_b.place, at_rnd_b.place);
+        comp_add(acc, SUM_OUTV, (long double)place * place * r * r);
+      }
     }
     if (cmp->has_rnd) { /* an fp32 rounding errs by u32 of its result, and by u32 2^-126 below the normal range */
       const long double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
@@ -218,10 +228,10 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
    * at r (fp32 d_logits) or at rnd (rounded d_logits) up to its fp32 sums (term outr). */
   mv->outr_bias = cmp->has_rnd && rr > 0 ? cmp->sum_outr_r / rr : 0.0;
   /* The same roundings signed: a kernel at R(r) has bias outs_r, one at R(rnd) rnd_bias + outs_rnd, up
-   * to the output roundings its own error D_i changes: each by one place with probability <= D_i/place,
-   * independent between elements (their positions within a place are unrelated to D_i), so the
-   * change beyond its mean (which the linear terms bound) has a standard deviation <= outv_bias.
-   * NaN from a comparison without them (the terms fall back to rnd + outr). */
+   * to the output roundings its own error (|delta_i| <= D_i) changes: only where r_i or rnd_i sits within
+   * D_i of a boundary, by one place; those crossings follow delta's sign, which the GEMM's operands
+   * scatter between elements, so their sum beyond its mean (which the linear terms bound) has a
+   * standard deviation <= outv_bias. NaN from a comparison without them (the terms fall back to rnd + outr). */
   const int outs = cmp->has_outs && rr > 0;
   mv->outs_r = outs ? cmp->sum_outs_r / rr : NAN;
   mv->outs_rnd = outs ? cmp->sum_outs_rnd / rr : NAN;

@@ -88,10 +88,10 @@ typedef struct lce_metric_values {
   double outs_r;       /* sum_i (R(r_i) - r_i) r_i / <r, r>: the bias the output rounding gives a result at r */
   double outs_rnd;     /* sum_i (R(rnd_i) - rnd_i) r_i / <r, r>: the bias it adds to a result at rnd (both: the
                         * host comparison with rnd; NaN otherwise) */
-  double outv_bias;    /* sqrt(sum_i min(1, D_i / p_i) p_i^2 r_i^2) / <r, r>, p_i one place of the output format at
-                        * r_i or rnd_i (the larger), D_i = flip_i + 2u mag_i (none) + 4 u32 sqrt(L/3) m_i: one
-                        * standard deviation of the bias from the output roundings a kernel's own error can
-                        * change (term outv; NaN where outs_* are) */
+  double outv_bias;    /* sqrt(sum_i p_i^2 r_i^2) / <r, r> over the elements whose r_i or rnd_i sits within D_i of a
+                        * rounding boundary of the output format, p_i the larger place there, D_i = flip_i +
+                        * 2u mag_i (none) + 4 u32 sqrt(L/3) m_i: one standard deviation of the bias from the
+                        * output roundings a kernel's own error can change (term outv; NaN where outs_* are) */
   double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
                         * kernel's fp32 d_logit errors can change move the bias from rnd_bias; else 0 */
   double acc_bias;     /* sqrt(sum_i m_i^2 r_i^2) / <r, r>, m_i = max(mag_i, 2^-126) (gradients with rnd), else 0:

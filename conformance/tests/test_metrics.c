@@ -360,18 +360,19 @@ static void test_output_rounding_at_rnd(void) {
 }
 
 /* The output rounding signed (outs_r, outs_rnd) and the spread of the roundings a kernel's own error can
- * change (outv_bias), lce_metrics.h; the output format here is fp32, one place at 1 is 2^-23. 100 elements
- * r = 1 with rnd a quarter place above: R(rnd) = 1, so outs_rnd = -2^-25 cancels rnd_bias = +2^-25 (a result
- * at R(rnd) has no bias at all, where outr takes 2^-25 one way) and outs_r = 0; with R(r) set one place up,
- * outs_r = 2^-23. outv: mag 0 and flip a quarter place per element give D_i = 2^-25 (the accumulation part,
- * 4 u32 sqrt(L/3) 2^-126, is ~1e-44), each rounding changed with probability 1/4 by one place:
- * sqrt(100 / 4) 2^-23 / 100 = 2^-23 / 20; with flip a whole place or more the probability is 1 (2^-23 / 10).
+ * change (outv_bias), lce_metrics.h; the output format here is fp32, one place at 1 is 2^-23 above and 2^-24
+ * below. 100 elements r = 1 with rnd a quarter place above: R(rnd) = 1, so outs_rnd = -2^-25 cancels rnd_bias =
+ * +2^-25 (a result at R(rnd) has no bias at all, where outr takes 2^-25 one way) and outs_r = 0; with R(r)
+ * set one place up, outs_r = 2^-23. outv: r and rnd both sit 2^-25 from their nearer boundary (r = 1 from
+ * 1 - 2^-25, below a power of two the places halve; rnd from 1 + 2^-24), so with mag 0 and D_i = flip_i
+ * (the accumulation part, 4 u32 sqrt(L/3) 2^-126, is ~1e-44) an element can cross only when flip_i >=
+ * 2^-25: flip 2^-26 gives 0, flip 2^-25 every element one place of 2^-23, sqrt(100) 2^-23 / 100 = 2^-23/10.
  * All NaN without rnd. */
 static void test_signed_output_rounding(void) {
   vec_fixture f;
   vec_init(&f, 100);
   double rnd[100], flip[100];
-  for (int64_t i = 0; i < 100; i++) vec_set(&f, i, 1.0, 1.0, 0.0), rnd[i] = 1.0 + 0x1p-25, flip[i] = 0x1p-25;
+  for (int64_t i = 0; i < 100; i++) vec_set(&f, i, 1.0, 1.0, 0.0), rnd[i] = 1.0 + 0x1p-25, flip[i] = 0x1p-26;
   lce_metric_values mv = vec_metrics(&f, NULL);
   EXPECT(isnan(mv.outs_r) && isnan(mv.outs_rnd) && isnan(mv.outv_bias), "no rnd: outs_r %g outs_rnd %g outv %g, expected NaN",
          mv.outs_r, mv.outs_rnd, mv.outv_bias);
@@ -381,10 +382,16 @@ static void test_signed_output_rounding(void) {
   EXPECT(mv.rnd_bias == 0x1p-25 && mv.outs_rnd == -0x1p-25 && mv.outs_r == 0.0 && mv.outr_bias == 0x1p-25,
          "at rnd: rnd_bias %a outs_rnd %a outs_r %a outr %a, expected 0x1p-25, -0x1p-25, 0, 0x1p-25", mv.rnd_bias,
          mv.outs_rnd, mv.outs_r, mv.outr_bias);
-  EXPECT(fabs(mv.outv_bias / (0x1p-23 / 20) - 1.0) < 1e-12, "outv_bias %a, expected 2^-23/20", mv.outv_bias);
-  for (int64_t i = 0; i < 100; i++) flip[i] = 0x1p-22;
+  EXPECT(mv.outv_bias == 0.0, "D_i short of every boundary: outv_bias %a, expected 0", mv.outv_bias);
+  for (int64_t i = 0; i < 100; i++) flip[i] = 0x1p-25;
   mv = vec_metrics(&f, NULL);
-  EXPECT(mv.outv_bias == 0x1p-23 / 10, "D_i beyond a place: outv_bias %a, expected 2^-23/10", mv.outv_bias);
+  EXPECT(mv.outv_bias == 0x1p-23 / 10, "D_i reaching the boundary: outv_bias %a, expected 2^-23/10", mv.outv_bias);
+  for (int64_t i = 0; i < 50; i++) rnd[i] = 1.0 + 0x1p-24; /* a tie: R(rnd) = 1 (even), 0 from the boundary */
+  for (int64_t i = 0; i < 100; i++) flip[i] = 0.0;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(fabs(mv.outv_bias / (sqrt(50.0) * 0x1p-23 / 100) - 1.0) < 1e-12,
+         "ties cross with any error (D_i = 4 u32 sqrt(L/3) 2^-126 here): outv_bias %a, expected sqrt(50) 2^-23/100",
+         mv.outv_bias);
   for (int64_t i = 0; i < 100; i++) f.rounded[i] = 1.0 + 0x1p-23;
   mv = vec_metrics(&f, NULL);
   EXPECT(mv.outs_r == 0x1p-23, "rounding at r one place up: outs_r %a, expected 0x1p-23", mv.outs_r);
