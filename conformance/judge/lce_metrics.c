@@ -62,23 +62,6 @@ void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comp
   cmp->subject_nonfinite = 0;
 }
 
-double lce_dlogit_unit_roundoff(const lce_case *c) {
-  return lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
-}
-
-/* The fp32 roundings each element of a gradient goes through (terms acc, accn, outv): d_hidden adds
- * V rows, each vocab chunk's partial into its shard's buffer, the shards into the total, and scales it
- * once; the weight gradient sums the N tokens and adds each token chunk's partial into the buffer that
- * holds the prior, once per chunk. */
-double lce_accumulation_length(const lce_case *c, lce_output_id o) {
-  if (o == LCE_OUT_D_HIDDEN) {
-    const int64_t vs = (c->v + c->tp - 1) / c->tp, vc = c->vocab_chunk > 0 ? c->vocab_chunk : vs;
-    return (double)(c->v + c->tp * ((vs + vc - 1) / vc) + c->tp + 1);
-  }
-  const int64_t tc = c->token_chunk > 0 ? c->token_chunk : c->n;
-  return (double)(c->n + (c->n + tc - 1) / tc + 1);
-}
-
 /* Where p sits among the output format's rounding boundaries, R(p) = rounded: the distance to the
  * nearer boundary (the midpoints between R(p) and its neighbours, whose spacing differs on either side
  * of a power of two), and the larger spacing, the place an element moves by when it crosses one. */

@@ -135,11 +135,6 @@ void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comp
 void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,
                        const lce_ref_output *ref, const unsigned char *mask, lce_compare_acc *acc, lce_comparison *cmp);
 void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp);
-/* u of the format the GEMMs read the d_logits in: tf32 (2^-11) for fp32 inputs with tf32 GEMMs, else the
- * dtype's. */
-double lce_dlogit_unit_roundoff(const lce_case *c);
-/* L, the fp32 roundings each element of gradient o goes through in a chunked, sharded kernel (lce_metrics.c). */
-double lce_accumulation_length(const lce_case *c, lce_output_id o);
 /* Every metric undefined (NaN, flagged): an output with no metric, reported as undefined, never 0. */
 void lce_metrics_undefined(lce_metric_values *mv);
 /* The one function from a comparison to metrics. */

@@ -68,6 +68,10 @@ lce_precision lce_case_precision(const lce_case *c) {
   return c->gemm == LCE_GEMM_TF32 ? LCE_PREC_TF32 : (lce_precision)c->dtype;
 }
 
+double lce_dlogit_unit_roundoff(const lce_case *c) {
+  return lce_case_precision(c) == LCE_PREC_TF32 ? 0x1p-11 : lce_dtype_unit_roundoff(c->dtype);
+}
+
 double lce_case_smoothing(const lce_case *c) {
   double eps = c->smoothing_permille / 1000.0;
   switch (c->smoothing) {

@@ -149,6 +149,9 @@ int lce_dist_parse(const char *s, lce_dist *out);
 const char *lce_precision_name(lce_precision p); /* "bf16", "fp16", "fp32", "tf32" */
 int lce_precision_parse(const char *s, lce_precision *out);
 lce_precision lce_case_precision(const lce_case *c);
+/* u of the format the GEMMs read the d_logits in: tf32 (2^-11) for fp32 inputs with tf32 GEMMs, else the
+ * dtype's. */
+double lce_dlogit_unit_roundoff(const lce_case *c);
 
 /* The effective label smoothing e, the z-loss lambda and the class weight of row v (1 without
  * class weights), as the math above uses them: one definition for the oracle and all subjects. */

@@ -31,6 +31,15 @@ int64_t lce_output_count(const lce_case *c, lce_output_id o) {
   }
 }
 
+double lce_accumulation_length(const lce_case *c, lce_output_id o) {
+  if (o == LCE_OUT_D_HIDDEN) {
+    const int64_t vs = (c->v + c->tp - 1) / c->tp, vc = c->vocab_chunk > 0 ? c->vocab_chunk : vs;
+    return (double)(c->v + c->tp * ((vs + vc - 1) / vc) + c->tp + 1);
+  }
+  const int64_t tc = c->token_chunk > 0 ? c->token_chunk : c->n;
+  return (double)(c->n + (c->n + tc - 1) / tc + 1);
+}
+
 lce_dtype lce_output_format(const lce_case *c, lce_output_id o) {
   return o == LCE_OUT_D_HIDDEN ? c->dtype : LCE_FP32;
 }

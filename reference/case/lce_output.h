@@ -23,6 +23,11 @@ int lce_output_applies(const lce_case *c, lce_output_id o);
 int64_t lce_output_count(const lce_case *c, lce_output_id o);
 /* Storage format of output o (d_hidden: the case dtype; all others fp32). */
 lce_dtype lce_output_format(const lce_case *c, lce_output_id o);
+/* L, the fp32 roundings each element of gradient o goes through in a token- and vocab-chunked, sharded
+ * kernel: d_hidden adds V rows, each vocab chunk's partial into its shard's buffer, the shards into the
+ * total, and scales it once; the weight gradient sums the N tokens and adds each token chunk's partial
+ * into the buffer that holds the prior, once per chunk (the judge's terms acc, accn and outv). */
+double lce_accumulation_length(const lce_case *c, lce_output_id o);
 /* Inner size K of the reduction that produces output o (shape-aware golden bounds):
  * loss: n; loss_token, lse, d_hidden: v; d_weight, d_embedding: n. */
 int64_t lce_output_inner(const lce_case *c, lce_output_id o);

@@ -2,7 +2,7 @@
  * reduced on the device: the subject's buffer goes up in slices, each block folds its elements into
  * fp64 partial sums (fixed order), the host adds the partials in block order. The reference never
  * comes back. The derived terms' sums need tier 1's rnd (computed on the device, lce_ref64.h); flip has
- * no device counterpart, so its sums stay 0 as where a tier lacks it. */
+ * no device counterpart, so its sums stay 0 as where a tier lacks it (and outv's D_i lacks it). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,27 +17,47 @@
 typedef struct r64_partial {
   double d2, r2, dr, r4, emag2, maxscaled;
   double rnd_r, rnd2, outr_r, acc_r, acc_m2, mag_r; /* the derived terms' sums (lce_metrics.c), where rnd exists */
+  double outs_r, outs_rnd, outv;                    /* the signed output roundings and outv's sum (rnds, outv) */
   long long compared, mismatch, first;
 } r64_partial;
 
-#define R64_PARTIAL_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1}
+#define R64_PARTIAL_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1}
 
 /* b folded into a, on the device (the block's tree) and on the host (the blocks in order): sums and
  * counts added, the largest scaled error and the first mismatch kept. */
 __host__ __device__ static void r64_partial_add(r64_partial *a, const r64_partial *b) {
   a->d2 += b->d2, a->r2 += b->r2, a->dr += b->dr, a->r4 += b->r4, a->emag2 += b->emag2;
   a->rnd_r += b->rnd_r, a->rnd2 += b->rnd2, a->outr_r += b->outr_r, a->acc_r += b->acc_r, a->acc_m2 += b->acc_m2, a->mag_r += b->mag_r;
+  a->outs_r += b->outs_r, a->outs_rnd += b->outs_rnd, a->outv += b->outv;
   a->compared += b->compared, a->mismatch += b->mismatch, a->maxscaled = fmax(a->maxscaled, b->maxscaled);
   if (b->first >= 0 && (a->first < 0 || b->first < a->first)) a->first = b->first;
 }
 
 __device__ static int r64_class(double x) { return isnan(x) ? 1 : (isinf(x) ? (x > 0 ? 2 : 3) : 0); }
 
-/* With rnd (and so mag): the sums lce_compare_block adds for the terms rnd, rndn, outr, acc, accn and pertok,
- * in the same definitions (R the rounding to the output's format). */
+/* One place of a format of p bits at |a| (its binade's, not below emin's): lce_ulp on the device. */
+__device__ static double r64_place(double a, int p, int emin) {
+  int e = a == 0.0 ? emin : ilogb(a);
+  return ldexp(1.0, (e > emin ? e : emin) - (p - 1));
+}
+
+/* Whether x, which rounds to xr, sits within dd of a rounding boundary (the nearer midpoint between xr and
+ * its neighbours, whose spacing halves below a power of two), and the larger spacing there: lce_metrics.c's
+ * boundary_at. */
+__device__ static int r64_near_boundary(double x, double xr, double dd, int p, int emin, double *place) {
+  const double a = fabs(xr), e = fabs(x) - a;
+  const double above = r64_place(a, p, emin), below = a > 0.0 ? r64_place(a * (1.0 - 0x1p-40), p, emin) : above;
+  *place = fmax(above, below);
+  return fmin(above / 2 - e, below / 2 + e) <= dd;
+}
+
+/* With rnd (and so mag): the sums lce_compare_block adds for the terms rnd, rndn, outr, acc, accn, pertok, rnds
+ * and outv, in the same definitions (R the rounding to the output's format; outv's D_i = d_pertok mag_i + d_acc m_i,
+ * no flip here). */
 __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_t base, int64_t count, const double *ref,
                                           const double *emag, const double *mag, const double *rnd,
-                                          const unsigned char *mask, int prec, int emin, int emax, r64_partial *out) {
+                                          const unsigned char *mask, int prec, int emin, int emax, double d_pertok,
+                                          double d_acc, r64_partial *out) {
   __shared__ r64_partial sh[R64_CMP_THREADS];
   r64_partial p = R64_PARTIAL_ZERO;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
@@ -61,10 +81,21 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
     if (rnd) {
       const double m = fmax(mag[g], 0x1p-126);
       p.rnd_r += (rnd[g] - r) * r, p.rnd2 += (rnd[g] - r) * (rnd[g] - r);
-      const double at_r = fabs(r64_round_format(r, prec, emin, emax) - r);
-      const double at_rnd = fabs(r64_round_format(rnd[g], prec, emin, emax) - rnd[g]); /* beyond: a class check's */
+      const double r_rounded = r64_round_format(r, prec, emin, emax), rnd_rounded = r64_round_format(rnd[g], prec, emin, emax);
+      const double at_r = fabs(r_rounded - r);
+      const double at_rnd = fabs(rnd_rounded - rnd[g]); /* beyond: a class check's */
       p.outr_r += (isfinite(at_rnd) && at_rnd > at_r ? at_rnd : at_r) * fabs(r);
       p.acc_r += m * m * r * r, p.acc_m2 += m * m, p.mag_r += mag[g] * fabs(r);
+      p.outs_r += (r_rounded - r) * r;
+      if (isfinite(at_rnd)) p.outs_rnd += (rnd_rounded - rnd[g]) * r;
+      const double dd = d_pertok * mag[g] + d_acc * m;
+      double place_r, place_rnd = 0.0;
+      const int near_r = r64_near_boundary(r, r_rounded, dd, prec, emin, &place_r);
+      const int near_rnd = isfinite(at_rnd) && r64_near_boundary(rnd[g], rnd_rounded, dd, prec, emin, &place_rnd);
+      if (near_r || near_rnd) {
+        const double place = fmax(place_r, place_rnd);
+        p.outv += place * place * r * r;
+      }
     }
   }
   sh[threadIdx.x] = p;
@@ -84,12 +115,16 @@ static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, con
   const size_t es = lce_dtype_size(fmt);
   const unsigned char *mask = o == LCE_OUT_LSE ? ref->valid : NULL;
   const int64_t count = o == LCE_OUT_D_WEIGHT ? ref->c.v * ref->c.h : d->count;
+  /* outv's D_i without flip: pertok's two roundings of each term under none, acc's four standard deviations. */
+  const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
+  const double d_pertok = ref->c.reduction == LCE_RED_NONE ? 2.0 * lce_dlogit_unit_roundoff(&ref->c) : 0.0;
+  const double d_acc = gradient ? 4.0 * 0x1p-24 * sqrt(lce_accumulation_length(&ref->c, o) / 3.0) : 0.0;
   for (int64_t base = 0; base < count; base += R64_CMP_SLICE) {
     const int64_t len = count - base < R64_CMP_SLICE ? count - base : R64_CMP_SLICE;
     R64_CUDA_CHECK(st, cudaMemcpy(raw, (const char *)host + (size_t)base * es, (size_t)len * es, cudaMemcpyHostToDevice));
     r64_compare_kernel<<<R64_CMP_BLOCKS, R64_CMP_THREADS>>>(raw, fmt, base, len, d->value, d->emag, d->mag, d->rnd, mask,
                                                             lce_dtype_precision(fmt), lce_dtype_emin(fmt),
-                                                            lce_dtype_emax(fmt), dev_part);
+                                                            lce_dtype_emax(fmt), d_pertok, d_acc, dev_part);
     R64_LAUNCH_CHECK(st, "r64_compare_kernel");
     R64_CUDA_CHECK(st, cudaMemcpy(part, dev_part, R64_CMP_BLOCKS * sizeof *part, cudaMemcpyDeviceToHost));
     for (int b = 0; b < R64_CMP_BLOCKS; b++) r64_partial_add(total, &part[b]);
@@ -126,6 +161,8 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   cmp->has_rnd = d->rnd != NULL;
   cmp->sum_rnd_r = t.rnd_r, cmp->sum_outr_r = t.outr_r, cmp->sum_acc_r = t.acc_r, cmp->sum_acc_m2 = t.acc_m2;
   cmp->sum_mag_r = t.mag_r, cmp->sum_rnd2 = t.rnd2;
+  cmp->has_outs = d->rnd != NULL;
+  cmp->sum_outs_r = t.outs_r, cmp->sum_outs_rnd = t.outs_rnd, cmp->sum_outv = t.outv;
   if (!cmp->class_ok)
     snprintf(cmp->class_msg, sizeof cmp->class_msg, "%lld elements with the wrong class (NaN/Inf), first at %lld",
              t.mismatch, t.first);
