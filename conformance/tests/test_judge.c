@@ -354,15 +354,22 @@ static void test_explain(void) {
   teardown(&f);
 }
 
+/* A judged output of inner size 16 with cond c, 100 effective elements, ||r|| 1 and distinct tokens: the
+ * scale tests below set the sums they are about. */
+static lce_output_verdict scales_fixture(double cond) {
+  lce_output_verdict ov;
+  memset(&ov, 0, sizeof ov);
+  ov.inner = 16;
+  ov.metrics.cond = cond, ov.metrics.neff = 100.0, ov.metrics.ref_norm = 1.0, ov.metrics.token_share = 1.0;
+  return ov;
+}
+
 /* rndu stands for rnd where the reference does not measure it (tier 2, rnd_bias NaN): u/2 of the format
  * the GEMMs read, for the gradients only, and not where r is 0 everywhere; 0 wherever rnd is measured. */
 static void test_rndu_scale(void) {
   lce_case c = lce_case_default();
   c.dtype = LCE_BF16;
-  lce_output_verdict ov;
-  memset(&ov, 0, sizeof ov);
-  ov.inner = 16;
-  ov.metrics.cond = 2.0, ov.metrics.neff = 100.0, ov.metrics.ref_norm = 1.0, ov.metrics.token_share = 1.0;
+  lce_output_verdict ov = scales_fixture(2.0);
   ov.metrics.rnd_bias = ov.metrics.flip_bias = ov.metrics.outr_bias = ov.metrics.acc_bias = NAN;
   ov.metrics.rnd_norm = NAN;
   lce_bound_scales s;
@@ -402,10 +409,7 @@ static void test_rndu_scale(void) {
 static void test_rnds_scale(void) {
   lce_case c = lce_case_default();
   c.dtype = LCE_BF16;
-  lce_output_verdict ov;
-  memset(&ov, 0, sizeof ov);
-  ov.inner = 16;
-  ov.metrics.cond = 1.0, ov.metrics.neff = 100.0, ov.metrics.ref_norm = 1.0, ov.metrics.token_share = 1.0;
+  lce_output_verdict ov = scales_fixture(1.0);
   ov.metrics.rnd_bias = 0x1p-10, ov.metrics.outr_bias = 0x1p-9, ov.metrics.rnd_norm = 0x1p-10;
   ov.metrics.outs_rnd = -0x1p-10 - 0x1p-14, ov.metrics.outs_r = 0x1p-13, ov.metrics.outv_bias = 0x1p-16;
   lce_bound_scales s;
@@ -433,10 +437,7 @@ static void test_rnds_scale(void) {
 static void test_pertokn_scale(void) {
   lce_case c = lce_case_default();
   c.dtype = LCE_BF16, c.reduction = LCE_RED_NONE;
-  lce_output_verdict ov;
-  memset(&ov, 0, sizeof ov);
-  ov.inner = 16;
-  ov.metrics.cond = 2.0, ov.metrics.neff = 100.0, ov.metrics.ref_norm = 1.0, ov.metrics.token_share = 1.0;
+  lce_output_verdict ov = scales_fixture(2.0);
   ov.metrics.rnd_bias = 0x1p-12, ov.metrics.acc_norm = 1.5, ov.metrics.mag_bias = 1.25;
   lce_bound_scales s;
   lce_bound_scales_of(&c, LCE_OUT_D_WEIGHT, &ov, &s);
