@@ -118,6 +118,7 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       comp_add(acc, SUM_FLIP, (long double)ref->flip[i] * fabs(r));
       comp_add(acc, SUM_FLIP2, (long double)ref->flip[i] * ref->flip[i]);
     }
+    const double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126; /* an fp32 rounding's scale (acc, outv) */
     if (cmp->has_rnd) { /* the output rounding at r or at rnd, whichever is larger (lce_metrics.h, outr_bias) */
       const double rnd_rounded = lce_round_to(fmt, ref->rnd[i]);
       const double at_rnd = fabs(rnd_rounded - ref->rnd[i]); /* beyond the format: a class check's */
@@ -129,7 +130,6 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       if (isfinite(at_rnd)) comp_add(acc, SUM_OUTS_RND, ((long double)rnd_rounded - ref->rnd[i]) * r);
       const boundary at_r_b = boundary_at(fmt, r, ref->rounded[i]);
       const boundary at_rnd_b = isfinite(at_rnd) ? boundary_at(fmt, ref->rnd[i], rnd_rounded) : at_r_b;
-      const double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
       const double d = (ref->flip != NULL ? ref->flip[i] : 0.0) + d_pertok * ref->mag[i] + d_acc * m;
       if (at_r_b.dist <= d || at_rnd_b.dist <= d) {
         const double place = fmax(at_r_b.place, at_rnd_b.place);
@@ -137,9 +137,8 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       }
     }
     if (cmp->has_rnd) { /* an fp32 rounding errs by u32 of its result, and by u32 2^-126 below the normal range */
-      const long double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126;
-      comp_add(acc, SUM_ACC, m * m * r * r);
-      comp_add(acc, SUM_ACCM, m * m);
+      comp_add(acc, SUM_ACC, (long double)m * m * r * r);
+      comp_add(acc, SUM_ACCM, (long double)m * m);
       comp_add(acc, SUM_MAGR, (long double)ref->mag[i] * fabs(r));
     }
     /* In ulps of the larger magnitude's binade (lce_metrics.h): an r just below a power of two whose
