@@ -104,7 +104,8 @@ def eval_expr(tree, names, where, _defining=()):
 def case_names(dtype, shape, k, cond=1.0):
     """The names an expression may use for one case; cond is the output's condition (>= 1)."""
     names = {"u": UNIT_ROUNDOFF[dtype], "K": float(k), "cond": float(cond), "inf": math.inf,
-             "tc": 0.0 if dtype == "fp32" else 1.0}  # tc: the GEMMs run on tensor cores (not IEEE fp32)
+             "tc": 0.0 if dtype == "fp32" else 1.0,  # tc: the GEMMs run on tensor cores (not IEEE fp32)
+             "u_in": UNIT_ROUNDOFF["fp32" if dtype == "tf32" else dtype]}  # u of the input dtype (tf32: fp32 inputs)
     names.update({f"u_{t}": u for t, u in UNIT_ROUNDOFF.items()})
     names.update({key: float(v) for key, v in shape.items()})
     return names

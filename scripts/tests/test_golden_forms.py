@@ -83,6 +83,14 @@ class FormsTest(unittest.TestCase):
         self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(c, "d_hidden", new)),
                          3.7e-4 + 4 * 1.4e-5)
 
+    def test_u_in_is_the_input_dtypes_unit_roundoff(self):
+        # u is the d_logit format's (tf32 for tf32 cases), u_in the input dtype's (fp32 for tf32 cases): the
+        # gradients' maxscaled floor u + u_in is 2u where the output is in the dtype, u_tf32 + u_fp32 for tf32.
+        import lcecheck_golden_files as files
+        for dtype, want in (("bf16", 2.0**-7), ("fp16", 2.0**-10), ("fp32", 2.0**-23), ("tf32", 2.0**-11 + 2.0**-24)):
+            names = files.case_names(dtype, {"N": 1.0, "H": 1.0, "V": 1.0}, 1)
+            self.assertEqual(names["u"] + names["u_in"], want, dtype)
+
     def test_entries_no_sample_defines_are_derived_from_the_policy_or_refused(self):
         # lse's bias and ulpfrac need 64 effective tokens; a matrix of few-token cases defines neither,
         # and a larger matrix judges both: bias takes relerr's entry (|bias| <= relerr), ulpfrac the
