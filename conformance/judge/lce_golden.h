@@ -95,7 +95,7 @@
  *                the d_logit roundings scatter (lce_metric_values.rnd_norm)
  *   rnds         max(|rnd_bias + outs_rnd|, |outs_r|) (gradients' bias): the bias of a result at rnd or at r
  *                with every element rounded to the output format, signed sums (lce_metric_values.outs_*;
- *                rnd + outr from a comparison that does not sum them): where a correct kernel sits before its
+ *                rnd + outr from metrics without those sums): where a correct kernel sits before its
  *                own fp32 error, the reference of the bias (golden/policy.txt)
  *   outv         sqrt(sum_i p_i^2 r_i^2) / <r, r> over the elements within D_i of a rounding boundary at r or
  *                rnd (gradients' bias; lce_metric_values.outv_bias; 0 where not summed): one standard deviation

@@ -283,7 +283,7 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
   s->flip = gradient && isfinite(ov->metrics.flip_bias) ? ov->metrics.flip_bias : 0.0;
   s->outr = gradient && isfinite(ov->metrics.outr_bias) ? ov->metrics.outr_bias : 0.0;
   /* The reference a correct kernel's bias sits at with its output rounded (golden/policy.txt, rnds): at
-   * R(rnd) rnd_bias + outs_rnd, at R(r) outs_r; where those are not summed, no less than either,
+   * R(rnd) rnd_bias + outs_rnd, at R(r) outs_r; from metrics without those sums, no less than either,
    * |rnd| + outr. outv: the spread of the roundings its own error can change. */
   const double rnd_at = ov->metrics.rnd_bias + ov->metrics.outs_rnd, r_at = ov->metrics.outs_r;
   s->rnds = !gradient ? 0.0 : isfinite(rnd_at) && isfinite(r_at) ? fmax(fabs(rnd_at), fabs(r_at)) : s->rnd + s->outr;

@@ -58,7 +58,6 @@ void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comp
   cmp->judged = cmp->inconclusive = cmp->well_conditioned = cmp->beyond_ulps = 0;
   cmp->has_emag = cmp->has_ulps = 1;
   cmp->has_rnd = ref->rnd != NULL;
-  cmp->has_outs = ref->rnd != NULL;
   cmp->subject_nonfinite = 0;
 }
 
@@ -80,11 +79,10 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
   const lce_dtype fmt = lce_output_format(c, o);
   long double maxscaled = acc->maxscaled;
   /* How far a correct kernel's element may sit from r or rnd before its output rounding (term outv,
-   * lce_metrics.h): D_i = flip_i + 2u mag_i (reduction none: pertok's two roundings of each term) +
-   * 4 u32 sqrt(L/3) m_i (acc's four standard deviations), the bound's own linear terms per element; its
-   * output rounding can differ from R(r) or R(rnd) only where r or rnd sits within D_i of a boundary. */
-  const double d_pertok = c->reduction == LCE_RED_NONE ? 2.0 * lce_dlogit_unit_roundoff(c) : 0.0;
-  const double d_acc = cmp->has_outs ? 4.0 * 0x1p-24 * sqrt(lce_accumulation_length(c, o) / 3.0) : 0.0;
+   * lce_kernel_reach): its output rounding can differ from R(r) or R(rnd) only where r or rnd sits within
+   * D_i of a boundary. */
+  double d_pertok, d_acc;
+  lce_kernel_reach(c, o, &d_pertok, &d_acc);
   for (int64_t i = i0; i < i1; i++) {
     if (mask != NULL && !mask[i]) continue;
     if (!ref->decisive[i]) {
@@ -213,8 +211,8 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
    * to the output roundings its own error (|delta_i| <= D_i) changes: only where r_i or rnd_i sits within
    * D_i of a boundary, by one place; those crossings follow delta's sign, which the GEMM's operands
    * scatter between elements, so their sum beyond its mean (which the linear terms bound) has a
-   * standard deviation <= outv_bias. NaN from a comparison without them (the terms fall back to rnd + outr). */
-  const int outs = cmp->has_outs && rr > 0;
+   * standard deviation <= outv_bias. NaN without rnd. */
+  const int outs = cmp->has_rnd && rr > 0;
   mv->outs_r = outs ? cmp->sum_outs_r / rr : NAN;
   mv->outs_rnd = outs ? cmp->sum_outs_rnd / rr : NAN;
   mv->outv_bias = outs ? sqrt(cmp->sum_outv) / rr : NAN;

@@ -86,11 +86,11 @@ typedef struct lce_metric_values {
   double outr_bias;    /* sum_i max(|R(r_i) - r_i|, |R(rnd_i) - rnd_i|) |r_i| / <r, r>: the most the output's own
                         * rounding R moves the bias of a result at r or at rnd (gradients with rnd), else 0 */
   double outs_r;       /* sum_i (R(r_i) - r_i) r_i / <r, r>: the bias the output rounding gives a result at r */
-  double outs_rnd;     /* sum_i (R(rnd_i) - rnd_i) r_i / <r, r>: the bias it adds to a result at rnd (both: the
-                        * host comparison with rnd; NaN otherwise) */
+  double outs_rnd;     /* sum_i (R(rnd_i) - rnd_i) r_i / <r, r>: the bias it adds to a result at rnd (both: NaN
+                        * where the reference has no rnd) */
   double outv_bias;    /* sqrt(sum_i p_i^2 r_i^2) / <r, r> over the elements whose r_i or rnd_i sits within D_i of a
-                        * rounding boundary of the output format, p_i the larger place there, D_i = flip_i +
-                        * 2u mag_i (none) + 4 u32 sqrt(L/3) m_i: one standard deviation of the bias from the
+                        * rounding boundary of the output format, p_i the larger place there, D_i as
+                        * lce_kernel_reach says: one standard deviation of the bias from the
                         * output roundings a kernel's own error can change (term outv; NaN where outs_* are) */
   double flip_bias;    /* sum_i flip_i |r_i| / <r, r> (lce_ref_output.flip): the most the roundings a
                         * kernel's fp32 d_logit errors can change move the bias from rnd_bias; else 0 */

@@ -40,6 +40,11 @@ double lce_accumulation_length(const lce_case *c, lce_output_id o) {
   return (double)(c->n + (c->n + tc - 1) / tc + 1);
 }
 
+void lce_kernel_reach(const lce_case *c, lce_output_id o, double *per_mag, double *per_m) {
+  *per_mag = c->reduction == LCE_RED_NONE ? 2.0 * lce_dlogit_unit_roundoff(c) : 0.0;
+  *per_m = 4.0 * 0x1p-24 * sqrt(lce_accumulation_length(c, o) / 3.0);
+}
+
 lce_dtype lce_output_format(const lce_case *c, lce_output_id o) {
   return o == LCE_OUT_D_HIDDEN ? c->dtype : LCE_FP32;
 }

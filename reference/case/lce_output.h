@@ -28,6 +28,12 @@ lce_dtype lce_output_format(const lce_case *c, lce_output_id o);
  * total, and scales it once; the weight gradient sums the N tokens and adds each token chunk's partial
  * into the buffer that holds the prior, once per chunk (the judge's terms acc, accn and outv). */
 double lce_accumulation_length(const lce_case *c, lce_output_id o);
+/* How far a correct kernel's element of gradient o may sit from r or rnd before its output rounding,
+ * beside the reference's flip_i: D_i = flip_i + per_mag·mag_i + per_m·m_i (m_i = max(mag_i, 2^-126)),
+ * per_mag = 2u of the d_logit format under reduction none (pertok's two roundings of each term, else 0)
+ * and per_m = 4 u32 sqrt(L/3) (four standard deviations of the fp32 accumulation): the judge's term outv,
+ * summed by the host and the device comparison alike. */
+void lce_kernel_reach(const lce_case *c, lce_output_id o, double *per_mag, double *per_m);
 /* Inner size K of the reduction that produces output o (shape-aware golden bounds):
  * loss: n; loss_token, lse, d_hidden: v; d_weight, d_embedding: n. */
 int64_t lce_output_inner(const lce_case *c, lce_output_id o);

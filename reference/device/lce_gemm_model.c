@@ -266,11 +266,10 @@ static double pow2(int e) { /* 2^e for -1022 <= e <= 1023 */
   return d;
 }
 
-/* The alignment exponent of a finite operand's bits u (zero: -126; else clamped to emin), and
- * whether they are an Inf or NaN (biased exponent 255). */
+/* The alignment exponent of a finite operand's bits u (zero: -126, as zeros_align gives it; else
+ * operand_exponent's), and whether they are an Inf or NaN (biased exponent 255). */
 static int fast_exponent(uint32_t u, int emin) {
-  const int e = (int)((u >> 23) & 0xffu) - 127;
-  return (u & 0x7fffffffu) == 0 ? ZERO_EXPONENT : (e < emin ? emin : e);
+  return (u & 0x7fffffffu) == 0 ? ZERO_EXPONENT : operand_exponent(lce_f32_from_bits(u), emin);
 }
 static int special_bits(uint32_t u) { return ((u >> 23) & 0xffu) == 0xffu; }
 

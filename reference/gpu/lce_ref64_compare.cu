@@ -115,10 +115,8 @@ static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, con
   const size_t es = lce_dtype_size(fmt);
   const unsigned char *mask = o == LCE_OUT_LSE ? ref->valid : NULL;
   const int64_t count = o == LCE_OUT_D_WEIGHT ? ref->c.v * ref->c.h : d->count;
-  /* outv's D_i without flip: pertok's two roundings of each term under none, acc's four standard deviations. */
-  const int gradient = o == LCE_OUT_D_HIDDEN || o == LCE_OUT_D_WEIGHT;
-  const double d_pertok = ref->c.reduction == LCE_RED_NONE ? 2.0 * lce_dlogit_unit_roundoff(&ref->c) : 0.0;
-  const double d_acc = gradient ? 4.0 * 0x1p-24 * sqrt(lce_accumulation_length(&ref->c, o) / 3.0) : 0.0;
+  double d_pertok, d_acc; /* outv's D_i without flip (lce_kernel_reach) */
+  lce_kernel_reach(&ref->c, o, &d_pertok, &d_acc);
   for (int64_t base = 0; base < count; base += R64_CMP_SLICE) {
     const int64_t len = count - base < R64_CMP_SLICE ? count - base : R64_CMP_SLICE;
     R64_CUDA_CHECK(st, cudaMemcpy(raw, (const char *)host + (size_t)base * es, (size_t)len * es, cudaMemcpyHostToDevice));
@@ -161,7 +159,6 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   cmp->has_rnd = d->rnd != NULL;
   cmp->sum_rnd_r = t.rnd_r, cmp->sum_outr_r = t.outr_r, cmp->sum_acc_r = t.acc_r, cmp->sum_acc_m2 = t.acc_m2;
   cmp->sum_mag_r = t.mag_r, cmp->sum_rnd2 = t.rnd2;
-  cmp->has_outs = d->rnd != NULL;
   cmp->sum_outs_r = t.outs_r, cmp->sum_outs_rnd = t.outs_rnd, cmp->sum_outv = t.outv;
   if (!cmp->class_ok)
     snprintf(cmp->class_msg, sizeof cmp->class_msg, "%lld elements with the wrong class (NaN/Inf), first at %lld",

@@ -82,9 +82,10 @@ typedef struct lce_comparison {
   double sum_rnd2;         /* sum (rnd - r)^2 (has_rnd): the term rndn's numerator squared */
   double sum_flip_r;       /* sum flip |r| (has_rnd and flip): the term flip's numerator */
   double sum_outr_r;       /* sum max(|R(r) - r|, |R(rnd) - rnd|) |r| (has_rnd): the term outr's numerator */
-  double sum_outs_r;       /* sum (R(r) - r) r (has_outs): the signed rounding of a result at r */
-  double sum_outs_rnd;     /* sum (R(rnd) - rnd) r (has_outs): the signed rounding of a result at rnd */
-  double sum_outv;         /* sum min(1, D/ulp) ulp^2 r^2 (has_outs): the term outv's numerator squared */
+  double sum_outs_r;       /* sum (R(r) - r) r (has_rnd): the signed rounding of a result at r */
+  double sum_outs_rnd;     /* sum (R(rnd) - rnd) r (has_rnd): the signed rounding of a result at rnd */
+  double sum_outv;         /* sum place^2 r^2 over the elements within D of a boundary (has_rnd; lce_kernel_reach):
+                            * the term outv's numerator squared */
   double sum_acc_r;        /* sum m^2 r^2, m = max(mag, 2^-126) (has_rnd): the term acc's numerator squared */
   double sum_acc_m2;       /* sum m^2 (has_rnd): the term accn's numerator squared */
   double sum_flip2;        /* sum flip^2 (has_rnd and flip): the term flipn's numerator squared */
@@ -98,8 +99,6 @@ typedef struct lce_comparison {
   unsigned char has_emag;  /* 0: the reference carries no error magnitudes (maxscaled and cond undefined) */
   unsigned char has_ulps;  /* 0: no per-element ulps (device comparison: ulpfrac undefined) */
   unsigned char has_rnd;   /* 1: the reference carries rnd (lce_ref_output), sum_rnd_r is set */
-  unsigned char has_outs;  /* 1: the signed output roundings and their variance are summed (sum_outs_*,
-                            * sum_outv; the host comparison with rnd), 0: terms rnds and outv fall back */
   unsigned char subject_nonfinite; /* a non-finite subject value where the reference is finite */
   int class_ok;            /* class checks (NaN/Inf positions, writes, untouched buffers, exact zeros) */
   char class_msg[256];     /* the first class violation */
