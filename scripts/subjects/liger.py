@@ -8,7 +8,12 @@ chunks in accum_dtype (None: the parameter dtype, i.e. bf16 for bf16 weights).
 
     python3 scripts/subjects/liger.py D [--setting default|fp32-accum]
 
-Settings: default = accum_dtype None; fp32-accum = accum_dtype=torch.float32."""
+Settings: default = accum_dtype None; fp32-accum = accum_dtype=torch.float32.
+
+On a machine without a GPU it runs under Triton's interpreter (TRITON_INTERPRET=1 --device cpu), with two
+shims that change no arithmetic Liger asks for, only what the interpreter lacks (interpreter_shims): the
+softcap scalar, a Python float there, gets the .to() a compiled kernel's fp32 argument has, and the
+libdevice tanh, which the interpreter does not evaluate, is numpy's (IEEE: tanh(+-Inf) = +-1, NaN stays NaN)."""
 import os
 import sys
 
@@ -36,6 +41,9 @@ class Liger(common.LossFunctionAdapter):
         import torch
         from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
         self.torch, self.loss_cls = torch, LigerFusedLinearCrossEntropyLoss
+        self.interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+        if self.interpreted:
+            interpreter_shims()
 
     def version(self, args):
         from importlib.metadata import version
@@ -45,9 +53,31 @@ class Liger(common.LossFunctionAdapter):
         fn = self.loss_cls(
             ce_weight=t.class_weight, ignore_index=case.ignore_index, lse_square_scale=float(case.z_loss),
             label_smoothing=common.smoothing_param(case, self.supported), reduction=reduction,
-            softcap=float(case.softcap) if case.softcap else None,
+            softcap=(InterpretedScalar if self.interpreted else float)(case.softcap) if case.softcap else None,
             accum_dtype=self.torch.float32 if args.setting == "fp32-accum" else None)
         return fn(w, h, t.labels)
+
+
+class InterpretedScalar(float):
+    """A float kernel argument under Triton's interpreter: `.to(dtype)` returns it unchanged (compiled,
+    the argument is an fp32 scalar already, which is all liger's softcap.to(tl.float32) asks)."""
+
+    def to(self, dtype):
+        return self
+
+
+def interpreter_shims():
+    """liger_kernel.ops.cross_entropy's tanh (libdevice, which Triton's interpreter leaves unevaluated)
+    replaced by numpy's on the interpreter's blocks."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+    import liger_kernel.ops.cross_entropy as ce
+
+    def tanh(x, _semantic=None):
+        return tl.core.tensor(TensorHandle(np.tanh(x.handle.data), x.handle.dtype.scalar), x.type)
+
+    ce.tanh = tanh
 
 
 if __name__ == "__main__":

@@ -46,6 +46,12 @@ follow, for the class failures of the poison cases (NaN and +Inf in two tokens' 
                       token's logits are NaN, as a fused kernel's online softmax makes them), where
                       softcap's tanh would otherwise saturate +-Inf to +-c
 
+Fused subjects (--subject liger, liger-fp32-accum: Liger-Kernel's fused linear cross-entropy, liger.py)
+keep their roundings inside the library, so only the variants on their inputs apply: as-is (the adapter's
+own run), zero-ignored-rows as above, and nan-nonfinite-rows as a whole NaN hidden row for such a token
+(its logits are then NaN in any kernel). On the CPU they run under Triton's interpreter
+(TRITON_INTERPRET=1, liger.py's shims).
+
     python3 scripts/subjects/root_cause.py failing JUDGE.json... [--json F]
     python3 scripts/subjects/root_cause.py run --subject S EXPORT [--case ID | --cases-from F]
         [--variants a,b] [--device cpu|cuda] [--out DIR] [--lcecheck PATH] [--recorded F] [--json F]
@@ -59,6 +65,7 @@ golden/sm_90/fused-cuda.golden, and prints, per case and gradient output, the wo
 budget per variant. `collect` keeps both in one file (conformance/external-rootcause.json). Needs torch;
 te-parallel-ce needs triton and a GPU, or on the CPU Triton's interpreter (TRITON_INTERPRET=1, numpy < 2.4)."""
 import argparse
+import copy
 import json
 import os
 import re
@@ -78,7 +85,10 @@ VARIANTS = ("as-is", "fp32-logits", "fp32-dlogits", "fp32-dweight", "g-after", "
 # run's default: every variant, and the pair that fp16 weight gradients failing on both their size and
 # their bias need (any roundings joined by + make a variant).
 DEFAULT_VARIANTS = VARIANTS + ("fp32-dweight+g-after",)
-SUBJECTS = ("torch-eager", "torch-compile", "megatron-vocab-parallel", "te-parallel-ce")
+# The fused subjects: the adapter's own run on transformed inputs (run_fused_variant).
+FUSED_SUBJECTS = {"liger": "default", "liger-fp32-accum": "fp32-accum"}
+FUSED_VARIANTS = ("as-is", "zero-ignored-rows", "nan-nonfinite-rows")
+SUBJECTS = ("torch-eager", "torch-compile", "megatron-vocab-parallel", "te-parallel-ce") + tuple(FUSED_SUBJECTS)
 GRAD_OUTPUTS = ("d_hidden", "d_weight", "d_embedding")
 # The failing lists a results file may hold: the recorded H200 run's, and the CPU's as-is run under the
 # tree's golden (which may differ from the golden the recorded run was judged by).
@@ -313,6 +323,11 @@ def load_subject(name, args):
         adapter = te_parallel_ce.TEParallelCE()
         adapter.prepare(ns)
         loss = adapter.loss_from_logits
+    elif name in FUSED_SUBJECTS:
+        import liger
+        adapter, loss = liger.Liger(), None  # no loss after a head: the variants transform its inputs
+        ns.setting = FUSED_SUBJECTS[name]
+        adapter.prepare(ns)
     else:
         raise SystemExit(f"root_cause.py: unknown subject {name} (one of {', '.join(SUBJECTS)})")
     return adapter, loss, ns
@@ -345,6 +360,24 @@ def not_applicable(case, variant):
     return None
 
 
+def nonfinite_input_rows(torch, variant, h, valid):
+    """h after zero-ignored-rows (the ignored tokens' rows 0) or, for a fused subject, nan-nonfinite-rows
+    (every row holding a NaN or Inf all NaN); where(), not a product: 0 * NaN would be NaN again."""
+    zero = torch.zeros((), dtype=h.dtype, device=h.device)
+    if variant == "zero-ignored-rows":
+        return torch.where(valid[:, None], h, zero)
+    bad = ~torch.isfinite(h.detach()).all(dim=1)
+    return torch.where(bad[:, None], torch.full((), float("nan"), dtype=h.dtype, device=h.device), h)
+
+
+def run_fused_variant(torch, adapter, case, t, variant, ns):
+    """A fused subject's own run (adapter.run) on the variant's hidden rows; a RunResult."""
+    if variant != "as-is":
+        t = copy.copy(t)
+        t.hidden = nonfinite_input_rows(torch, variant, t.hidden, t.valid)
+    return adapter.run(case, t, ns)
+
+
 def run_variant(torch, arith, loss_fn, case, t, variant):
     """One forward+backward with the variant's knobs; a RunResult."""
     knobs = Knobs(variant)
@@ -361,8 +394,8 @@ def run_variant(torch, arith, loss_fn, case, t, variant):
     h = t.hidden.detach().requires_grad_()
     w = t.w.detach().requires_grad_()
     h_in = h
-    if variant == "zero-ignored-rows":  # where(), not a product: 0 * NaN would be NaN again
-        h_in = torch.where(t.valid[:, None], h, torch.zeros((), dtype=h.dtype, device=h.device))
+    if variant == "zero-ignored-rows":
+        h_in = nonfinite_input_rows(torch, variant, h, t.valid)
     z = head.apply(h_in, w)
     if variant == "nan-nonfinite-rows":  # added, so that the loss's NaN gradient flows back through it
         bad = ~torch.isfinite(h.detach()).all(dim=1)
@@ -459,8 +492,12 @@ def cmd_run(args):
     subject = args.subject
     adapter, loss_fn, ns = load_subject(subject, args)
     arith = Arith(torch, args.device)
-    variants = args.variants.split(",")
+    fused = subject in FUSED_SUBJECTS
+    variants = (args.variants or ",".join(FUSED_VARIANTS if fused else DEFAULT_VARIANTS)).split(",")
     for v in variants:
+        if fused and v not in FUSED_VARIANTS:
+            raise SystemExit(f"root_cause.py: {subject} is fused: its roundings are inside the library; "
+                             f"the variants on its inputs are {', '.join(FUSED_VARIANTS)}")
         if not valid_variant(v):
             raise SystemExit(f"root_cause.py: unknown variant {v} (one of {', '.join(VARIANTS)}, or roundings "
                              f"joined by +: {', '.join(ROUNDINGS)})")
@@ -490,8 +527,11 @@ def cmd_run(args):
             meta = {"subject": f"{subject}/{v}", "version": adapter.version(ns), "setting": v,
                     "device": common.device_name(args.device), "seconds": None, "peak_extra_bytes": None}
             try:
-                res = run_variant(torch, arith, loss_fn, c, t, v)
-                if v == "as-is" and (arith.cuda or c.gemm != "tf32"):
+                if fused:
+                    res = run_fused_variant(torch, adapter, c, t, v, ns)
+                else:
+                    res = run_variant(torch, arith, loss_fn, c, t, v)
+                if v == "as-is" and not fused and (arith.cuda or c.gemm != "tf32"):
                     ref = adapter.run(c, t, ns)
                     asis_check[cid] = same_bits(res.d_hidden, ref.d_hidden) and same_bits(res.d_weight, ref.d_weight)
                 meta["missing"] = common.write_outputs(c, t, res)
@@ -500,9 +540,11 @@ def cmd_run(args):
                 meta["error"] = f"{type(e).__name__}: {e}"[:2000]
                 log(f"  {cid} {v}: error {meta['error'].splitlines()[0]}")
             c.write_meta(meta)
-    log(f"root_cause.py: {len(cases)} cases x {len(variants)} variants in {time.monotonic() - start:.1f} s; as-is bit-identical "
-        f"(any NaN matching any NaN) to the adapter on {sum(asis_check.values())} of {len(asis_check)} compared cases"
-        + ("" if all(asis_check.values()) else f" (differs: {', '.join(k for k, ok in asis_check.items() if not ok)})"))
+    log(f"root_cause.py: {len(cases)} cases x {len(variants)} variants in {time.monotonic() - start:.1f} s; "
+        + ("as-is is the adapter's own run" if fused else
+           f"as-is bit-identical (any NaN matching any NaN) to the adapter on {sum(asis_check.values())} of "
+           f"{len(asis_check)} compared cases"
+           + ("" if all(asis_check.values()) else f" (differs: {', '.join(k for k, ok in asis_check.items() if not ok)})")))
     verdicts = {}
     for v in variants:
         j = judge(args.lcecheck, dirs[v], f"{subject}/{v}", args.oracle)
@@ -580,8 +622,8 @@ def main(argv=None):
     r.add_argument("--case", action="append", metavar="ID", help="only this case (repeatable)")
     r.add_argument("--cases-from", metavar="F", help="only the cases `failing --json` lists for this subject "
                    "(torch-eager also takes torch-compile's: the same arithmetic)")
-    r.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
-                   help="comma-separated; roundings joined by + remove several at once (default %(default)s)")
+    r.add_argument("--variants", help="comma-separated; roundings joined by + remove several at once (default "
+                   f"{','.join(DEFAULT_VARIANTS)}; for the fused subjects {','.join(FUSED_VARIANTS)})")
     r.add_argument("--device", default="cuda", help="torch device (default %(default)s)")
     r.add_argument("--out", metavar="DIR", help="where the result directories go (default EXPORT.rootcause)")
     r.add_argument("--lcecheck", default=os.path.join(ROOT, "build", "lcecheck"), help="default %(default)s")

@@ -140,6 +140,26 @@ class RootCauseTest(unittest.TestCase):
         self.assertEqual(rc.cell({"pass": False, "class": "element 0: NaN", "budget_pct": {}}, []), "class✗")
         self.assertEqual(rc.cell(None, []), "-")
 
+    def test_fused_subjects_take_only_the_input_variants(self):
+        self.assertTrue(set(rc.FUSED_SUBJECTS) <= set(rc.SUBJECTS))
+        self.assertTrue(set(rc.FUSED_VARIANTS) <= set(rc.VARIANTS))
+        self.assertNotIn("g-after", rc.FUSED_VARIANTS)  # a rounding inside the library: no switch for it
+
+    @unittest.skipUnless(HAVE_TORCH, "torch not installed")
+    def test_nonfinite_input_rows(self):
+        import torch
+        nan, inf = float("nan"), float("inf")
+        h = torch.tensor([[1.0, nan], [inf, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=torch.bfloat16)
+        valid = torch.tensor([False, True, False, True])
+        z = rc.nonfinite_input_rows(torch, "zero-ignored-rows", h, valid)
+        self.assertEqual(z.dtype, torch.bfloat16)
+        self.assertEqual(z[0].tolist(), [0.0, 0.0])  # NaN gone: where(), not 0 * NaN
+        self.assertEqual(z[2].tolist(), [0.0, 0.0])
+        self.assertEqual(z[1, 0].item(), inf)  # a valid token keeps its values
+        n = rc.nonfinite_input_rows(torch, "nan-nonfinite-rows", h, valid)
+        self.assertTrue(n[:2].isnan().all())  # the +Inf row is all NaN too, as its logits must be
+        self.assertEqual(n[2:].tolist(), h[2:].tolist())
+
     @unittest.skipUnless(HAVE_TORCH, "torch not installed")
     def test_tf32_emulation_is_cvt_rna(self):
         import torch
