@@ -215,6 +215,54 @@ def device_name(device):
     return "cpu"
 
 
+# ---- Triton's interpreter (TRITON_INTERPRET=1: the Triton adapters on a machine without a GPU) --------
+
+def triton_interpreter_shims():
+    """Under Triton's interpreter (TRITON_INTERPRET=1; a no-op otherwise), two things made as the compiled
+    kernel has them (triton/runtime/interpreter.py gets them otherwise):
+    - an fp32 value cast or stored to bf16 is rounded to nearest even, as cvt.rn.bf16.f32 does: the
+      interpreter (_convert_float) truncates the significand where no rounding mode is named (tl.store
+      into a bf16 buffer), and with round-to-nearest rounds ties up and drops the carry into the
+      exponent. Measured on Liger's bf16 d_logits (1024 tokens, n_valid 1024): truncation alone makes a
+      -6.0e-3 gradient bias. Explicit round-toward-zero casts keep the interpreter's own conversion.
+    - a Python float kernel argument is an fp32 scalar, as the compiled kernel's specialization makes it
+      (the interpreter leaves a Python float: double arithmetic, and no .to(), which Liger's kernel calls
+      on its softcap and class-weight sums)."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    import numpy as np
+    import triton.language as tl
+    from triton._C.libtriton import ir
+    import triton.runtime.interpreter as interp
+    if getattr(interp._convert_float, "lce_shim", False):
+        return
+    convert_float, implicit_cvt = interp._convert_float, interp._implicit_cvt
+
+    def convert(x, input_dtype, output_dtype, rounding_mode):
+        if input_dtype == tl.float32 and output_dtype == tl.bfloat16 and rounding_mode in (None, ir.ROUNDING_MODE.RTNE):
+            return bf16_bits_rne(np.asarray(x, dtype=np.float32))
+        return convert_float(x, input_dtype, output_dtype, rounding_mode)
+
+    def cvt(arg):
+        if isinstance(arg, float):
+            return tl.tensor(interp.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        return implicit_cvt(arg)
+
+    convert.lce_shim = True
+    interp._convert_float, interp._implicit_cvt = convert, cvt
+
+
+def bf16_bits_rne(x):
+    """The bf16 bit patterns (uint16) nearest the float32 array x, ties to even; NaN stays a quiet NaN of
+    its sign, and values beyond bf16's largest round to infinity as IEEE's do."""
+    import numpy as np
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    nan = np.isnan(x)
+    r[nan] = ((b[nan] >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16)
+    return r.reshape(np.shape(x))
+
+
 # ---- importing a subtree of a package from a source tree ----------------------------------------
 
 def import_from_checkout(root, module, light_packages):

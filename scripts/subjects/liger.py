@@ -10,10 +10,11 @@ chunks in accum_dtype (None: the parameter dtype, i.e. bf16 for bf16 weights).
 
 Settings: default = accum_dtype None; fp32-accum = accum_dtype=torch.float32.
 
-On a machine without a GPU it runs under Triton's interpreter (TRITON_INTERPRET=1 --device cpu), with two
-shims that change no arithmetic Liger asks for, only what the interpreter lacks (interpreter_shims): the
-softcap scalar, a Python float there, gets the .to() a compiled kernel's fp32 argument has, and the
-libdevice tanh, which the interpreter does not evaluate, is numpy's (IEEE: tanh(+-Inf) = +-1, NaN stays NaN)."""
+On a machine without a GPU it runs under Triton's interpreter (TRITON_INTERPRET=1 --device cpu), with
+shims that change no arithmetic Liger asks for, only what the interpreter lacks or gets wrong: bf16
+stores round to nearest even and float arguments are fp32 scalars, as compiled
+(lce_torch_common.triton_interpreter_shims), and the libdevice tanh, which the interpreter does not
+evaluate, is numpy's (IEEE: tanh(+-Inf) = +-1, NaN stays NaN; interpreted_tanh)."""
 import os
 import sys
 
@@ -43,7 +44,8 @@ class Liger(common.LossFunctionAdapter):
         self.torch, self.loss_cls = torch, LigerFusedLinearCrossEntropyLoss
         self.interpreted = os.environ.get("TRITON_INTERPRET") == "1"
         if self.interpreted:
-            interpreter_shims()
+            common.triton_interpreter_shims()
+            interpreted_tanh()
 
     def version(self, args):
         from importlib.metadata import version
@@ -53,20 +55,12 @@ class Liger(common.LossFunctionAdapter):
         fn = self.loss_cls(
             ce_weight=t.class_weight, ignore_index=case.ignore_index, lse_square_scale=float(case.z_loss),
             label_smoothing=common.smoothing_param(case, self.supported), reduction=reduction,
-            softcap=(InterpretedScalar if self.interpreted else float)(case.softcap) if case.softcap else None,
+            softcap=float(case.softcap) if case.softcap else None,
             accum_dtype=self.torch.float32 if args.setting == "fp32-accum" else None)
         return fn(w, h, t.labels)
 
 
-class InterpretedScalar(float):
-    """A float kernel argument under Triton's interpreter: `.to(dtype)` returns it unchanged (compiled,
-    the argument is an fp32 scalar already, which is all liger's softcap.to(tl.float32) asks)."""
-
-    def to(self, dtype):
-        return self
-
-
-def interpreter_shims():
+def interpreted_tanh():
     """liger_kernel.ops.cross_entropy's tanh (libdevice, which Triton's interpreter leaves unevaluated)
     replaced by numpy's on the interpreter's blocks."""
     import numpy as np

@@ -9,9 +9,14 @@ lcecheck's own kernels the scale is g = fp32(go / n_valid); for Liger it is 1/n_
 later). So choosing go such that g is exactly a bf16 number removes the bias of the first group and
 leaves Liger's at the bf16 error of 1/n_valid.
 
-Two runs on the same inputs (N x H x V, bf16, untied, mean, `--ignored` labels set to -100):
-go as lcecheck's generator draws it (0.355774552) and go' = the fp32 number nearest n_valid·bf16(g)
-with fp32(go'/n_valid) bf16-exact. Each kernel's loss, d_hidden and d_weight are compared with an
+Three runs on the same inputs (N x H x V, bf16, untied, mean, `--ignored` labels set to -100):
+go as lcecheck's generator draws it (0.355774552), go' = the fp32 number nearest n_valid·bf16(g)
+with fp32(go'/n_valid) bf16-exact, and go = 1 (`--go` picks among drawn, exact, one, or an fp32 value).
+A second claim: a kernel that scales its bf16 gradients by go after rounding them (Liger's backward,
+element_mul_kernel) rounds each product bf16(x)·go to bf16 again, and since the gradients sit near
+bf16 multiples of W's and h's values (the label term dominates), that second rounding's error is a
+fixed function of x's significand that does not average out. Printed per go as "double rounding":
+Σ (bf16(x·go) − x·go)·x·go / Σ (x·go)² over W's bf16 values, 0 when go is a power of two. Each kernel's loss, d_hidden and d_weight are compared with an
 fp64 reference on the GPU: relerr = ‖x − r‖/‖r‖, bias = Σ(x − r)·r / Σr², orth = √(relerr² − bias²).
 Also: torch with fp32 logits (`torch-fp32-logits`: F.linear on fp32 copies, TF32 off), and torch's
 weight gradient before its bf16 cast (`torch-eager dW fp32`: d_logits captured by a hook, the GEMM
@@ -19,7 +24,10 @@ in fp32), the two other causes EXTERNAL.md names.
 
     python3 scripts/subjects/scale_experiment.py [--n 8192 --h 4096 --v 128256 --ignored 410]
         [--kernels torch-eager,torch-fp32-logits,liger,liger-fp32-accum,cce,megatron-fused-lce]
-        [--megatron PATH] [--json FILE]
+        [--go drawn,exact,one] [--megatron PATH] [--device cuda|cpu] [--json FILE]
+On a machine without a GPU, `--device cpu` with TRITON_INTERPRET=1 runs the torch kernels and Liger
+(in Triton's interpreter, with lce_torch_common.triton_interpreter_shims and liger.py's tanh) at small
+shapes; the fp64 reference runs on the same device.
 Kernels whose library does not import are reported as skipped. Exit 0 when it ran, 2 on bad usage."""
 import argparse
 import json
@@ -95,6 +103,11 @@ def kernel_fn(name, args):
     try:
         if name.startswith("liger"):
             from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+            if os.environ.get("TRITON_INTERPRET") == "1":
+                import liger
+                import lce_torch_common
+                lce_torch_common.triton_interpreter_shims()
+                liger.interpreted_tanh()
             acc = torch.float32 if name == "liger-fp32-accum" else None
             fn = LigerFusedLinearCrossEntropyLoss(reduction="mean", accum_dtype=acc)
             return (lambda h, w, y: fn(w, h, y)), "LigerFusedLinearCrossEntropyLoss"
@@ -121,13 +134,42 @@ def run_kernel(torch, fn, h, w, labels, go, hook_dw):
         loss = F.cross_entropy(z.float(), labels)
     else:
         loss = fn(hh, ww, labels)
-    torch.cuda.synchronize()
+    sync(torch, h.device)
     t0 = time.perf_counter()
     dh, dw = torch.autograd.grad(loss, (hh, ww), torch.tensor(go, device=h.device, dtype=loss.dtype))
-    torch.cuda.synchronize()
+    sync(torch, h.device)
     out = {"loss": loss.detach(), "d_hidden": dh, "d_weight": dw, "bwd_s": time.perf_counter() - t0}
     if hook_dw:
         out["d_weight_fp32"] = captured["dz"].float().t() @ h.float()
+    return out
+
+
+def sync(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def double_rounding(torch, w, go):
+    """The x^2-weighted mean relative error of bf16(x·go) over the bf16 values x of W (the second
+    rounding of a kernel that scales bf16 gradients by go; 0 for a power of two)."""
+    x = w.double().flatten()
+    exact = x * go
+    got = (w.float().flatten() * torch.tensor(go, dtype=torch.float32, device=w.device)).bfloat16().double()
+    return float(((got - exact) * exact).sum() / (exact * exact).sum())
+
+
+def go_values(spec, n_valid):
+    """[(tag, fp32 go)] from --go: drawn, exact (go' with bf16-exact go'/n_valid), one, or a number."""
+    named = {"drawn": lambda: f32(GO_DRAWN), "exact": lambda: exact_go(GO_DRAWN, n_valid), "one": lambda: 1.0}
+    out = []
+    for tag in [t for t in spec.split(",") if t]:
+        if tag in named:
+            out.append(({"exact": "bf16-exact g"}.get(tag, tag), named[tag]()))
+        else:
+            try:
+                out.append((tag, f32(float(tag))))
+            except ValueError:
+                raise SystemExit(f"scale_experiment.py: --go {tag}: not drawn, exact, one or a number")
     return out
 
 
@@ -140,6 +182,8 @@ def main(argv=None):
     ap.add_argument("--kernels", default=KERNELS)
     ap.add_argument("--megatron", default=".subjects/megatron", metavar="PATH")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--go", default="drawn,exact,one", help="the upstream gradients to run (default %(default)s)")
+    ap.add_argument("--device", default="cuda", help="torch device (default %(default)s)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     if not 0 <= args.ignored < args.n:
@@ -147,14 +191,14 @@ def main(argv=None):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    dev = torch.device("cuda")
+    dev = torch.device(args.device)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     h = (torch.randn(args.n, args.h, device=dev, generator=gen) * (3.0 / math.sqrt(args.h))).bfloat16()
     w = torch.randn(args.v, args.h, device=dev, generator=gen).bfloat16()
     labels = torch.randint(0, args.v, (args.n,), device=dev, generator=gen)
     labels[torch.randperm(args.n, device=dev, generator=gen)[:args.ignored]] = -100
     n_valid = args.n - args.ignored
-    gos = [("drawn", f32(GO_DRAWN)), ("bf16-exact g", exact_go(GO_DRAWN, n_valid))]
+    gos = go_values(args.go, n_valid)
     g = f32(GO_DRAWN / n_valid)
     print(f"N {args.n} H {args.h} V {args.v}, n_valid {n_valid}; g = fp32(go/n) = {g:.9g}, "
           f"bf16(g)/g - 1 = {bf16(g) / g - 1:+.4e}; bf16(1/n)·n - 1 = {bf16(1.0 / n_valid) * n_valid - 1:+.4e}",
@@ -165,8 +209,9 @@ def main(argv=None):
         t0 = time.perf_counter()
         r_loss, r_dh, r_dw = reference(torch, h, w, labels, go)
         g_go = f32(go / n_valid)
+        dr = double_rounding(torch, w, go)
         print(f"[{tag}] go {go:.9g}: bf16(go/n)/(go/n) - 1 = {bf16(g_go) / (go / n_valid) - 1:+.4e}; "
-              f"fp64 reference {time.perf_counter() - t0:.1f} s", flush=True)
+              f"double rounding {dr:+.4e}; fp64 reference {time.perf_counter() - t0:.1f} s", flush=True)
         for k in kernels:
             fn, note = kernel_fn(k, args)
             if fn is None:
@@ -174,18 +219,20 @@ def main(argv=None):
                 print(f"  {k}: skipped ({note})", flush=True)
                 continue
             out = run_kernel(torch, fn, h, w, labels, go, hook_dw=(k == "torch-eager"))
-            row = {"go": tag, "go_value": go, "kernel": k, "note": note,
+            row = {"go": tag, "go_value": go, "double_rounding": dr, "kernel": k, "note": note,
                    "loss_relerr": abs(float(out["loss"]) - float(r_loss)) / abs(float(r_loss)),
                    "d_hidden": metrics(out["d_hidden"], r_dh), "d_weight": metrics(out["d_weight"], r_dw)}
             if "d_weight_fp32" in out:
                 row["d_weight_before_cast"] = metrics(out["d_weight_fp32"], r_dw)
             rows.append(row)
             del out
-            torch.cuda.empty_cache()
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
             print(f"  {k}: d_hidden relerr {row['d_hidden']['relerr']:.4e} bias {row['d_hidden']['bias']:+.4e}; "
                   f"d_weight relerr {row['d_weight']['relerr']:.4e} bias {row['d_weight']['bias']:+.4e}", flush=True)
         del r_dh, r_dw
-        torch.cuda.empty_cache()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
     print("\n| go | kernel | dh relerr | dh bias | dh orth | dW relerr | dW bias | dW orth | loss relerr |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:

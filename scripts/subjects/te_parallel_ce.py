@@ -75,6 +75,7 @@ class TEParallelCE(common.LossFunctionAdapter):
                               "this script's --help says how to extract it from the 2.18.0 wheel")
         import torch.nn.functional as F
         self.F = F
+        common.triton_interpreter_shims()
         self.pce = common.import_from_checkout(root, MODULE, LIGHT).parallel_cross_entropy
 
     def version(self, args):

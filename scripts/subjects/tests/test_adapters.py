@@ -142,6 +142,23 @@ class RunAllTest(unittest.TestCase):
             finally:
                 subprocess.run(["rm", "-rf", out])
 
+    def test_interpreter_bf16_rounding_is_ieee(self):
+        # triton_interpreter_shims' fp32 -> bf16 (the compiled kernel's cvt.rn) against the exchange
+        # format's exact rounding: random values, ties both ways, carries into the exponent, overflow,
+        # subnormals, zeros, infinities and NaN of either sign.
+        import math
+        import random
+        import struct
+        import numpy as np
+        rng = random.Random(11)
+        xs = [rng.uniform(-4, 4) * 2.0 ** rng.randint(-140, 120) for _ in range(20000)]
+        xs += [1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 2 - 2 ** -9, 2 - 2 ** -23, 3.3895e38, 3.4e38,
+               2.0 ** -133, -2.0 ** -140, 0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan]
+        f32 = [struct.unpack("<f", struct.pack("<f", x))[0] if abs(x) < 3.41e38 or not math.isfinite(x) else x for x in xs]
+        f32 = [x for x in f32 if math.isnan(x) or abs(x) <= 3.4028234663852886e38]
+        got = common.bf16_bits_rne(np.array(f32, dtype=np.float32)).tolist()
+        self.assertEqual(got, [lx.float_to_bf16_bits(x) for x in f32])
+
     def test_bad_time_limit_is_a_usage_error(self):
         with export([dict(dtype="float32")]) as d:
             p = subprocess.run(["bash", os.path.join(SUBJECTS, "run_all.sh"), "--no-install", "--subjects", "cce",
