@@ -42,8 +42,7 @@ class Liger(common.LossFunctionAdapter):
         import torch
         from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
         self.torch, self.loss_cls = torch, LigerFusedLinearCrossEntropyLoss
-        self.interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-        if self.interpreted:
+        if os.environ.get("TRITON_INTERPRET") == "1":
             common.triton_interpreter_shims()
             interpreted_tanh()
 
