@@ -223,8 +223,8 @@ def triton_interpreter_shims():
     - an fp32 value cast or stored to bf16 is rounded to nearest even, as cvt.rn.bf16.f32 does: the
       interpreter (_convert_float) truncates the significand where no rounding mode is named (tl.store
       into a bf16 buffer), and with round-to-nearest rounds ties up and drops the carry into the
-      exponent. Measured on Liger's bf16 d_logits (1024 tokens, n_valid 1024): truncation alone makes a
-      -6.0e-3 gradient bias. Explicit round-toward-zero casts keep the interpreter's own conversion.
+      exponent: a truncation bias in every bf16 d_logit (conformance/EXTERNAL.md says how large on Liger).
+      Explicit round-toward-zero casts keep the interpreter's own conversion.
     - a Python float kernel argument is an fp32 scalar, as the compiled kernel's specialization makes it
       (the interpreter leaves a Python float: double arithmetic, and no .to(), which Liger's kernel calls
       on its softcap and class-weight sums)."""
