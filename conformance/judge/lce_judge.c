@@ -242,10 +242,11 @@ static double distinct_token_share(const lce_case *c, const lce_tensors *in, lce
  * false alarm 3), a row of varied terms walks (~sqrt(vs) u32): a replay of the rows' own arithmetic,
  * not the worst case of the shape, which is ~vs/2 u32 for every row order and would leave the fitted
  * constant nothing to hold. 0 for a non-finite row (the class checks judge it). Tier 1 computes it in
- * its row pass, where the logits are; for another tier the rows are replayed here
+ * its row pass and tier 2 on the GPU, where the logits are; for tier 0 the rows are replayed here
  * (lce_softmax_sum_replay_case). */
-static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, const lce_oracle_result *ref) {
-  return ref->has_rsum ? ref->rsum_rel : lce_softmax_sum_replay_case(c, in);
+static double softmax_sum_rel_error(const lce_case *c, const lce_tensors *in, const lce_reference *ref) {
+  if (ref->has_rsum) return ref->rsum_rel;
+  return ref->mode == LCE_REF_HOST ? lce_softmax_sum_replay_case(c, in) : 0.0;
 }
 
 int lce_output_per_token(lce_output_id o) {
@@ -509,9 +510,9 @@ static lce_code judge_outputs(const lce_case *c, const lce_tensors *in, const lc
   const char *guard = lce_outputs_guards_intact(c, out, guard_msg, sizeof guard_msg) ? NULL : guard_msg;
   lce_output_id guard_out = guard ? output_of_buffer(c, guard_msg) : LCE_OUT_LOSS;
   case_terms ct = {.g_rel = loss_gradient_rel_error(c, in)};
-  /* The rows' logits again, in double: only where the reference's values are on the host (the
-   * shapes tier 1 reaches; tier 2's production shapes would make it a GEMM of hours). */
-  if (ref->mode == LCE_REF_HOST) ct.rsum_rel = softmax_sum_rel_error(c, in, &ref->host);
+  /* From the tier (tiers 1 and 2), else the rows' logits again in double, only where the reference's
+   * values are on the host (the shapes tier 0 reaches; at production shapes it would be a GEMM of hours). */
+  ct.rsum_rel = softmax_sum_rel_error(c, in, ref);
   const lce_ref_output *lse = &ref->host.out[LCE_OUT_LSE];
   const double *lse_values = ref->mode == LCE_REF_HOST && lse->value && lse->count == c->n ? lse->value : NULL;
   for (int o = 0; o < LCE_OUT_COUNT; o++) ct.token_share[o] = 1.0;

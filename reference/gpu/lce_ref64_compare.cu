@@ -1,7 +1,7 @@
 /* lce_ref64_compare.cu — a subject's host output against tier 2's device reference (lce_ref64.h),
  * reduced on the device: the subject's buffer goes up in slices, each block folds its elements into
  * fp64 partial sums (fixed order), the host adds the partials in block order. The reference never
- * comes back. The derived terms' sums need tier 1's rnd (computed on the device, lce_ref64.h); flip has
+ * comes back. It leaves out the elements the host comparison leaves out (r64_decisive). The derived terms' sums need tier 1's rnd (computed on the device, lce_ref64.h); flip has
  * no device counterpart, so its sums stay 0 as where a tier lacks it (and outv's D_i lacks it). */
 #include <math.h>
 #include <stdio.h>
@@ -18,10 +18,10 @@ typedef struct r64_partial {
   double d2, r2, dr, r4, emag2, maxscaled;
   double rnd_r, rnd2, outr_r, acc_r, acc_m2, mag_r; /* the derived terms' sums (lce_metrics.c), where rnd exists */
   double outs_r, outs_rnd, outv;                    /* the signed output roundings and outv's sum (rnds, outv) */
-  long long compared, mismatch, first;
+  long long compared, inconclusive, mismatch, first;
 } r64_partial;
 
-#define R64_PARTIAL_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1}
+#define R64_PARTIAL_ZERO {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1}
 
 /* b folded into a, on the device (the block's tree) and on the host (the blocks in order): sums and
  * counts added, the largest scaled error and the first mismatch kept. */
@@ -29,7 +29,7 @@ __host__ __device__ static void r64_partial_add(r64_partial *a, const r64_partia
   a->d2 += b->d2, a->r2 += b->r2, a->dr += b->dr, a->r4 += b->r4, a->emag2 += b->emag2;
   a->rnd_r += b->rnd_r, a->rnd2 += b->rnd2, a->outr_r += b->outr_r, a->acc_r += b->acc_r, a->acc_m2 += b->acc_m2, a->mag_r += b->mag_r;
   a->outs_r += b->outs_r, a->outs_rnd += b->outs_rnd, a->outv += b->outv;
-  a->compared += b->compared, a->mismatch += b->mismatch, a->maxscaled = fmax(a->maxscaled, b->maxscaled);
+  a->compared += b->compared, a->inconclusive += b->inconclusive, a->mismatch += b->mismatch, a->maxscaled = fmax(a->maxscaled, b->maxscaled);
   if (b->first >= 0 && (a->first < 0 || b->first < a->first)) a->first = b->first;
 }
 
@@ -39,6 +39,18 @@ __device__ static int r64_class(double x) { return isnan(x) ? 1 : (isinf(x) ? (x
 __device__ static double r64_place(double a, int p, int emin) {
   int e = a == 0.0 ? emin : ilogb(a);
   return ldexp(1.0, (e > emin ? e : emin) - (p - 1));
+}
+
+/* Whether the format value of a reference element of value x and bound err is certain: lce_round_certain
+ * (lce_dtype.c) on the device, and the host oracle's rule around it (lce_ref64_host.c: an exact or
+ * non-finite value is decisive), so that both comparisons leave the same elements out as inconclusive. */
+__device__ static int r64_decisive(double x, double err, int p, int emin, int emax) {
+  if (err == 0.0 || !isfinite(x)) return 1;
+  int e = x == 0.0 ? emin : ilogb(x);
+  e = e < emin ? emin : (e > emax ? emax : e);
+  if (!(err <= ldexp(1.0, e - (p - 1)) * 0x1p-12)) return 0;
+  return r64_round_format(nextafter(x - err, -(double)INFINITY), p, emin, emax) ==
+         r64_round_format(nextafter(x + err, (double)INFINITY), p, emin, emax);
 }
 
 /* Whether x, which rounds to xr, sits within dd of a rounding boundary (the nearer midpoint between xr and
@@ -51,11 +63,12 @@ __device__ static int r64_near_boundary(double x, double xr, double dd, int p, i
   return fmin(above / 2 - e, below / 2 + e) <= dd;
 }
 
-/* With rnd (and so mag): the sums lce_compare_block adds for the terms rnd, rndn, outr, acc, accn, pertok, rnds
- * and outv, in the same definitions (R the rounding to the output's format; outv's D_i = d_pertok mag_i + d_acc m_i,
- * no flip here). */
+/* Elements the reference cannot certify (with err: r64_decisive) are counted inconclusive and enter neither the
+ * class check nor a sum, as on the host (lce_judge.c's class scan, lce_compare_block). With rnd (and so mag): the
+ * sums lce_compare_block adds for the terms rnd, rndn, outr, acc, accn, pertok, rnds and outv, in the same
+ * definitions (R the rounding to the output's format; outv's D_i = d_pertok mag_i + d_acc m_i, no flip here). */
 __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_t base, int64_t count, const double *ref,
-                                          const double *emag, const double *mag, const double *rnd,
+                                          const double *err, const double *emag, const double *mag, const double *rnd,
                                           const unsigned char *mask, int prec, int emin, int emax, double d_pertok,
                                           double d_acc, r64_partial *out) {
   __shared__ r64_partial sh[R64_CMP_THREADS];
@@ -70,6 +83,10 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
     /* Classes against the reference rounded to the output's format, as the host's class check does: a
      * finite r that rounds to infinity (fp16 d_hidden beyond 65504) expects infinity and enters no sum. */
     const double r = ref[g], r_rounded = r64_round_format(r, prec, emin, emax);
+    if (err && !r64_decisive(r, err[g], prec, emin, emax)) {
+      p.inconclusive++;
+      continue;
+    }
     if (r64_class(x) != r64_class(r_rounded)) {
       p.mismatch++;
       if (p.first < 0 || g < p.first) p.first = g;
@@ -122,7 +139,7 @@ static lce_code compare_slices(const lce_ref64_device *ref, lce_output_id o, con
   for (int64_t base = 0; base < count; base += R64_CMP_SLICE) {
     const int64_t len = count - base < R64_CMP_SLICE ? count - base : R64_CMP_SLICE;
     R64_CUDA_CHECK(st, cudaMemcpy(raw, (const char *)host + (size_t)base * es, (size_t)len * es, cudaMemcpyHostToDevice));
-    r64_compare_kernel<<<R64_CMP_BLOCKS, R64_CMP_THREADS>>>(raw, fmt, base, len, d->value, d->emag, d->mag, d->rnd, mask,
+    r64_compare_kernel<<<R64_CMP_BLOCKS, R64_CMP_THREADS>>>(raw, fmt, base, len, d->value, d->err, d->emag, d->mag, d->rnd, mask,
                                                             lce_dtype_precision(fmt), lce_dtype_emin(fmt),
                                                             lce_dtype_emax(fmt), d_pertok, d_acc, dev_part);
     R64_LAUNCH_CHECK(st, "r64_compare_kernel");
@@ -157,7 +174,7 @@ extern "C" lce_code lce_ref64_compare(const lce_ref64_device *ref, lce_output_id
   if (dev_part) cudaFree(dev_part);
   free(part);
   cmp->sum_d2 = t.d2, cmp->sum_r2 = t.r2, cmp->sum_dr = t.dr, cmp->sum_r4 = t.r4, cmp->sum_emag2 = t.emag2;
-  cmp->judged = t.compared, cmp->max_scaled = t.maxscaled, cmp->class_ok = t.mismatch == 0;
+  cmp->judged = t.compared, cmp->inconclusive = t.inconclusive, cmp->max_scaled = t.maxscaled, cmp->class_ok = t.mismatch == 0;
   cmp->has_rnd = d->rnd != NULL;
   cmp->sum_rnd_r = t.rnd_r, cmp->sum_outr_r = t.outr_r, cmp->sum_acc_r = t.acc_r, cmp->sum_acc_m2 = t.acc_m2;
   cmp->sum_mag_r = t.mag_r, cmp->sum_rnd2 = t.rnd2;

@@ -204,6 +204,26 @@ static int64_t row_vectors(const lce_case *c, const r64_row *rows, const r64_con
   return na;
 }
 
+/* ref->rsum_rel from the logits in x->z (before dz replaces them): the largest replay over tokens and shards. */
+static lce_code softmax_sum_replay(const lce_case *c, r64_state *x, lce_ref64_device *ref, lce_status *st) {
+  const int64_t count = c->n * c->tp;
+  double *dev = NULL, *rel = (double *)malloc((size_t)count * sizeof *rel);
+  LCE_ALLOC_CHECK(st, rel);
+  cudaError_t rc = cudaMalloc((void **)&dev, (size_t)count * sizeof *dev);
+  lce_code code = rc == cudaSuccess ? r64_launch_rsum(x, c->tp, c->vp / c->tp, dev, x->stream, st)
+                                    : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "ref64: cudaMalloc for the replay: %s",
+                                               cudaGetErrorString(rc));
+  if (code == LCE_OK) rc = cudaMemcpyAsync(rel, dev, (size_t)count * sizeof *rel, cudaMemcpyDeviceToHost, x->stream);
+  if (code == LCE_OK && rc == cudaSuccess) rc = cudaStreamSynchronize(x->stream);
+  if (code == LCE_OK && rc != cudaSuccess)
+    code = lce_fail(st, LCE_EINTERNAL, __FILE__, __LINE__, "ref64: softmax-sum replay: %s", cudaGetErrorString(rc));
+  ref->rsum_rel = 0.0;
+  for (int64_t i = 0; code == LCE_OK && i < count; i++) ref->rsum_rel = fmax(ref->rsum_rel, rel[i]);
+  if (dev) cudaFree(dev);
+  free(rel);
+  return code;
+}
+
 static lce_code run_passes(const lce_case *c, const lce_tensors *in, r64_state *x, lce_ref64_device *ref, lce_status *st) {
   const int64_t N = c->n, H = c->h, V = c->v;
   const int mags = x->k.want_mags;
@@ -212,6 +232,7 @@ static lce_code run_passes(const lce_case *c, const lce_tensors *in, r64_state *
   LCE_TRY(dgemm(x, CUBLAS_OP_T, CUBLAS_OP_N, V, N, H, x->w, H, x->hid, H, 0.0, x->z, V, st));
   if (mags) LCE_TRY(dgemm(x, CUBLAS_OP_T, CUBLAS_OP_N, V, N, H, x->w_abs, H, x->hid_abs, H, 0.0, x->term, V, st));
   LCE_TRY(r64_launch_rows(x, ref, s, st));
+  LCE_TRY(softmax_sum_replay(c, x, ref, st));
   LCE_TRY(r64_launch_dz(x, s, st));
   /* d_hidden [N x H] = dz [N x V] W [V x H]: column-major [H x N] = W_cm dz_cm. */
   LCE_TRY(dgemm(x, CUBLAS_OP_N, CUBLAS_OP_N, H, N, V, x->w, H, x->z, V, 0.0, ref->out[LCE_OUT_D_HIDDEN].value, H, st));

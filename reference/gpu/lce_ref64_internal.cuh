@@ -126,6 +126,9 @@ lce_code r64_launch_convert(const void *raw, lce_dtype t, int tf32, int64_t coun
                             double *dst_abs, int *bad, int bad_all, cudaStream_t s, lce_status *st);
 /* Per row: softcap, terms, max, sums, lse, the token loss (value, err, mag), the row's r64_row. */
 lce_code r64_launch_rows(const r64_state *x, lce_ref64_device *ref, cudaStream_t s, lce_status *st);
+/* rel[n tp + r]: the softmax-sum replay of token n's shard r (of vocab rows [r per, (r + 1) per)), from the
+ * logits in z; 0 where the host's replay has no finite value. */
+lce_code r64_launch_rsum(const r64_state *x, int tp, int64_t per, double *rel, cudaStream_t s, lce_status *st);
 /* z (logits) → dz in place, term → dz terms (mags), per element. */
 lce_code r64_launch_dz(const r64_state *x, cudaStream_t s, lce_status *st);
 /* dz -> the d_logits rnd multiplies (lce_ref_output.rnd): t = dz / g rounded to dtype (then tf32), times g,

@@ -277,6 +277,47 @@ lce_code r64_launch_rows(const r64_state *x, lce_ref64_device *ref, cudaStream_t
   return LCE_OK;
 }
 
+/* ---- the judge's softmax-sum replay (term rsum) --------------------------------------------------- */
+
+/* lce_softmax_sum_replay (lce_output.c) on the device, one thread per valid token and shard, over the
+ * DGEMM's logits (softcap applied): the shard's terms exp(z_v - m) each rounded to fp32 and added in
+ * vocab order in fp32, against their sum in double-double (the host's is a long double sum: both far
+ * below the fp32 sum's error), rel[n tp + r] = |s32 - exact| / exact; 0 for ignored or poisoned tokens
+ * (the host's non-finite rows give no finite relative error either), empty shards and non-finite ones.
+ * Equal to the host's replay but where a term sits so near an fp32 rounding boundary that the two
+ * doubles (DGEMM and CUDA exp against a sequential sum and libm) round it to different floats. */
+__global__ static void r64_rsum_kernel(const r64_consts k, const double *zs, const int64_t *labels, const int *bad_h,
+                                       const int *bad_w, int tp, int64_t per, double *rel) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= k.n * tp) return;
+  const int64_t n = i / tp, lo = (i % tp) * per, hi = lo + per < k.v ? lo + per : k.v;
+  rel[i] = 0.0;
+  if (labels[n] == k.ignore_index || bad_h[n] || bad_w[0] || !(hi > lo)) return;
+  const double *zr = zs + n * k.v;
+  double m = -INFINITY;
+  for (int64_t v = lo; v < hi; v++) m = fmax(m, r64_z(zr[v], k.softcap));
+  if (!isfinite(m)) return;
+  float s32 = 0.0f;
+  double sh = 0.0, sl = 0.0; /* the exact sum as sh + sl (TwoSum) */
+  for (int64_t v = lo; v < hi; v++) {
+    const double t = exp(r64_z(zr[v], k.softcap) - m);
+    s32 = __fadd_rn(s32, __double2float_rn(t));
+    const double a = sh + t, bb = a - sh;
+    sl += (sh - (a - bb)) + (t - bb);
+    sh = a;
+  }
+  const double exact = sh + sl, r = fabs(((double)s32 - sh) - sl) / exact;
+  if (isfinite(r)) rel[i] = r;
+}
+
+lce_code r64_launch_rsum(const r64_state *x, int tp, int64_t per, double *rel, cudaStream_t s, lce_status *st) {
+  const int threads = 64; /* a thread per row and shard: small blocks spread the few rows over the SMs */
+  r64_rsum_kernel<<<r64_blocks(x->k.n * tp, threads), threads, 0, s>>>(x->k, x->z, x->labels, x->bad_h, x->bad_w, tp,
+                                                                        per, rel);
+  R64_LAUNCH_CHECK(st, "r64_rsum_kernel");
+  return LCE_OK;
+}
+
 /* ---- dz ------------------------------------------------------------------------------------------ */
 
 __global__ static void r64_dz_kernel(const r64_consts k, double *z, double *term, const int64_t *labels,

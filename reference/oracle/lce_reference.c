@@ -121,6 +121,7 @@ void lce_reference_adopt_host(lce_reference *ref) {
   ref->decisive = ref->host.decisive, ref->total = ref->host.total;
   ref->worst_rel_err = ref->host.worst_rel_err;
   ref->has_mags = 1;
+  ref->has_rsum = ref->host.has_rsum, ref->rsum_rel = ref->host.rsum_rel;
 }
 
 /* ---- two tiers compared ------------------------------------------------------------------------ */

@@ -38,6 +38,8 @@ typedef struct lce_reference {
   int64_t decisive, total;/* certified elements (host mode; device mode: 0, 0) */
   double worst_rel_err;   /* the reference's own accuracy (host mode) */
   int has_mags;           /* device mode: 0 when the error magnitudes were dropped for memory */
+  int has_rsum;           /* the tier computed the softmax-sum replay (lce_oracle_result.rsum_rel), any mode; */
+  double rsum_rel;        /* else the judge replays the rows itself where the values are on the host */
   double seconds;         /* wall time of prepare */
   void *priv;             /* the tier's own state (device memory) */
 } lce_reference;

@@ -59,7 +59,7 @@ typedef struct lce_oracle_result {
   int precision_bits;      /* MPFR working precision used */
   double worst_rel_err;    /* largest MPFR-level error / max(|value|, mag) over certified elements:
                             * the oracle's accuracy before the rounding to double (~1e-45) */
-  int has_rsum;            /* rsum_rel was computed by the tier (tier 1, in its row pass); else the judge does */
+  int has_rsum;            /* rsum_rel was computed by the tier (tier 1 in its row pass, tier 2 on the GPU); else the judge does */
   double rsum_rel;         /* the largest lce_softmax_sum_replay over the valid tokens (the judge's term rsum) */
 } lce_oracle_result;
 

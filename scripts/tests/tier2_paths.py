@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """tier2_paths.py — tier 2's two comparisons of one subject against the same fp64 GPU reference must agree:
 the host path (the reference copied back, lce_compare_block, elements it cannot certify left out) and the
-device path (--on-device: lce_ref64_compare.cu sums every element there). Runs
+device path (--on-device: lce_ref64_compare.cu reduces them there, leaving out the same elements). Runs
 
     LCECHECK check --subject SUBJECT --case CASE --oracle fp64-gpu [--on-device] --json --quiet
 
-and compares, per gradient, the elements judged and every sum the bounds use (relerr, bias, rnd, rndn, outr,
-acc, pertok, rnds, outv) to a relative 1e-6 (long double against fp64 sums in another order agree to ~1e-12).
+and compares, per output (lse, loss_token and the gradients), the elements judged and left inconclusive, the
+metrics, and every scale the bounds use (the softmax-sum replay rsum; the gradients' rnd, rndn, outr, acc, pertok,
+rnds, outv) to a relative 1e-6 (long double against fp64 sums in another order agree to ~1e-12).
 Prints a table either way. Exit 77 when lcecheck does (no GPU, or a build without tier 2): ctest's skip.
 
 usage: tier2_paths.py LCECHECK CASE [SUBJECT]"""
@@ -14,7 +15,9 @@ import json
 import subprocess
 import sys
 
-FIELDS = ("judged", "inconclusive", "relerr", "bias", "rnd", "rndn", "outr", "acc", "pertok", "rnds", "outv")
+OUTPUTS = ("lse", "loss_token", "d_hidden", "d_weight")
+FIELDS = ("judged", "inconclusive", "relerr", "bias", "maxscaled", "rsum", "rnd", "rndn", "outr", "acc", "pertok",
+          "rnds", "outv")
 
 
 def run(lcecheck, case, subject, device):
@@ -43,11 +46,10 @@ def main():
     host, dev = run(lcecheck, case, subject, False), run(lcecheck, case, subject, True)
     bad = []
     print(f"{'output':10} {'field':12} {'host comparison':>18} {'device comparison':>18}")
-    for out in ("d_hidden", "d_weight"):
+    for out in OUTPUTS:
         for f in FIELDS:
             h, d = host.get(out, {}).get(f), dev.get(out, {}).get(f)
-            if f == "inconclusive":  # the device path certifies nothing per element: its count is 0
-                print(f"{out:10} {f:12} {h!s:>18} {d!s:>18}")
+            if h is None and d is None:  # not a field of this output (lse has no rnd)
                 continue
             mark = "  DIFFERS" if differ(h, d) else ""
             print(f"{out:10} {f:12} {h!s:>18} {d!s:>18}{mark}")
