@@ -1,8 +1,9 @@
 /* lce_ref64_compare.cu — a subject's host output against tier 2's device reference (lce_ref64.h),
  * reduced on the device: the subject's buffer goes up in slices, each block folds its elements into
  * fp64 partial sums (fixed order), the host adds the partials in block order. The reference never
- * comes back. It leaves out the elements the host comparison leaves out (r64_decisive). The derived terms' sums need tier 1's rnd (computed on the device, lce_ref64.h); flip has
- * no device counterpart, so its sums stay 0 as where a tier lacks it (and outv's D_i lacks it). */
+ * comes back. It leaves out the elements the host comparison leaves out (r64_decisive). The derived
+ * terms' sums need tier 1's rnd (computed on the device, lce_ref64.h); flip has no device counterpart,
+ * so its sums stay 0 as where a tier lacks it (and outv's D_i lacks it). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@ __host__ __device__ static void r64_partial_add(r64_partial *a, const r64_partia
   a->d2 += b->d2, a->r2 += b->r2, a->dr += b->dr, a->r4 += b->r4, a->emag2 += b->emag2;
   a->rnd_r += b->rnd_r, a->rnd2 += b->rnd2, a->outr_r += b->outr_r, a->acc_r += b->acc_r, a->acc_m2 += b->acc_m2, a->mag_r += b->mag_r;
   a->outs_r += b->outs_r, a->outs_rnd += b->outs_rnd, a->outv += b->outv;
-  a->compared += b->compared, a->inconclusive += b->inconclusive, a->mismatch += b->mismatch, a->maxscaled = fmax(a->maxscaled, b->maxscaled);
+  a->compared += b->compared, a->inconclusive += b->inconclusive, a->mismatch += b->mismatch;
+  a->maxscaled = fmax(a->maxscaled, b->maxscaled);
   if (b->first >= 0 && (a->first < 0 || b->first < a->first)) a->first = b->first;
 }
 
