@@ -299,9 +299,9 @@ static void test_bounds_and_errors(void) {
   expect_fail(&f, "bound 0", "FAIL loss relerr inf% of budget"); /* a scalar has no bias statistic */
   teardown(&f);
 
-  /* An element the oracle cannot certify is counted, not judged. */
+  /* An element whose bound the oracle cannot make small is counted, not judged. */
   setup(&f, 0, LCE_RED_MEAN);
-  f.ref.out[LCE_OUT_D_HIDDEN].decisive[7] = 0;
+  f.ref.out[LCE_OUT_D_HIDDEN].decisive[7] = 0, f.ref.out[LCE_OUT_D_HIDDEN].err[7] = INFINITY;
   lce_store(f.c.dtype, f.out.d_hidden, 7, 100.0);
   EXPECT(judge(&f, &f.g) == LCE_OK && f.v.pass && f.v.inconclusive == 1, "inconclusive: %s, %lld inconclusive",
          f.v.summary, (long long)f.v.inconclusive);

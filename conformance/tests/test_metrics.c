@@ -199,13 +199,16 @@ static void test_condition(void) {
   vec_free(&f);
 }
 
-/* Inconclusive elements are counted and skipped; masked-out elements are neither. */
+/* Elements whose bound is too wide for the metrics (lce_value_judgeable) are counted inconclusive and
+ * skipped; an undecided element whose value is still known far inside an ulp is judged; masked-out
+ * elements are neither. */
 static void test_inconclusive_and_mask(void) {
   vec_fixture f;
   vec_init(&f, 8);
   for (int i = 0; i < 8; i++) vec_set(&f, i, R[i], R[i], 1.0);
   f.x[2] = 1e6f; /* huge error, but the oracle cannot certify element 2 */
-  f.decisive[2] = 0;
+  f.decisive[2] = 0, f.err[2] = INFINITY;
+  f.decisive[3] = 0, f.err[3] = lce_ulp(LCE_FP32, R[3]) * 0x1p-7; /* undecided, yet within ulp/64: judged */
   f.x[5] = -1e6f; /* huge error, masked out */
   unsigned char mask[8] = {1, 1, 1, 1, 1, 0, 1, 1};
   lce_metric_values mv = vec_metrics(&f, mask);

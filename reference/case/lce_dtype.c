@@ -157,6 +157,10 @@ double lce_ulp(lce_dtype t, double x) {
   return lce_pow2(e - (f->precision - 1));
 }
 
+int lce_value_judgeable(lce_dtype t, double value, double err) {
+  return !isfinite(value) || err == 0.0 || err <= lce_ulp(t, value) * 0x1p-6;
+}
+
 int lce_round_certain(lce_dtype t, double value, double err, double *rounded) {
   if (!(err <= lce_ulp(t, value) * 0x1p-12)) return 0; /* exact: an ulp is at least 2^-149 */
   double lo = lce_round_to(t, lce_next_down(value - err));

@@ -80,7 +80,9 @@ typedef struct lce_ref64_device {
   unsigned char *valid; /* device [n]: 1 where the label is not ignore_index (lse is judged there only) */
   int64_t n_valid;
   int has_mags;         /* 0 with skip_mags */
-  double rsum_rel;      /* the judge's term rsum: the largest softmax-sum replay over the valid tokens and shards
+  int has_rsum;         /* rsum_rel computed: every case but tf32 ones, whose replay the judge defines on the */
+  double rsum_rel;      /* unrounded fp32 inputs (lce_plain_logit) where the DGEMM reads them tf32-rounded; the
+                         * judge's term rsum, the largest softmax-sum replay over the valid tokens and shards
                          * (lce_softmax_sum_replay, over the DGEMM's logits) */
   size_t device_bytes;  /* device memory this reference holds (the run's peak is about the same) */
   double seconds;       /* wall time of lce_ref64_device_run */
@@ -99,8 +101,8 @@ lce_code lce_ref64_device_run(const lce_case *c, const lce_tensors *in, const lc
 void lce_ref64_device_free(lce_ref64_device *ref);
 
 /* A subject's output against the device reference, reduced on the device into cmp, the comparison the
- * judge turns into its metrics: elements whose format value err leaves uncertain are inconclusive, as the
- * host oracle's decisive flag makes them (none without err); of the others, those where both are finite
+ * judge turns into its metrics: elements whose err is too wide for the metrics are inconclusive, by the
+ * host comparison's rule (lce_value_judgeable; none without err); of the others, those where both are finite
  * enter the sums and the rest are class-checked (NaN, +Inf, -Inf must match). lse: valid tokens only; d_weight: the real vocab rows.
  * No per-element ulps (has_ulps 0); has_emag where the reference has its magnitudes.
  * subject: the outputs as lce_outputs holds them on the host (d_hidden in the case dtype, the rest

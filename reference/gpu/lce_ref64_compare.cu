@@ -1,7 +1,7 @@
 /* lce_ref64_compare.cu — a subject's host output against tier 2's device reference (lce_ref64.h),
  * reduced on the device: the subject's buffer goes up in slices, each block folds its elements into
  * fp64 partial sums (fixed order), the host adds the partials in block order. The reference never
- * comes back. It leaves out the elements the host comparison leaves out (r64_decisive). The derived
+ * comes back. It leaves out the elements the host comparison leaves out (r64_judgeable). The derived
  * terms' sums need tier 1's rnd (computed on the device, lce_ref64.h); flip has no device counterpart,
  * so its sums stay 0 as where a tier lacks it (and outv's D_i lacks it). */
 #include <math.h>
@@ -43,16 +43,13 @@ __device__ static double r64_place(double a, int p, int emin) {
   return ldexp(1.0, (e > emin ? e : emin) - (p - 1));
 }
 
-/* Whether the format value of a reference element of value x and bound err is certain: lce_round_certain
- * (lce_dtype.c) on the device, and the host oracle's rule around it (lce_ref64_host.c: an exact or
- * non-finite value is decisive), so that both comparisons leave the same elements out as inconclusive. */
-__device__ static int r64_decisive(double x, double err, int p, int emin, int emax) {
+/* Whether the metrics may take a reference element of value x and bound err: lce_value_judgeable
+ * (lce_dtype.c) on the device, so that both comparisons leave the same elements out as inconclusive. */
+__device__ static int r64_judgeable(double x, double err, int p, int emin, int emax) {
   if (err == 0.0 || !isfinite(x)) return 1;
   int e = x == 0.0 ? emin : ilogb(x);
   e = e < emin ? emin : (e > emax ? emax : e);
-  if (!(err <= ldexp(1.0, e - (p - 1)) * 0x1p-12)) return 0;
-  return r64_round_format(nextafter(x - err, -(double)INFINITY), p, emin, emax) ==
-         r64_round_format(nextafter(x + err, (double)INFINITY), p, emin, emax);
+  return err <= ldexp(1.0, e - (p - 1)) * 0x1p-6;
 }
 
 /* Whether x, which rounds to xr, sits within dd of a rounding boundary (the nearer midpoint between xr and
@@ -65,7 +62,7 @@ __device__ static int r64_near_boundary(double x, double xr, double dd, int p, i
   return fmin(above / 2 - e, below / 2 + e) <= dd;
 }
 
-/* Elements the reference cannot certify (with err: r64_decisive) are counted inconclusive and enter neither the
+/* Elements the reference's bound leaves too uncertain (with err: r64_judgeable) are counted inconclusive and enter neither the
  * class check nor a sum, as on the host (lce_judge.c's class scan, lce_compare_block). With rnd (and so mag): the
  * sums lce_compare_block adds for the terms rnd, rndn, outr, acc, accn, pertok, rnds and outv, in the same
  * definitions (R the rounding to the output's format; outv's D_i = d_pertok mag_i + d_acc m_i, no flip here). */
@@ -85,7 +82,7 @@ __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_
     /* Classes against the reference rounded to the output's format, as the host's class check does: a
      * finite r that rounds to infinity (fp16 d_hidden beyond 65504) expects infinity and enters no sum. */
     const double r = ref[g], r_rounded = r64_round_format(r, prec, emin, emax);
-    if (err && !r64_decisive(r, err[g], prec, emin, emax)) {
+    if (err && !r64_judgeable(r, err[g], prec, emin, emax)) {
       p.inconclusive++;
       continue;
     }

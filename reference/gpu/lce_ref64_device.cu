@@ -206,6 +206,8 @@ static int64_t row_vectors(const lce_case *c, const r64_row *rows, const r64_con
 
 /* ref->rsum_rel from the logits in x->z (before dz replaces them): the largest replay over tokens and shards. */
 static lce_code softmax_sum_replay(const lce_case *c, r64_state *x, lce_ref64_device *ref, lce_status *st) {
+  ref->has_rsum = c->gemm != LCE_GEMM_TF32;
+  if (!ref->has_rsum) return LCE_OK;
   const int64_t count = c->n * c->tp;
   double *dev = NULL, *rel = (double *)malloc((size_t)count * sizeof *rel);
   LCE_ALLOC_CHECK(st, rel);

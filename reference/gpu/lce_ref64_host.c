@@ -61,7 +61,7 @@ static lce_code host_result(const lce_case *c, const lce_tensors *in, int values
   if (rc == LCE_OK) {
     res->n_valid = dev.n_valid;
     res->precision_bits = 53;
-    res->has_rsum = 1, res->rsum_rel = dev.rsum_rel;
+    res->has_rsum = dev.has_rsum, res->rsum_rel = dev.rsum_rel;
   }
   lce_ref64_device_free(&dev);
   if (rc != LCE_OK) lce_oracle_free(res);

@@ -43,7 +43,7 @@ static lce_code ref64_prepare(const lce_case *c, const lce_tensors *in, lce_ref_
   ref->mode = LCE_REF_DEVICE;
   ref->n_valid = dev->n_valid;
   ref->has_mags = dev->has_mags;
-  ref->has_rsum = 1, ref->rsum_rel = dev->rsum_rel;
+  ref->has_rsum = dev->has_rsum, ref->rsum_rel = dev->rsum_rel;
   return LCE_OK;
 }
 
