@@ -53,15 +53,6 @@ extern "C" {
 
 /* ---- workspace ------------------------------------------------------------------------------- */
 
-static cudaDataType fc_cuda_type(lce_dtype t) {
-  return t == LCE_BF16 ? CUDA_R_16BF : (t == LCE_FP16 ? CUDA_R_16F : CUDA_R_32F);
-}
-
-static cublasComputeType_t fc_compute_type(const lce_case *c) {
-  if (c->dtype != LCE_FP32) return CUBLAS_COMPUTE_32F;
-  return c->gemm == LCE_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
-}
-
 #define FC_ALLOC(ws, ptr, size, what) \
   LCE_TRY(lce_cuda_alloc((void **)(ptr), (size), (what), &(ws)->bytes, "fused-cuda", st))
 
@@ -397,6 +388,9 @@ extern "C" const lce_subject lce_fused_cuda_subject = {
 lce_code lce_fused_cuda_run_folded(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   return fused_cuda_run_g(c, in, out, 1, fc_passes, "fused-cuda", st);
 }
+
+/* fused-cuda's passes, for a device algorithm that runs some cases this way (fused-sm90's IEEE fp32). */
+lce_code fused_cuda_passes(const fc_problem *p, cudaStream_t stream, lce_status *st) { return fc_passes(p, stream, st); }
 
 /* The subject's run around another device algorithm (fused-sm90's, fused_sm90.cu). */
 lce_code fused_cuda_run_passes(const lce_case *c, const lce_tensors *in, lce_outputs *out, fc_passes_fn passes,

@@ -62,6 +62,18 @@ static inline fc_options fc_make_options(const lce_case *c, const lce_fused_plan
   return o;
 }
 
+/* A dtype as cuBLAS names it, and the compute type of the case's GEMMs: bf16/fp16 inputs with fp32
+ * compute; fp32 inputs IEEE (PEDANTIC, never tf32) or, for gemm tf32, FAST_TF32 on operands rounded to
+ * tf32 beforehand (fused-cuda's and fused-sm90's cuBLAS GEMMs alike). */
+static inline cudaDataType fc_cuda_type(lce_dtype t) {
+  return t == LCE_BF16 ? CUDA_R_16BF : (t == LCE_FP16 ? CUDA_R_16F : CUDA_R_32F);
+}
+
+static inline cublasComputeType_t fc_compute_type(const lce_case *c) {
+  if (c->dtype != LCE_FP32) return CUBLAS_COMPUTE_32F;
+  return c->gemm == LCE_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
+}
+
 #define FC_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
 /* The cuBLAS handle of a device algorithm (fused-cuda, fused-sm90) on stream, with a workspace of its
@@ -95,6 +107,9 @@ typedef lce_code (*fc_passes_fn)(const fc_problem *p, cudaStream_t stream, lce_s
  * subject named `name` (fused-sm90). */
 lce_code fused_cuda_run_passes(const lce_case *c, const lce_tensors *in, lce_outputs *out, fc_passes_fn passes,
                                const char *name, lce_status *st);
+
+/* fused-cuda's own passes (a workspace for the run, the forward, the backward) as an fc_passes_fn. */
+lce_code fused_cuda_passes(const fc_problem *p, cudaStream_t stream, lce_status *st);
 
 /* The bench's view of a second device algorithm (lce_cuda_bench_config.engine): a workspace made once,
  * the two passes on a device problem, a final check of device-side flags, the workspace freed. */

@@ -13,11 +13,12 @@
  *             fp32 accumulation across vocab chunks and shards, the seed bug's fix), grad_W[chunk] +=
  *             alpha·d_logits^T·hidden (beta = 1, fp32); the chunk's d_hidden scaled by rho in fp32 and
  *             rounded to the dtype when its last vocab chunk is done.
- * Coverage: bf16 and fp16; every option and semantic of the plan (tied/untied, tp, padding, every
- * reduction, smoothing, z-loss, softcap, class weights, token chunks, prior gradients, non-finite
- * inputs); h not a multiple of 8 through zero-padded copies of hidden and W (TMA needs 16-byte row
- * strides). Not covered: fp32 inputs (IEEE fp32 or tf32 GEMMs): run() returns LCE_ESKIP and the
- * subject lacks LCE_CAP_FP32.
+ * Coverage: bf16, fp16 and fp32 with tf32 GEMMs (the logits GEMM's wgmma in tf32 on the operands the
+ * run rounded to tf32 as fused-cuda does, d_logits rounded to tf32, cuBLAS's FAST_TF32 backward GEMMs);
+ * every option and semantic of the plan (tied/untied, tp, padding, every reduction, smoothing, z-loss,
+ * softcap, class weights, token chunks, prior gradients, non-finite inputs); h not a multiple of 8
+ * through zero-padded copies of hidden and W (TMA needs 16-byte row strides). IEEE fp32 GEMMs have no
+ * tensor-core instruction on Hopper: those cases run fused-cuda's passes (fs_passes).
  *
  * Extra device memory beyond inputs and outputs (what the bench reports): the d_logits tile
  * tok_chunk·vocab_chunk·es, the fp32 d_hidden chunk tok_chunk·h·4, partials 32·n·16, statistics
@@ -137,11 +138,8 @@ static int64_t fs_token_chunk(const lce_case *c) {
   return c->n < chunk ? c->n : chunk;
 }
 
-/* What the subject refuses before it touches a device: a dtype its logits GEMM does not have
- * (LCE_ESKIP, not a wrong answer; bf16 and fp16 only) and a malformed $LCE_FUSED_SM90_TOKEN_CHUNK. */
-static lce_code fs_check_case(const lce_case *c, lce_status *st) {
-  LCE_CHECK(st, c->dtype == LCE_BF16 || c->dtype == LCE_FP16, LCE_ESKIP,
-            "fused-sm90: no %s logits GEMM (bf16 and fp16 only; fused-cuda runs fp32 and tf32)", lce_dtype_name(c->dtype));
+/* What the subject refuses before it touches a device: a malformed $LCE_FUSED_SM90_TOKEN_CHUNK. */
+static lce_code fs_check_env(lce_status *st) {
   LCE_CHECK(st, fs_token_chunk_env() >= 0, LCE_EINVAL, "fused-sm90: LCE_FUSED_SM90_TOKEN_CHUNK=%s is not a positive "
             "number of tokens", getenv("LCE_FUSED_SM90_TOKEN_CHUNK"));
   return LCE_OK;
@@ -150,7 +148,7 @@ static lce_code fs_check_case(const lce_case *c, lce_status *st) {
 static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStream_t stream, lce_status *st) {
   memset(ws, 0, sizeof *ws);
   ws->stream = stream;
-  LCE_TRY(fs_check_case(c, st));
+  LCE_TRY(fs_check_env(st));
   lce_fused_plan_make(&ws->plan, c);
   ws->o = fc_make_options(c, &ws->plan);
   ws->tok_chunk = fs_token_chunk(c);
@@ -161,7 +159,7 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
    * the input dtype: cuBLAS rounds it to bf16/fp16 after every vocab chunk's beta = 1 GEMM. */
   ws->dh_dtype = c->dtype;
 #endif
-  const size_t es = lce_dtype_size(c->dtype), n = (size_t)c->n, tpn = (size_t)c->tp * n;
+  const size_t es = lce_dtype_size(c->dtype), n = (size_t)c->n, tpn = (size_t)c->tp * n; /* es: 4 for tf32 */
   const size_t tok = (size_t)ws->tok_chunk, h = (size_t)c->h;
   if (ws->ld != c->h) {
     FS_ALLOC(ws, &ws->hidden_pad, n * (size_t)ws->ld * es, "the padded hidden copy");
@@ -220,18 +218,17 @@ static fs_gemm fs_gemm_make(const fs_workspace *ws, const fc_problem *p, int64_t
   return g;
 }
 
-/* cuBLAS, column-major, bf16/fp16 in and fp32 compute (fused-cuda's fc_gemm, on this workspace); out in
- * out_dtype (fp32: the policy). */
-static lce_code fs_blas(fs_workspace *ws, cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n,
-                        int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, void *out,
-                        lce_dtype out_dtype, int64_t ldc, lce_status *st) {
+/* cuBLAS, column-major, in the case's dtype and compute type (fused-cuda's, fc_compute_type: tf32 on
+ * tf32 operands), beta = 1; out in out_dtype (fp32: the policy). */
+static lce_code fs_blas(fs_workspace *ws, const lce_case *c, cublasOperation_t op_a, cublasOperation_t op_b,
+                        int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda, const void *b,
+                        int64_t ldb, void *out, lce_dtype out_dtype, int64_t ldc, lce_status *st) {
   LCE_CHECK(st, m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX &&
                     ldc <= INT32_MAX, LCE_EINVAL, "fused-sm90: GEMM dimension beyond int32");
-  const cudaDataType t = ws->o.dtype == LCE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-  const cudaDataType tc = out_dtype == LCE_FP32 ? CUDA_R_32F : t;
+  const cudaDataType t = fc_cuda_type(c->dtype), tc = fc_cuda_type(out_dtype);
   const float one = 1.0f;
   LCE_CUBLAS_CHECK(st, cublasGemmEx(ws->blas, op_a, op_b, (int)m, (int)n, (int)k, &alpha, a, t, (int)lda, b, t, (int)ldb,
-                                    &one, out, tc, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                    &one, out, tc, (int)ldc, fc_compute_type(c), CUBLAS_GEMM_DEFAULT));
   return LCE_OK;
 }
 
@@ -240,8 +237,9 @@ static lce_code fs_blas(fs_workspace *ws, cublasOperation_t op_a, cublasOperatio
 static lce_code fs_forward(fs_workspace *ws, const fc_problem *p, lce_status *st) {
   const lce_case *c = p->c;
   if (ws->hidden_pad) { /* the copies serve the backward too: it follows this forward on the same tensors */
-    LCE_TRY(fs_launch_pad_rows(p->hidden, ws->hidden_pad, c->n, c->h, ws->ld, ws->stream, st));
-    LCE_TRY(fs_launch_pad_rows(p->w, ws->w_pad, c->vp, c->h, ws->ld, ws->stream, st));
+    const size_t es = lce_dtype_size(c->dtype);
+    LCE_TRY(fs_launch_pad_rows(p->hidden, ws->hidden_pad, es, c->n, c->h, ws->ld, ws->stream, st));
+    LCE_TRY(fs_launch_pad_rows(p->w, ws->w_pad, es, c->vp, c->h, ws->ld, ws->stream, st));
   }
   LCE_TRY(fc_launch_stats_init(ws->stats, (int64_t)c->tp * c->n, ws->z_target, c->n, ws->stream, st));
   for (int r = 0; r < c->tp; r++) {
@@ -265,7 +263,8 @@ static lce_code fs_backward_chunk(fs_workspace *ws, const fc_problem *p, int64_t
   const void *hidden_w = fs_at(p->hidden, t0 * c->h, c->dtype); /* the weight gradient's hidden rows */
   if (p->scale_rows) {
     LCE_CHECK(st, ws->hidden_dw != NULL, LCE_EINTERNAL, "fused-sm90: hidden rows to scale without a buffer");
-    LCE_TRY(fc_launch_scale_rows(hidden_w, ws->hidden_dw, c->dtype, tok, c->h, p->rho + t0, 0, ws->stream, st));
+    LCE_TRY(fc_launch_scale_rows(hidden_w, ws->hidden_dw, c->dtype, tok, c->h, p->rho + t0, ws->o.tf32, ws->stream,
+                                 st));
     hidden_w = ws->hidden_dw;
   }
   LCE_CUDA_CHECK(st, cudaMemsetAsync(ws->dh_acc, 0, (size_t)(tok * c->h) * lce_dtype_size(ws->dh_dtype), ws->stream));
@@ -278,10 +277,10 @@ static lce_code fs_backward_chunk(fs_workspace *ws, const fc_problem *p, int64_t
       g.dl = p->dl, g.lse = p->lse, g.smooth_a = ws->smooth_a, g.ds = ws->ds, g.ld_ds = rows;
       LCE_TRY(fs_launch_gemm(&g, FS_DLOGITS, ws->stream, st));
       /* dh_acc [h x tok] (column-major) += alpha · W_chunk (h x rows) · ds^T (rows x tok) */
-      LCE_TRY(fs_blas(ws, CUBLAS_OP_N, CUBLAS_OP_N, c->h, tok, rows, p->alpha, fs_at(p->w, row0 * c->h, c->dtype), c->h,
+      LCE_TRY(fs_blas(ws, c, CUBLAS_OP_N, CUBLAS_OP_N, c->h, tok, rows, p->alpha, fs_at(p->w, row0 * c->h, c->dtype), c->h,
                       ws->ds, rows, ws->dh_acc, ws->dh_dtype, c->h, st));
       /* grad_W[chunk] [h x rows] += alpha · hidden^T (h x tok) · ds (tok x rows) */
-      LCE_TRY(fs_blas(ws, CUBLAS_OP_N, CUBLAS_OP_T, c->h, rows, tok, p->alpha, hidden_w, c->h, ws->ds, rows,
+      LCE_TRY(fs_blas(ws, c, CUBLAS_OP_N, CUBLAS_OP_T, c->h, rows, tok, p->alpha, hidden_w, c->h, ws->ds, rows,
                       p->grad_w + row0 * c->h, LCE_FP32, c->h, st));
     }
   }
@@ -332,6 +331,9 @@ static lce_code fs_fold_g(fs_workspace *ws, const fc_problem *p, fc_problem *q, 
 #endif
 
 static lce_code fs_passes(const fc_problem *p, cudaStream_t stream, lce_status *st) {
+  /* IEEE fp32 GEMMs have no tensor-core instruction on Hopper (wgmma takes bf16, fp16, tf32, fp8): those
+   * cases run fused-cuda's passes, cuBLAS with CUBLAS_COMPUTE_32F_PEDANTIC on the CUDA cores. */
+  if (p->c->dtype == LCE_FP32 && p->c->gemm != LCE_GEMM_TF32) return fused_cuda_passes(p, stream, st);
   fs_workspace ws;
   lce_code rc = fs_workspace_create(&ws, p->c, stream, st);
 #if defined(LCE_MUTANT_SM90_MEAN_FACTOR_IN_DLOGITS)
@@ -351,13 +353,11 @@ static lce_code fs_passes(const fc_problem *p, cudaStream_t stream, lce_status *
 
 static lce_code fused_sm90_run(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {
   LCE_TRY(lce_case_validate(c, st));
-  LCE_TRY(fs_check_case(c, st)); /* before the device query: a refusal wherever it runs */
+  LCE_TRY(fs_check_env(st)); /* before the device query: a refusal wherever it runs */
   return fused_cuda_run_passes(c, in, out, fs_passes, "fused-sm90", st);
 }
 
-#define FS_CAPS                                                                                                   \
-  (LCE_CAP_BF16 | LCE_CAP_FP16 | LCE_CAP_UNTIED | LCE_CAP_TP | LCE_CAP_PADDING | LCE_CAP_RED_NONE |               \
-   LCE_CAP_PRIOR_GRAD | LCE_CAP_NEEDS_GPU)
+#define FS_CAPS (LCE_CAP_ALL_SEMANTICS | LCE_CAP_NEEDS_GPU)
 
 #if defined(LCE_MUTANT_SM90_BF16_DHIDDEN_ACCUM)
 extern "C" const lce_subject lce_mutant_sm90_bf16_dhidden_accum_subject = {

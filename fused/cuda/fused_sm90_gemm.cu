@@ -145,7 +145,7 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
   }
 
   for (int nt = nt0; nt < nt1; nt++) {
-    Tensor acc = partition_fragment_C(tiled_mma, take<0, 2>(FsTileShape{}));
+    Tensor acc = partition_fragment_C(tiled_mma, take<0, 2>(typename G::TileShape{}));
     mainloop.mma(pipeline, state, acc, k_tiles, mma_thread, ss.tensors, p.mainloop);
     mainloop.mma_tail(pipeline, state, k_tiles);
     state.advance(k_tiles);
@@ -243,11 +243,11 @@ __global__ void fs_combine_splits_kernel(const float *partial, int64_t splits, i
   shard.m[i] = t.m, shard.s[i] = t.s, shard.sw[i] = t.sw, shard.d[i] = t.d;
 }
 
-__global__ void fs_pad_rows_kernel(const uint16_t *x, uint16_t *out, int64_t rows, int64_t k, int64_t ld) {
+template <typename T> __global__ void fs_pad_rows_kernel(const T *x, T *out, int64_t rows, int64_t k, int64_t ld) {
   const int64_t count = rows * ld;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < count; e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = e / ld, j = e % ld;
-    out[e] = j < k ? x[r * k + j] : (uint16_t)0;
+    out[e] = j < k ? x[r * k + j] : (T)0;
   }
 }
 
@@ -300,9 +300,13 @@ lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lc
   switch (g->dtype) {
     case LCE_BF16: return fs_launch_typed<FsGemm<cutlass::bfloat16_t, __nv_bfloat16>>(g, e, stream, st);
     case LCE_FP16: return fs_launch_typed<FsGemm<cutlass::half_t, __half>>(g, e, stream, st);
+    case LCE_FP32:
+      if (g->o.tf32) return fs_launch_typed<FsGemm<cutlass::tfloat32_t, float>>(g, e, stream, st);
+      break;
     default: break;
   }
-  return lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "fused-sm90: no %s logits GEMM", lce_dtype_name(g->dtype));
+  return lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "fused-sm90: no %s%s logits GEMM", lce_dtype_name(g->dtype),
+                  g->dtype == LCE_FP32 ? " (IEEE)" : "");
 }
 
 lce_code fs_launch_combine_splits(const float *partial, int64_t splits, int64_t m, int64_t token0, fc_stats shard,
@@ -312,11 +316,12 @@ lce_code fs_launch_combine_splits(const float *partial, int64_t splits, int64_t 
   return LCE_OK;
 }
 
-lce_code fs_launch_pad_rows(const void *x, void *out, int64_t rows, int64_t k, int64_t ld, cudaStream_t stream,
-                            lce_status *st) {
+lce_code fs_launch_pad_rows(const void *x, void *out, size_t es, int64_t rows, int64_t k, int64_t ld,
+                            cudaStream_t stream, lce_status *st) {
   const int64_t count = rows * ld, blocks = (count + 255) / 256;
-  fs_pad_rows_kernel<<<(unsigned)(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks)), 256, 0, stream>>>(
-      (const uint16_t *)x, (uint16_t *)out, rows, k, ld);
+  const unsigned grid = (unsigned)(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
+  if (es == 4) fs_pad_rows_kernel<<<grid, 256, 0, stream>>>((const uint32_t *)x, (uint32_t *)out, rows, k, ld);
+  else fs_pad_rows_kernel<<<grid, 256, 0, stream>>>((const uint16_t *)x, (uint16_t *)out, rows, k, ld);
   LCE_CUDA_LAUNCH_CHECK(st, "fs_pad_rows_kernel");
   return LCE_OK;
 }

@@ -5,7 +5,8 @@
  *
  * The GEMM: logits[m x n] = a[m x k] · b[n x k]^T, a the token rows (hidden), b the vocab rows (an
  * output-weight range), both k-contiguous with a row stride of k elements (a multiple of 8: TMA
- * needs 16-byte strides; fs_launch_pad_rows makes such a copy), fp32 accumulation. The logits never
+ * needs 16-byte strides; fs_launch_pad_rows makes such a copy), bf16/fp16 or tf32 (fp32 operands
+ * whose values are tf32) in, fp32 accumulation. The logits never
  * reach memory: the epilogue consumes the accumulators in registers. */
 #ifndef FUSED_SM90_GEMM_CUH
 #define FUSED_SM90_GEMM_CUH
@@ -29,7 +30,7 @@ typedef enum fs_epilogue {
 
 /* One launch. Token i = token0 + local row; vocab row v = vocab0 + local column. */
 typedef struct fs_gemm {
-  lce_dtype dtype;    /* bf16 or fp16 */
+  lce_dtype dtype;    /* bf16, fp16, or fp32 with o.tf32 (tf32 wgmma) */
   const void *a;      /* [m x k] dtype, row stride k */
   const void *b;      /* [n x k] dtype, row stride k */
   int64_t m, n, k;
@@ -63,10 +64,10 @@ lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lc
 lce_code fs_launch_combine_splits(const float *partial, int64_t splits, int64_t m, int64_t token0, fc_stats shard,
                                   cudaStream_t stream, lce_status *st);
 
-/* out [rows x ld] = x [rows x k] (2-byte elements) with columns k .. ld-1 zero: a 16-byte row stride
- * for TMA when k is not a multiple of 8. */
-lce_code fs_launch_pad_rows(const void *x, void *out, int64_t rows, int64_t k, int64_t ld, cudaStream_t stream,
-                            lce_status *st);
+/* out [rows x ld] = x [rows x k] (elements of es = 2 or 4 bytes) with columns k .. ld-1 zero: a 16-byte
+ * row stride for TMA when k is not a multiple of 8. */
+lce_code fs_launch_pad_rows(const void *x, void *out, size_t es, int64_t rows, int64_t k, int64_t ld,
+                            cudaStream_t stream, lce_status *st);
 
 } // namespace lce_fs
 

@@ -20,15 +20,20 @@ namespace lce_fs { /* named: an anonymous namespace beside CuTe's confuses nvcc'
 
 using namespace cute;
 
-using FsTileShape = Shape<Int<FS_TILE_M>, Int<FS_TILE_N>, _64>;
 using FsClusterShape = Shape<_1, _1, _1>;
 
 /* The mainloop and the shared storage for one input type (Element: CUTLASS's; DsT: the CUDA type of
- * d_logits). */
+ * d_logits). A k-tile of 128 bytes of each row: 64 bf16/fp16 elements, 32 tf32 ones (wgmma's k8 step),
+ * so that a pipeline stage holds 48 KiB for either (four stages in shared memory); TMA loads 16-byte
+ * vectors (8 or 4 elements). tf32 reads fp32 operands whose values are already tf32 (rounded by the
+ * driver), so the tensor cores' dropping of the low 13 bits is exact. */
 template <typename Element, typename DsT> struct FsGemm {
+  static constexpr int kTileK = 128 / (int)sizeof(Element);
+  static constexpr int kAlign = 16 / (int)sizeof(Element);
+  using TileShape = Shape<Int<FS_TILE_M>, Int<FS_TILE_N>, Int<kTileK>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, 8, Element,
-      cutlass::layout::ColumnMajor, 8, float, FsTileShape, FsClusterShape, cutlass::gemm::collective::StageCountAuto,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlign, Element,
+      cutlass::layout::ColumnMajor, kAlign, float, TileShape, FsClusterShape, cutlass::gemm::collective::StageCountAuto,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
   using TiledMma = typename Mainloop::TiledMma;
   using Pipeline = typename Mainloop::MainloopPipeline;

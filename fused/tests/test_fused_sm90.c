@@ -2,13 +2,14 @@
  * epilogue (fused/cuda/fused_sm90_gemm.cu), judged as fused-cuda is (test_fused_cuda.c):
  *   without CUTLASS's headers the subject is not built: the test says so and exits 77;
  *   without a GPU: run() returns LCE_ENODEV naming fused-sm90, the outputs stay poisoned, exit 77;
- *   refusals, not wrong answers: fp32 and tf32 cases are outside the subject's capabilities
- *     (lce_subject_supports says "no fp32 support") and run() returns LCE_ESKIP without writing; a
- *     malformed $LCE_FUSED_SM90_TOKEN_CHUNK is LCE_EINVAL, also without writing;
- *   accuracy: the GPU subjects' case list (fused_test_gpu.h; bf16, fp16: every base semantic and
- *     option) plus shapes that reach the kernel's tiling — several 128-token tiles and 256-row vocab
- *     tiles, partial tiles at both ends, several CTA vocab ranges (the split partials), h not a
- *     multiple of 8 (the padded copies), one vocab chunk larger than a tile, backward token chunks —
+ *   capabilities and refusals: every dtype is supported (tf32 GEMMs through the tf32 wgmma, IEEE fp32
+ *     through fused-cuda's passes); a malformed $LCE_FUSED_SM90_TOKEN_CHUNK is LCE_EINVAL, without
+ *     writing;
+ *   accuracy: the GPU subjects' case list (fused_test_gpu.h; bf16, fp16, fp32 and tf32: every base
+ *     semantic and option) plus shapes that reach the kernel's tiling — several 128-token tiles and
+ *     256-row vocab tiles, partial tiles at both ends, several CTA vocab ranges (the split partials), h
+ *     not a multiple of 8 (the padded copies, 2- and 4-byte), one vocab chunk larger than a tile,
+ *     backward token chunks, in bf16/fp16 and in tf32 —
  *     against the unfused double computation with the bounds of the fused-host tests
  *     (fused_test_accuracy.h);
  *   beside fused-host (expect_like_host: non-finite classes, untied grad_embedding untouched, padded
@@ -54,10 +55,8 @@ static void test_refusals(void) {
   for (int k = 0; k < 2; k++) {
     lce_case c = gpu_test_base_case();
     c.dtype = LCE_FP32, c.gemm = k ? LCE_GEMM_TF32 : c.gemm;
-    lce_test_set_case(&c);
-    EXPECT(!lce_subject_supports(&lce_fused_sm90_subject, &c, why, sizeof why) && strstr(why, "no fp32 support"),
-           "fused-sm90 claims fp32 support: %s", why);
-    expect_refusal(&lce_fused_sm90_subject, &c, LCE_ESKIP, "bf16 and fp16 only");
+    EXPECT(lce_subject_supports(&lce_fused_sm90_subject, &c, why, sizeof why), "fused-sm90 refuses fp32%s: %s",
+           k ? " with tf32 GEMMs" : "", why);
   }
   /* A malformed token-chunk override is an error, not the default chunk. */
   lce_case c = gpu_test_base_case();
@@ -107,8 +106,7 @@ static void compare_with_twins(const lce_case *c) {
 
 /* ---- the case list ---------------------------------------------------------------------------- */
 
-/* Beyond the GPU subjects' shared list (fused_test_gpu.h; its fp32 cases fused-sm90 refuses, as
- * test_refusals checks), shapes that reach the kernel's tiling.
+/* Beyond the GPU subjects' shared list (fused_test_gpu.h), shapes that reach the kernel's tiling.
  * "tiles": 3 token tiles (the last partial), 9 vocab tiles per shard (the last partial),
  * one per CTA range, h = 136 (three k-tiles, the last partial: no padding), and a vocab chunk of 700
  * (3 tiles per backward GEMM, the last partial). */
@@ -128,6 +126,12 @@ static void v_uneven_shards(lce_case *c) {
   c->n = 40, c->h = 32, c->v = 16640, c->vp = 16896, c->tp = 2, c->vocab_chunk = 8448, c->ignore_pct = 0;
 }
 static void v_tiles_options(lce_case *c) { v_tiles(c), gpu_test_all_options(c), c->token_chunk = 129; }
+/* The same through the tf32 wgmma (k-tiles of 32 fp32 elements; h = 136 ends in a partial one) and the
+ * 4-byte padded copies (h = 61). */
+static void v_tf32(lce_case *c) { c->dtype = LCE_FP32, c->gemm = LCE_GEMM_TF32; }
+static void v_tiles_tf32(lce_case *c) { v_tiles(c), v_tf32(c); }
+static void v_odd_h_tf32(lce_case *c) { v_odd_h(c), v_tf32(c); }
+static void v_tiles_options_tf32(lce_case *c) { v_tiles_options(c), v_tf32(c); }
 
 static const gpu_test_variant TILING_VARIANTS[] = {
     {"tiles", v_tiles, 1, 0},
@@ -135,6 +139,9 @@ static const gpu_test_variant TILING_VARIANTS[] = {
     {"many ranges", v_many_ranges, 1, 0},
     {"uneven shards", v_uneven_shards, 1, 0},
     {"tiles all options", v_tiles_options, 1, 0},
+    {"tiles tf32", v_tiles_tf32, 1, 1},
+    {"odd h tf32", v_odd_h_tf32, 1, 1},
+    {"tiles all options tf32", v_tiles_options_tf32, 1, 1},
 };
 
 static void run_variant(const lce_subject *registered, const gpu_test_variant *v) {
@@ -150,8 +157,7 @@ static void test_cases(void) {
   const lce_subject *registered = lce_subject_find("fused-sm90");
   EXPECT(registered == &lce_fused_sm90_subject,
          "fused-sm90 is not in the subject registry (lce_subject_registry.c needs the LCE_WITH_SM90 lines)");
-  for (size_t k = 0; k < GPU_TEST_VARIANT_COUNT; k++)
-    if (!GPU_TEST_VARIANTS[k].fp32) run_variant(registered, &GPU_TEST_VARIANTS[k]);
+  for (size_t k = 0; k < GPU_TEST_VARIANT_COUNT; k++) run_variant(registered, &GPU_TEST_VARIANTS[k]);
   for (size_t k = 0; k < sizeof TILING_VARIANTS / sizeof TILING_VARIANTS[0]; k++)
     run_variant(registered, &TILING_VARIANTS[k]);
 }

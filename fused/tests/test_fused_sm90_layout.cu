@@ -7,6 +7,7 @@
  *     (the epilogue's shuffle merge), and the 256 threads together cover the 128 x 256 tile once each;
  *   - the accumulator fragment has the coordinate tensor's shape (the view applies to both alike);
  *   - the shared storage fits the sm_90 opt-in limit of 227 KiB;
+ * for each input type of the GEMM (bf16, fp16, tf32);
  *   - fs_raster maps the one-dimensional grid onto every (token tile, vocab range) pair once.
  * The GPU raises the same checks at run time (layout_error); this test makes them visible without one. */
 #include <stdio.h>
@@ -36,7 +37,7 @@ template <class G> static void check_layout(const char *what) {
     auto thr = mma.get_thread_slice(t);
     Tensor cD = make_identity_tensor(make_shape(Int<FS_TILE_M>{}, Int<FS_TILE_N>{}));
     Tensor tc = thr.partition_C(cD);
-    Tensor acc = partition_fragment_C(mma, take<0, 2>(FsTileShape{}));
+    Tensor acc = partition_fragment_C(mma, take<0, 2>(typename G::TileShape{}));
     if (!(shape(acc.layout()) == shape(tc.layout()))) shape_mismatch++;
     Tensor crd = make_tensor(tc.data(), fs_rowcol(tc.layout()));
     constexpr int R = decltype(size<0>(crd))::value, C = decltype(size<1>(crd))::value;
@@ -84,5 +85,6 @@ int main(void) {
   check_raster();
   check_layout<FsGemm<cutlass::bfloat16_t, __nv_bfloat16>>("bf16");
   check_layout<FsGemm<cutlass::half_t, __half>>("fp16");
+  check_layout<FsGemm<cutlass::tfloat32_t, float>>("tf32");
   return lce_test_finish("test_fused_sm90_layout");
 }
