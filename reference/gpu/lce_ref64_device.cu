@@ -193,7 +193,7 @@ static int64_t row_vectors(const lce_case *c, const r64_row *rows, const r64_con
     const int active = !r->poisoned && r->g != 0.0;
     if (r->poisoned && r->g != 0.0) *poisoned_grad = 1; /* a valid poisoned token (ignored ones have g = 0) */
     cond[n] = active ? 1.0 + r->tmax : 0.0;
-    floor[n] = active ? lce_dz_floor_of(fabs(r->g), k->dz_floor_unit) : 0.0;
+    floor[n] = active ? lce_dz_floor_of(fabs(r->g), r->kmag, k->dz_floor_unit) : 0.0;
     b[n] = active ? r->b : 0.0;
     if (!active) continue;
     na++;

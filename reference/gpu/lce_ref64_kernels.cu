@@ -390,7 +390,7 @@ __global__ static void r64_dh_bounds_kernel(const r64_consts k, const double *m1
       o.err[i] = 0.0, o.mag[i] = 0.0, o.emag[i] = 0.0;
       continue;
     }
-    const double M1 = m1[i], wa = w_abs[i % k.h], fl = lce_dz_floor_of(fabs(row->g), k.dz_floor_unit) * wa;
+    const double M1 = m1[i], wa = w_abs[i % k.h], fl = lce_dz_floor_of(fabs(row->g), row->kmag, k.dz_floor_unit) * wa;
     o.mag[i] = M1 + fl;
     o.emag[i] = (1.0 + row->tmax) * M1 + fl + gemm_floor;
     o.err[i] = R64_SLACK * (1.0 + gv) * (1.0 + gv) * ((row->a + gv * (1.0 + row->a)) * M1 + (1.0 + gv) * row->b * wa);

@@ -252,7 +252,7 @@ static void run_row(fast_work *w, int64_t n) {
     fast_row_dz(&r, &w->opts, y, g, g_rel, ds, err, term);
     w->active[n] = 1;
     w->cond[n] = 1.0 + r.term_max;
-    w->floor[n] = lce_dz_floor(c, fabs(g));
+    w->floor[n] = lce_dz_floor(c, fabs(g), r.kmag);
     row_slopes(w, n, y, term, err);
     double *dzr = w->dzr + (n - w->n0) * V, *dzq = w->dzq + (n - w->n0) * V;
     fast_rnd_row(c, g, ds, V, dzr);

@@ -138,6 +138,7 @@ typedef struct fast_row {
   int certified;
   int64_t inexact_logits;
   double lse, err_lse, mag_lse, ce, err_ce, loss, err_loss, mag_loss, term_max, cy, e_cy;
+  double kmag;              /* |cy| + ev sw + 2 lambda |lse|: p_v's factor magnitude (set by fast_row_dz) */
 } fast_row;
 
 void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight);

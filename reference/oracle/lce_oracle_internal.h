@@ -171,6 +171,7 @@ typedef struct lce_row {
   int cap_underflow;  /* a softcap factor underflowed (|s/c| beyond ~3e18) */
   int underflow;      /* an exp (or a softcap factor) underflowed: lse and loss stay certified, dz does not */
   double err_lse, mag_lse, err_ce, err_loss, mag_loss;
+  double kmag;        /* |cy| + ev sw + 2 lambda |lse| rounded up: p_v's factor magnitude (set by lce_row_dz) */
   mpfr_t zmax;        /* the largest logit, z[amax] (set by lce_row_forward) */
   int64_t amax;
 } lce_row;
@@ -239,8 +240,8 @@ double lce_valid_weight_sum(const lce_case *c, const lce_tensors *in, mpfr_t out
  * error bound. Ignored tokens and a zero sw give g = 0 exactly. */
 double lce_token_g(const lce_case *c, const lce_tensors *in, int64_t n, mpfr_srcptr sw, double sw_rel, mpfr_t g);
 /* lce_dz_floor_of (lce_reference_result.h) for case c. */
-static inline double lce_dz_floor(const lce_case *c, double g_abs) {
-  return lce_dz_floor_of(g_abs, ldexp(1.0, lce_dtype_emin(c->dtype)));
+static inline double lce_dz_floor(const lce_case *c, double g_abs, double kmag) {
+  return lce_dz_floor_of(g_abs, kmag, ldexp(1.0, lce_dtype_emin(c->dtype)));
 }
 
 /* ---- backward (lce_oracle_backward.c) --------------------------------------------------------- */

@@ -131,7 +131,7 @@ int lce_row_dz(lce_row *r, int64_t y, mpfr_srcptr g, double g_rel, int64_t v0, i
   }
   const double g_abs = lce_abs_up(g), e_g = lce_mul_up(lce_mul_up(1.01, g_rel), g_abs);
   const double ev = mpfr_get_d(o->ev, MPFR_RNDU), cy = fabs(mpfr_get_d(r->cy, MPFR_RNDU));
-  const double kmag = cy + ev * mpfr_get_d(o->sw, MPFR_RNDU) + 2.0 * o->lambda * fabs(mpfr_get_d(r->lse, MPFR_RNDU));
+  const double kmag = r->kmag = cy + ev * mpfr_get_d(o->sw, MPFR_RNDU) + 2.0 * o->lambda * fabs(mpfr_get_d(r->lse, MPFR_RNDU));
   for (int64_t v = v0; v < v1; v++) {
     const double w_v = weight_of(o, v);
     mpfr_div(r->pv, r->t.x[v], r->s, MPFR_RNDN);

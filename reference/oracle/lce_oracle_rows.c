@@ -192,7 +192,7 @@ static void row_backward(oracle_ctx *cx, int64_t n, int64_t y, double g_rel, dou
   kr->dz_underflow = mpfr_underflow_p();
   kr->g_rel = g_rel;
   kr->cond = 1.0 + term_max;
-  kr->floor = lce_dz_floor(c, fabs(mpfr_get_d(cx->g, MPFR_RNDU)));
+  kr->floor = lce_dz_floor(c, fabs(mpfr_get_d(cx->g, MPFR_RNDU)), cx->row.kmag);
   if (kr != &local) lce_row_save(&cx->row, &kr->s);
   dz_scales(cx, kr, cols, 0, V);
   if (slot >= 0) keep_dz(cx, slot, cols, 0, w->jb);

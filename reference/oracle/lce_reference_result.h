@@ -12,15 +12,19 @@
 #include "lce_output.h"
 
 /* The absolute floor of a d_logit's error scale for a token whose gradient factor has magnitude
- * g_abs, given unit = 2^emin of the case dtype: max(1, g_abs) * unit. A d_logit below the dtype's
- * smallest normal errs by up to half a subnormal step whatever g is, so the floor never shrinks
- * with g (lce_oracle.c says more). Every tier uses it: tiers 0 and 1 on the host, tier 2 on the
- * device. */
+ * g_abs and whose p_v multiplies kmag = |cy| + (e / V) sum w + 2 lambda |lse| (the row's factor
+ * magnitudes), given unit = 2^emin of the case dtype: the larger of max(1, g_abs) * unit and
+ * g_abs * kmag * 2^-126. A d_logit below the dtype's smallest normal errs by up to half a subnormal
+ * step whatever g is, so the first never shrinks with g (lce_oracle.c says more); a kernel forms p_v
+ * in fp32 before it multiplies it by g and its factors, so a p_v below fp32's range is lost whole and
+ * that loss grows with g_abs kmag (a z-loss row of lse 4100 and lambda 5e-3 multiplies it by 43: the
+ * second, fuzz/CAMPAIGNS.md). Every tier uses it: tiers 0 and 1 on the host, tier 2 on the device. */
 #ifdef __CUDACC__
 __host__ __device__
 #endif
-static inline double lce_dz_floor_of(double g_abs, double unit) {
-  return (g_abs > 1.0 ? g_abs : 1.0) * unit;
+static inline double lce_dz_floor_of(double g_abs, double kmag, double unit) {
+  const double base = (g_abs > 1.0 ? g_abs : 1.0) * unit, lost_p = g_abs * kmag * 0x1p-126;
+  return lost_p > base ? lost_p : base;
 }
 
 /* One output's reference: value[i] is the double nearest the oracle's MPFR result,
