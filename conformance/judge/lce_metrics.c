@@ -85,7 +85,7 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
   lce_kernel_reach(c, o, &d_pertok, &d_acc);
   for (int64_t i = i0; i < i1; i++) {
     if (mask != NULL && !mask[i]) continue;
-    if (!lce_value_judgeable(fmt, ref->value[i], ref->err[i])) {
+    if (!ref->decisive[i] && !lce_value_judgeable(fmt, ref->value[i], ref->err[i])) {
       cmp->inconclusive++;
       continue;
     }

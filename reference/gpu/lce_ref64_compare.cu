@@ -43,13 +43,18 @@ __device__ static double r64_place(double a, int p, int emin) {
   return ldexp(1.0, (e > emin ? e : emin) - (p - 1));
 }
 
-/* Whether the metrics may take a reference element of value x and bound err: lce_value_judgeable
- * (lce_dtype.c) on the device, so that both comparisons leave the same elements out as inconclusive. */
+/* Whether the metrics may take a reference element of value x and bound err: its rounding certain (the
+ * host oracle's decisive flag, lce_ref64_host.c: lce_round_certain, an exact or non-finite value) or
+ * lce_value_judgeable (lce_dtype.c), on the device, so that both comparisons leave the same elements out
+ * as inconclusive. */
 __device__ static int r64_judgeable(double x, double err, int p, int emin, int emax) {
   if (err == 0.0 || !isfinite(x)) return 1;
   int e = x == 0.0 ? emin : ilogb(x);
   e = e < emin ? emin : (e > emax ? emax : e);
-  return err <= ldexp(1.0, e - (p - 1)) * 0x1p-6;
+  const double ulp = ldexp(1.0, e - (p - 1));
+  if (fabs(x) >= ldexp(1.0, emin) && err <= ulp * 0x1p-6) return 1;
+  return err <= ulp * 0x1p-12 && r64_round_format(nextafter(x - err, -(double)INFINITY), p, emin, emax) ==
+                                     r64_round_format(nextafter(x + err, (double)INFINITY), p, emin, emax);
 }
 
 /* Whether x, which rounds to xr, sits within dd of a rounding boundary (the nearer midpoint between xr and
