@@ -159,7 +159,7 @@ double lce_ulp(lce_dtype t, double x) {
 
 int lce_value_judgeable(lce_dtype t, double value, double err) {
   return !isfinite(value) || err == 0.0 ||
-         (fabs(value) >= lce_pow2(lce_dtype_emin(t)) && err <= lce_ulp(t, value) * 0x1p-6);
+         (fabs(value) >= fmax(LCE_JUDGEABLE_MIN, lce_pow2(lce_dtype_emin(t))) && err <= lce_ulp(t, value) * 0x1p-6);
 }
 
 int lce_round_certain(lce_dtype t, double value, double err, double *rounded) {

@@ -94,14 +94,17 @@ int lce_round_certain(lce_dtype t, double value, double err, double *rounded);
 /* Whether the judge's metrics (relerr, bias, maxscaled, ulpfrac and the derived sums, all of which compare
  * a subject with value itself) may take an element whose exact number lies within err of value, beside the
  * elements whose rounding is certain (lce_round_certain, the oracles' decisive flag): an exact (err 0) or
- * non-finite value (the class checks judge it), or a value in t's normal range with err within 2^-6 of an
- * ulp of t there, so that the reference's own error moves no element's error by more than u/32 of t. Below
- * the normal range an element needs its certain rounding, as before this rule: there the subject's output
- * rounding is a fixed absolute step that the forward outputs' error scales do not carry (an fp32 lse of
- * 1e-44, campaign seed 149). Both host and device comparisons use decisive || this (lce_metrics.c,
+ * non-finite value (the class checks judge it), or a value at least LCE_JUDGEABLE_MIN and in t's normal
+ * range with err within 2^-6 of an ulp of t there, so that the reference's own error moves no element's
+ * error by more than u/32 of t. Nearer underflow an element needs its certain rounding, as before this
+ * rule: there the subject's output rounding, or the fp32 products and sums that make the element, take
+ * fixed absolute steps (2^-149) that the error scales do not carry (fused-host campaigns at the bare
+ * normal-range rule: one-logit rows whose fp32 lse of 1e-44, and of 1.2e-38 made of subnormal products,
+ * failed by up to 600x). Both host and device comparisons use decisive || this (lce_metrics.c,
  * reference/gpu/lce_ref64_compare.cu); an element outside both is inconclusive. Tier 2's a-priori bound
  * rarely certifies an fp32 rounding at production shapes (err ~1e-10 of |value| on an 8192-token weight
  * gradient, above the 2^-35 lce_round_certain asks) but is well inside this. */
+#define LCE_JUDGEABLE_MIN 0x1p-102 /* fp32's smallest normal times 2^24: a 2^-149 step is 2^-47 of it */
 int lce_value_judgeable(lce_dtype t, double value, double err);
 
 #endif

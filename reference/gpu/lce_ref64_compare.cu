@@ -52,7 +52,7 @@ __device__ static int r64_judgeable(double x, double err, int p, int emin, int e
   int e = x == 0.0 ? emin : ilogb(x);
   e = e < emin ? emin : (e > emax ? emax : e);
   const double ulp = ldexp(1.0, e - (p - 1));
-  if (fabs(x) >= ldexp(1.0, emin) && err <= ulp * 0x1p-6) return 1;
+  if (fabs(x) >= fmax(LCE_JUDGEABLE_MIN, ldexp(1.0, emin)) && err <= ulp * 0x1p-6) return 1;
   return err <= ulp * 0x1p-12 && r64_round_format(nextafter(x - err, -(double)INFINITY), p, emin, emax) ==
                                      r64_round_format(nextafter(x + err, (double)INFINITY), p, emin, emax);
 }
