@@ -1,8 +1,8 @@
 /* lce_metrics.h — error metrics of one subject output against the oracle's unrounded values. This
  * comment is the one definition of the metrics; README.md and golden/policy.txt point here.
  *
- * Computed over the elements whose reference value is accurate enough for them (lce_value_judgeable: an
- * error bound within 1/64 ulp of the output format; and, for lse, valid tokens only):
+ * Computed over the elements whose reference value is accurate enough for them: decisive, or known within
+ * 1/64 ulp of the output format away from underflow (lce_value_judgeable); for lse, valid tokens only:
  *   relerr    = ||x - r||_2 / ||r||_2                   (r == 0 everywhere: ||x||_2 / ||emag||_2,
  *                                                        or ||x||_2 when there are no terms either)
  *   bias      = <x - r, r> / <r, r>                      (signed: < 0 means the output shrinks;
@@ -75,7 +75,7 @@ int lce_metric_parse(const char *s, lce_metric *out);
 typedef struct lce_metric_values {
   double v[LCE_METRIC_COUNT];
   int64_t judged;      /* elements that entered the metrics */
-  int64_t inconclusive;/* elements skipped because the oracle's bound is too wide for them (lce_value_judgeable) */
+  int64_t inconclusive;/* elements neither decisive nor lce_value_judgeable: skipped, never blamed */
   double ref_norm;     /* ||r||_2 over judged elements (non-zero norms are asserted by tests) */
   double cond;         /* max(1, ||mag||_2 / ||r||_2) over judged elements; 1 when r == 0 */
   double neff;         /* effective element count (sum r^2)^2 / sum r^4; 0 when r == 0 */

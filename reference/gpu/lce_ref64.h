@@ -102,7 +102,7 @@ void lce_ref64_device_free(lce_ref64_device *ref);
 
 /* A subject's output against the device reference, reduced on the device into cmp, the comparison the
  * judge turns into its metrics: elements whose err is too wide for the metrics are inconclusive, by the
- * host comparison's rule (lce_value_judgeable; none without err); of the others, those where both are finite
+ * host comparison's rule (decisive or lce_value_judgeable; none without err); of the others, those where both are finite
  * enter the sums and the rest are class-checked (NaN, +Inf, -Inf must match). lse: valid tokens only; d_weight: the real vocab rows.
  * No per-element ulps (has_ulps 0); has_emag where the reference has its magnitudes.
  * subject: the outputs as lce_outputs holds them on the host (d_hidden in the case dtype, the rest

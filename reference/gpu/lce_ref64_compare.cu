@@ -67,8 +67,8 @@ __device__ static int r64_near_boundary(double x, double xr, double dd, int p, i
   return fmin(above / 2 - e, below / 2 + e) <= dd;
 }
 
-/* Elements the reference's bound leaves too uncertain (with err: r64_judgeable) are counted inconclusive and enter neither the
- * class check nor a sum, as on the host (lce_judge.c's class scan, lce_compare_block). With rnd (and so mag): the
+/* Elements the reference's bound leaves too uncertain (with err: r64_judgeable) are counted inconclusive
+ * and enter neither the class check nor a sum, as on the host (lce_judge.c's class scan, lce_compare_block). With rnd (and so mag): the
  * sums lce_compare_block adds for the terms rnd, rndn, outr, acc, accn, pertok, rnds and outv, in the same
  * definitions (R the rounding to the output's format; outv's D_i = d_pertok mag_i + d_acc m_i, no flip here). */
 __global__ static void r64_compare_kernel(const void *raw, lce_dtype fmt, int64_t base, int64_t count, const double *ref,

@@ -33,7 +33,7 @@ static inline double lce_dz_floor_of(double g_abs, double kmag, double unit) {
  * terms count like the cross-entropy's, and softcap's factor 1 - (z/c)^2 scales the d_logits terms), rounded[i] = the exact
  * value correctly rounded to the output's format directly from MPFR (never via double), and
  * decisive[i] = 1 when err[i] is small enough that rounded[i] is certain (the class checks use it; the
- * metrics take every element whose err is within 1/64 ulp, lce_value_judgeable). emag[i] is the element's first-order error scale: mag weighted by the softmax condition
+ * metrics take these and those lce_value_judgeable admits). emag[i] is the element's first-order error scale: mag weighted by the softmax condition
  * of the rows it depends on (1 + the largest logit's sum of |terms|, for gradients; equal to mag for
  * the forward outputs, whose mag already counts the logits' terms). Arrays are NULL and count 0
  * when the output does not apply to the case. rnd[i] (gradients only, NULL where the tier does not
@@ -72,12 +72,12 @@ typedef struct lce_oracle_result {
 lce_code lce_oracle_result_alloc(const lce_case *c, lce_oracle_result *res, const char *who, lce_status *st);
 void lce_oracle_free(lce_oracle_result *res);
 
-/* One output of one subject against its reference. The sums run over the judged elements: judgeable
- * (lce_value_judgeable), finite reference values of the output's judged range (valid tokens for lse, real vocab rows for
+/* One output of one subject against its reference. The sums run over the judged elements: decisive or
+ * lce_value_judgeable, finite reference values of the output's judged range (valid tokens for lse, real vocab rows for
  * d_weight) where the subject's class matches. */
 typedef struct lce_comparison {
   int64_t judged;          /* elements in the sums */
-  int64_t inconclusive;    /* elements whose reference is not judgeable: never blamed on the subject */
+  int64_t inconclusive;    /* elements neither decisive nor judgeable: never blamed on the subject */
   double sum_d2;           /* sum (x - r)^2 */
   double sum_r2;           /* sum r^2 */
   double sum_dr;           /* sum (x - r) r */
