@@ -95,7 +95,7 @@ def collect_measurements(meas):
                 key = (cls, case["dtype"], out, metric)
                 samples.setdefault(key, []).append({"id": cid, "value": abs(float(v)), "k": int(o["inner"]),
                                                     "cond": float(cond), "shape": case_shape(cid),
-                                                    "scales": output_scales(cid, out, o)})
+                                                    "scales": output_scales(cid, out, o, metric)})
         if status != "pass" and not class_failures:
             problems.append(f"{cid}: status '{status}' without a class failure named")
     if problems:

@@ -67,13 +67,16 @@ def scales_of(case_id, cond, neff, k, rnd=0.0, flip=0.0, outr=0.0, acc=0.0, accn
 
 
 def term_scale(term, s):
-    """lce_bound_term_scale, in the same double arithmetic."""
+    """lce_bound_term_scale, in the same double arithmetic (the tensor-core terms k, h and cond*h times
+    the metric's alignment ratio tcx, at least 1)."""
+    tcx = s.get("tcx", 1.0)
+    tcx = tcx if tcx > 1.0 else 1.0
     return {"1": 1.0, "cond": s["cond"], "cond/sqrtn": s["cond"] / math.sqrt(max(1.0, s["neff"])),
             "cond*sqrtv": s["cond"] * math.sqrt(s["vs"]), "cond*sqrth": s["cond"] * math.sqrt(s["h"]),
             "sqrtv": math.sqrt(s["vs"]), "sqrth": math.sqrt(s["h"]),
-            "sqrtk": math.sqrt(s["k"]), "k": s["k"], "coh": s["coh"],
+            "sqrtk": math.sqrt(s["k"]), "k": s["k"] * tcx, "coh": s["coh"],
             "ms*cond/sqrtn": s["ms"] * s["cond"] / math.sqrt(max(1.0, s["neff"])),
-            "cond*v": s["cond"] * s["vs"], "h": s["h"], "cond*h": s["cond"] * s["h"], "rnd": s["rnd"],
+            "cond*v": s["cond"] * s["vs"], "h": s["h"] * tcx, "cond*h": s["cond"] * s["h"] * tcx, "rnd": s["rnd"],
             "pertok": s["pertok"], "flip": s.get("flip", 0.0), "outr": s.get("outr", 0.0),
             "acc": s.get("acc", 0.0), "accn": s.get("accn", 0.0), "gsc": s.get("gsc", 0.0),
             "flipn": s.get("flipn", 0.0),

@@ -34,9 +34,18 @@ def budget_pct(value, bound):
     return 0.0 if value == 0 else math.inf
 
 
-def output_scales(case_id, output, o):
-    """The scales of the golden terms on one measured output (lce_bound_scales_of). Measurements from
-    before neff was reported count one effective element (the loosest cond/sqrtn)."""
+def tcx_of(o, metric):
+    """The tensor-core alignment ratio of one metric of a measured output (lce_metric_values.tcx), at
+    least 1; 1 where not reported (measurements from before it, or a reference without tcex)."""
+    t = (o.get("tcx") or {}).get(metric)
+    return max(1.0, float(t)) if t is not None and math.isfinite(float(t)) else 1.0
+
+
+def output_scales(case_id, output, o, metric=None):
+    """The scales of the golden terms on one measured output (lce_bound_scales_of) for one metric
+    (lce_bound_scales_for: tcx, 1 without a metric, and tcx_ms for the maxscaled bound the term
+    ms*cond/sqrtn scales with).
+    Measurements from before neff was reported count one effective element (the loosest cond/sqrtn)."""
     grad = output in ("d_hidden", "d_weight")
     rnd = (o.get("rnd") or 0.0) if grad else 0.0  # 0 unmeasured (tier 2)
     flip = (o.get("flip") or 0.0) if grad else 0.0
@@ -75,15 +84,18 @@ def output_scales(case_id, output, o):
         rndu = (o.get("rndu") or 0.0) if grad else 0.0
     else:
         rndu = u_dlogit(case_id) / 2 if grad and not o.get("acc") and (o.get("neff") or 0.0) > 0.0 else 0.0
-    return scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
-                     acc, accn, gsc, flipn, rsum, pertok, uo, rndu, pertokn, rndn, rnds, outv)
+    scales = scales_of(case_id, o.get("cond") or 1.0, neff, int(o["inner"]), rnd, flip, outr,
+                       acc, accn, gsc, flipn, rsum, pertok, uo, rndu, pertokn, rndn, rnds, outv)
+    scales["tcx"], scales["tcx_ms"] = tcx_of(o, metric), tcx_of(o, "maxscaled")
+    return scales
 
 
 def with_ms(entries, key, scales):
     """scales with ms set: the bound of the maxscaled entry of key's (class, dtype, output) at them
     (lce_bounds_apply), which the term ms*cond/sqrtn of the other metrics scales with."""
     ms = entries.get(tuple(key[:3]) + ("maxscaled",))
-    scales["ms"] = bound_at(ms, scales) if ms is not None and key[3] != "maxscaled" else 0.0
+    at = dict(scales, tcx=scales.get("tcx_ms", 1.0))  # the maxscaled bound at its own tcx (lce_bound_scales_at)
+    scales["ms"] = bound_at(ms, at) if ms is not None and key[3] != "maxscaled" else 0.0
     return scales
 
 
@@ -147,7 +159,7 @@ def judge_run(run, entries):
                     rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
                                  "value": abs(float(v)), "bound": math.nan, "pct": math.inf, "no_entry": True})
                     continue
-                bound = bound_at(e, with_ms(entries, key, output_scales(case["id"], out, o)))
+                bound = bound_at(e, with_ms(entries, key, output_scales(case["id"], out, o, metric)))
                 rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
                              "value": abs(float(v)), "bound": bound,
                              "pct": budget_pct(abs(float(v)), bound)})

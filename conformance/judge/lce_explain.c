@@ -23,9 +23,11 @@ static void explain_metric(FILE *f, const char *prefix, const lce_golden_entry *
   }
   fputs(" =", f);
   const char *sep = " ";
+  lce_bound_scales at = *s;
+  lce_bound_scales_for(&at, ov, m);
   for (int t = 0; t < LCE_TERM_COUNT; t++) {
     if (!(e->terms >> t & 1u)) continue;
-    const double scale = lce_bound_term_scale((lce_bound_term)t, s);
+    const double scale = lce_bound_term_scale((lce_bound_term)t, &at);
     fprintf(f, "%s%s %.4g*%.4g=%.4g", sep, lce_bound_term_name((lce_bound_term)t), e->coef[t], scale,
             e->coef[t] * scale);
     sep = " + ";
@@ -52,8 +54,9 @@ void lce_verdict_explain(FILE *f, const char *prefix, const lce_golden *g, const
     fprintf(f, "%s%s judged %lld inner %lld cond %.6g neff %.6g neff_emag %.6g (bound neff %.6g) vs %.0f h %.0f\n",
             prefix, lce_output_name((lce_output_id)o), (long long)ov->metrics.judged, (long long)ov->inner,
             ov->metrics.cond, ov->metrics.neff, ov->metrics.neff_emag, s.neff, s.vs, s.h);
-    fprintf(f, "%s%s scales: coh %.4g ms %.4g (rnd signed %.4g)", prefix, lce_output_name((lce_output_id)o), s.coh,
-            s.ms, ov->metrics.rnd_bias);
+    fprintf(f, "%s%s scales: coh %.4g ms %.4g (rnd signed %.4g) tcx %.4g/%.4g/%.4g", prefix,
+            lce_output_name((lce_output_id)o), s.coh, s.ms, ov->metrics.rnd_bias, ov->metrics.tcx[LCE_METRIC_RELERR],
+            ov->metrics.tcx[LCE_METRIC_BIAS], ov->metrics.tcx[LCE_METRIC_MAXSCALED]);
     for (int t = LCE_TERM_RND; t < LCE_TERM_COUNT; t++) /* the derived terms, by the golden module's table */
       fprintf(f, " %s %.4g", lce_bound_term_name((lce_bound_term)t), lce_bound_term_scale((lce_bound_term)t, &s));
     fputc('\n', f);

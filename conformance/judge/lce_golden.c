@@ -309,6 +309,7 @@ const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject
 }
 
 double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
+  const double tcx = s->tcx > 1.0 ? s->tcx : 1.0; /* NaN too counts as 1 */
   switch (t) {
     case LCE_TERM_ONE: return 1.0;
     case LCE_TERM_COND: return s->cond;
@@ -318,12 +319,12 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
     case LCE_TERM_SQRTV: return sqrt(s->vs);
     case LCE_TERM_SQRTH: return sqrt(s->h);
     case LCE_TERM_SQRTK: return sqrt(s->k);
-    case LCE_TERM_K: return s->k;
+    case LCE_TERM_K: return s->k * tcx;
     case LCE_TERM_COH: return s->coh;
     case LCE_TERM_MS_COND_RSQRTN: return s->ms * s->cond / sqrt(s->neff > 1.0 ? s->neff : 1.0);
     case LCE_TERM_COND_V: return s->cond * s->vs;
-    case LCE_TERM_H: return s->h;
-    case LCE_TERM_COND_H: return s->cond * s->h;
+    case LCE_TERM_H: return s->h * tcx;
+    case LCE_TERM_COND_H: return s->cond * s->h * tcx;
     case LCE_TERM_RND: return s->rnd;
     case LCE_TERM_PERTOK: return s->pertok;
     case LCE_TERM_FLIP: return s->flip;

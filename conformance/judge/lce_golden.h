@@ -174,6 +174,9 @@ typedef struct lce_bound_scales {
   double rndn;   /* ||rnd - r|| / ||r|| (gradients, from a reference with rnd), else 0 (term rndn) */
   double rnds;   /* the bias of a result at R(rnd) or at R(r), the larger (term rnds) */
   double outv;   /* one standard deviation of the output roundings a kernel's own error changes (term outv) */
+  double tcx;    /* the tensor-core alignment ratio of the metric bounded (lce_metric_values.tcx; values
+                  * below 1, a zeroed struct's included, count as 1): the tensor-core terms k, h and
+                  * cond*h scale with it (golden/sm_90/policy.txt) */
 } lce_bound_scales;
 
 typedef struct lce_golden_entry {

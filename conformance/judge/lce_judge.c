@@ -317,6 +317,11 @@ void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_ve
    * rndu; at production shapes the label term p_y - 1 of every token rounds to -1, a growth by the mean
    * p_y); in relerr it stands for rndn. Not where r is 0 everywhere: no bias exists there to be coherent with. */
   s->rndu = gradient && !isfinite(ov->metrics.rnd_bias) && ov->metrics.ref_norm > 0.0 ? pertok_u / 2 : 0.0;
+  s->tcx = 1.0; /* per metric: lce_bound_scales_for */
+}
+
+void lce_bound_scales_for(lce_bound_scales *s, const lce_output_verdict *ov, lce_metric m) {
+  s->tcx = ov->metrics.tcx[m];
 }
 
 void lce_bound_scales_at(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
@@ -325,7 +330,11 @@ void lce_bound_scales_at(const lce_golden *g, const char *subject_class, const l
   /* maxscaled first: the other metrics' term ms*cond/sqrtn scales with its bound on this case. */
   const lce_golden_entry *ms =
       g ? lce_golden_find(g, subject_class, lce_case_precision(c), o, LCE_METRIC_MAXSCALED) : NULL;
-  if (ms != NULL && !ov->metrics.undefined[LCE_METRIC_MAXSCALED]) s->ms = lce_golden_bound(ms, s);
+  if (ms != NULL && !ov->metrics.undefined[LCE_METRIC_MAXSCALED]) {
+    lce_bound_scales at = *s;
+    lce_bound_scales_for(&at, ov, LCE_METRIC_MAXSCALED);
+    s->ms = lce_golden_bound(ms, &at);
+  }
 }
 
 lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,
@@ -343,6 +352,7 @@ lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const 
     const lce_golden_entry *e = lce_golden_find(g, subject_class, p, o, (lce_metric)m);
     LCE_CHECK(st, e != NULL, LCE_EINVAL, "no golden entry for class '%s' dtype %s output %s metric %s in '%s'",
               subject_class, lce_precision_name(p), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
+    lce_bound_scales_for(&scales, ov, (lce_metric)m);
     double bound = lce_golden_bound(e, &scales);
     double val = ov->metrics.v[m];
     if (m == LCE_METRIC_BIAS) val = fabs(val);

@@ -59,6 +59,8 @@ int lce_output_has_rsum(lce_output_id o);
 int lce_output_per_token(lce_output_id o);
 /* What the golden terms scale with on output ov of case c (its metrics and inner size filled). */
 void lce_bound_scales_of(const lce_case *c, lce_output_id o, const lce_output_verdict *ov, lce_bound_scales *s);
+/* s's tensor-core alignment ratio set to metric m's (lce_metric_values.tcx), before a bound of m. */
+void lce_bound_scales_for(lce_bound_scales *s, const lce_output_verdict *ov, lce_metric m);
 /* The same with ms set as the bound applier sets it: the maxscaled bound of golden g (class
  * subject_class; g may be NULL, ms then 0) at those scales. */
 void lce_bound_scales_at(const lce_golden *g, const char *subject_class, const lce_case *c, lce_output_id o,

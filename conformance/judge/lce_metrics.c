@@ -27,7 +27,7 @@ int lce_metric_parse(const char *s, lce_metric *out) {
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
 enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_RND2,
-       SUM_OUTS_R, SUM_OUTS_RND, SUM_OUTV, SUM_COUNT };
+       SUM_OUTS_R, SUM_OUTS_RND, SUM_OUTV, SUM_TC_A2, SUM_TC_M2, SUM_TC_AR, SUM_TC_MR, SUM_COUNT };
 _Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(long double) &&
                    SUM_COUNT == sizeof(((lce_compare_acc *)0)->c) / sizeof(long double),
                "lce_compare_acc holds every sum and its compensation");
@@ -58,6 +58,7 @@ void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comp
   cmp->judged = cmp->inconclusive = cmp->well_conditioned = cmp->beyond_ulps = 0;
   cmp->has_emag = cmp->has_ulps = 1;
   cmp->has_rnd = ref->rnd != NULL;
+  cmp->has_tcex = ref->tcex != NULL;
   cmp->subject_nonfinite = 0;
 }
 
@@ -97,6 +98,14 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     cmp->well_conditioned += well;
     comp_add(acc, SUM_MAG2, (long double)emag * emag);
     comp_add(acc, SUM_MAG4, (long double)emag * emag * emag * emag);
+    if (cmp->has_tcex) { /* the magnitude the tensor cores align against (lce_metric_values.tcx) */
+      const double mg = ref->mag[i], a = mg + ref->tcex[i];
+      comp_add(acc, SUM_TC_A2, (long double)a * a);
+      comp_add(acc, SUM_TC_M2, (long double)mg * mg);
+      comp_add(acc, SUM_TC_AR, (long double)a * fabs(r));
+      comp_add(acc, SUM_TC_MR, (long double)mg * fabs(r));
+      if (mg > 0.0 && a / mg > acc->tc_max) acc->tc_max = a / mg;
+    }
     if (!isfinite(xi)) {
       cmp->subject_nonfinite = 1;
       cmp->beyond_ulps += well;
@@ -163,6 +172,9 @@ void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
   cmp->sum_acc_r = (double)comp_value(acc, SUM_ACC), cmp->sum_acc_m2 = (double)comp_value(acc, SUM_ACCM);
   cmp->sum_flip2 = (double)comp_value(acc, SUM_FLIP2);
   cmp->sum_mag_r = (double)comp_value(acc, SUM_MAGR);
+  cmp->sum_tc_a2 = (double)comp_value(acc, SUM_TC_A2), cmp->sum_tc_m2 = (double)comp_value(acc, SUM_TC_M2);
+  cmp->sum_tc_ar = (double)comp_value(acc, SUM_TC_AR), cmp->sum_tc_mr = (double)comp_value(acc, SUM_TC_MR);
+  cmp->tc_max = acc->tc_max;
 }
 
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
@@ -228,6 +240,14 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
    * rounding, all taken one way (term pertok: a token's own g applied with roundings of its own). */
   mv->mag_bias = cmp->has_rnd && rr > 0 ? cmp->sum_mag_r / rr : 0.0;
   mv->acc_norm = !cmp->has_rnd ? 0.0 : relative_norm(cmp->sum_acc_m2, rr, m2);
+  /* The tensor cores' alignment ratio per metric (lce_metric_values.tcx): what their error, which scales
+   * with each element's a = mag + tcex instead of mag, adds over the terms' own measure of it. */
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) mv->tcx[m] = 1.0;
+  if (cmp->has_tcex) {
+    if (cmp->sum_tc_m2 > 0) mv->tcx[LCE_METRIC_RELERR] = fmax(1.0, sqrt(cmp->sum_tc_a2 / cmp->sum_tc_m2));
+    if (cmp->sum_tc_mr > 0) mv->tcx[LCE_METRIC_BIAS] = fmax(1.0, cmp->sum_tc_ar / cmp->sum_tc_mr);
+    mv->tcx[LCE_METRIC_MAXSCALED] = fmax(1.0, cmp->tc_max);
+  }
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;
   if (mv->judged == 0) { /* nothing to judge (e.g. lse of an all-ignored batch): no metric exists */
     lce_metrics_undefined(mv);

@@ -112,6 +112,10 @@ typedef struct lce_metric_values {
   double mag_bias;     /* sum_i mag_i |r_i| / <r, r> (gradients with rnd), else 0: the bias per unit of u that an
                         * error of u per term of every element can add, all taken one way; >= 1 where
                         * mag >= |r|, and large where the terms cancel (term pertok) */
+  double tcx[LCE_METRIC_COUNT]; /* the tensor-core alignment ratio each metric sees (>= 1; 1 where the reference
+                        * has no excess, lce_ref_output.tcex): with a = mag + tcex, relerr's ||a|| / ||mag||,
+                        * bias's sum a |r| / sum mag |r|, maxscaled's max a_i / mag_i; ulpfrac's 1. The
+                        * tensor-core terms (k, h, cond*h; golden/sm_90/policy.txt) scale with it */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
@@ -126,11 +130,13 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[17], c[17]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
+  long double s[21], c[21]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
                              * (term outr), m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn),
                              * flip^2, emag^4, mag |r| (term pertok), (rnd - r)^2 (term rndn), the signed output
-                             * roundings at r and at rnd and their variance (terms rnds, outv); lce_metrics.c's SUM_* */
+                             * roundings at r and at rnd and their variance (terms rnds, outv), and with tcex
+                             * a^2, mag^2, a |r|, mag |r| (a = mag + tcex: tcx); lce_metrics.c's SUM_* */
   long double maxscaled;
+  double tc_max;            /* max a_i / mag_i (with tcex) */
 } lce_compare_acc;
 void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);
 void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,

@@ -217,6 +217,17 @@ static void test_bad_in_memory(void) {
                   0.5 * 0x1p-11 + 0x1p-12 + 0x1p-13 + 4 * 0x1p-14 + 2 * 0x1p-15 + 0x1p-16 + 0x1p-17;
     EXPECT(lce_golden_bound(&g.entries[0], &sc) == want, "model bound with ms and rnd: %a, expected %a",
            lce_golden_bound(&g.entries[0], &sc), want);
+    /* The tensor-core terms (h, cond*h; k alike) grow with the alignment ratio tcx, nothing else does;
+     * a ratio below 1 (a zeroed struct's 0, NaN) counts as 1. */
+    sc.tcx = 4.0;
+    const double want4 = want + 3 * 64 * 0x1p-20 + 3 * 3.0 * 64 * 0x1p-24;
+    EXPECT(lce_golden_bound(&g.entries[0], &sc) == want4 && lce_bound_term_scale(LCE_TERM_K, &sc) == 4096.0,
+           "model bound at tcx 4: %a, expected %a; k's scale %g", lce_golden_bound(&g.entries[0], &sc), want4,
+           lce_bound_term_scale(LCE_TERM_K, &sc));
+    sc.tcx = 0.5;
+    EXPECT(lce_golden_bound(&g.entries[0], &sc) == want, "tcx 0.5 counts as 1: %a", lce_golden_bound(&g.entries[0], &sc));
+    sc.tcx = NAN;
+    EXPECT(lce_golden_bound(&g.entries[0], &sc) == want, "tcx NaN counts as 1: %a", lce_golden_bound(&g.entries[0], &sc));
   }
   lce_golden_free(&g);
   static const char condk_short[] = "lcecheck-golden 1\nfused-cuda bf16 d_weight bias condk 0x1p-20 0x1p-8\n";

@@ -452,7 +452,33 @@ static void test_accumulation_sums(void) {
   vec_free(&f);
 }
 
+/* The tensor cores' alignment ratios (lce_metric_values.tcx) with a = mag + tcex: relerr's ||a|| / ||mag||,
+ * bias's sum a |r| / sum mag |r|, maxscaled's max a / mag; 1 without tcex, ulpfrac's always 1. Elements
+ * r = 2 (mag 2) and r = 4 (mag 4), tcex 2 on the first: ratios sqrt(32/20), 24/20 and 2, exactly. */
+static void test_tensor_core_ratios(void) {
+  vec_fixture f;
+  vec_init(&f, 64);
+  double tcex[64];
+  for (int64_t i = 0; i < 64; i++) vec_set(&f, i, i % 2 ? 4.0 : 2.0, i % 2 ? 4.0 : 2.0, 1.0), tcex[i] = i % 2 ? 0.0 : 2.0;
+  lce_metric_values mv = vec_metrics(&f, NULL);
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) EXPECT(mv.tcx[m] == 1.0, "no tcex: %s's ratio %g", lce_metric_name(m), mv.tcx[m]);
+  f.ref.tcex = tcex;
+  mv = vec_metrics(&f, NULL);
+  EXPECT(fabs(mv.tcx[LCE_METRIC_RELERR] - sqrt(1.6)) < 1e-15, "relerr's ratio %.17g, expected sqrt(1.6)", mv.tcx[LCE_METRIC_RELERR]);
+  EXPECT(fabs(mv.tcx[LCE_METRIC_BIAS] - 1.2) < 1e-15, "bias's ratio %.17g, expected 1.2", mv.tcx[LCE_METRIC_BIAS]);
+  EXPECT(mv.tcx[LCE_METRIC_MAXSCALED] == 2.0 && mv.tcx[LCE_METRIC_ULPFRAC] == 1.0, "maxscaled's %g (2), ulpfrac's %g (1)",
+         mv.tcx[LCE_METRIC_MAXSCALED], mv.tcx[LCE_METRIC_ULPFRAC]);
+  /* an element the metrics leave out (a mask) leaves its excess out too */
+  unsigned char mask[64];
+  for (int64_t i = 0; i < 64; i++) mask[i] = i % 2;
+  mv = vec_metrics(&f, mask);
+  EXPECT(mv.tcx[LCE_METRIC_RELERR] == 1.0 && mv.tcx[LCE_METRIC_BIAS] == 1.0 && mv.tcx[LCE_METRIC_MAXSCALED] == 1.0,
+         "masked: ratios %g %g %g, expected 1", mv.tcx[LCE_METRIC_RELERR], mv.tcx[LCE_METRIC_BIAS], mv.tcx[LCE_METRIC_MAXSCALED]);
+  vec_free(&f);
+}
+
 int main(void) {
+  test_tensor_core_ratios();
   test_reference_rounding_bias();
   test_accumulation_sums();
   test_output_rounding_at_rnd();

@@ -48,6 +48,7 @@ static void work_free(fast_work *w) {
   free(w->poison_valid), free(w->failed), free(w->ds), free(w->term), free(w->dzr), free(w->dzq), free(w->active);
   free(w->zs), free(w->zl), free(w->zm), free(w->rows), free(w->err);
   free(w->cond), free(w->a), free(w->b), free(w->ey), free(w->col_zero), free(w->floor), free(w->loss), free(w->loss_err), free(w->inexact), free(w->rsum);
+  fast_subnormals_free(&w->sub_h), fast_subnormals_free(&w->sub_w);
 }
 
 /* The exponent of the lowest set bit of a finite non-zero double. */
@@ -244,6 +245,7 @@ static void run_row(fast_work *w, int64_t n) {
   } else {
     fast_put_exact(c, w->res, LCE_OUT_LOSS_TOKEN, n, 0.0);
   }
+  fast_align_row(w, n, valid, r.kmag);
   double g_rel, g = token_g(w, n, &g_rel);
   if (g == 0.0) {
     for (int64_t k = 0; k < H; k++) fast_put_exact(c, w->res, LCE_OUT_D_HIDDEN, n * H + k, 0.0);
@@ -444,6 +446,7 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
     LCE_ALLOC_CHECK(st, w->res->out[o].rnd = calloc((size_t)w->res->out[o].count + 1, sizeof(double)));
     LCE_ALLOC_CHECK(st, w->res->out[o].flip = calloc((size_t)w->res->out[o].count + 1, sizeof(double)));
   }
+  LCE_TRY(fast_align_begin(w, st));
   fast_opts_init(&w->opts, c, w->in->class_weight);
   valid_weight_sum(w);
   const int rows_parallel = H * V >= LCE_PARALLEL_MIN_MACS;
@@ -473,6 +476,7 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
     LCE_CHECK(st, fast_hidden_block(w, end), LCE_ENOMEM, "out of memory for tier 1's d_hidden tiles");
     t[3] = lce_now_seconds();
     fast_weight_block(w, end);
+    fast_align_block(w, end);
     t[4] = lce_now_seconds();
     for (int p = 0; stats && p < 4; p++) stats->pass_seconds[p] += t[p + 1] - t[p];
   }

@@ -138,7 +138,7 @@ typedef struct fast_row {
   int certified;
   int64_t inexact_logits;
   double lse, err_lse, mag_lse, ce, err_ce, loss, err_loss, mag_loss, term_max, cy, e_cy;
-  double kmag;              /* |cy| + ev sw + 2 lambda |lse|: p_v's factor magnitude (set by fast_row_dz) */
+  double kmag;              /* |cy| + ev sw + 2 lambda |lse|: p_v's factor magnitude (set by fast_row_loss) */
 } fast_row;
 
 void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight);
@@ -189,6 +189,14 @@ void fast_put(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_
 /* An element known exactly (tier 0's finish_exact). */
 void fast_put_exact(const lce_case *c, lce_oracle_result *res, lce_output_id o, int64_t i, double x);
 
+/* An input tensor's subnormal entries (as the GEMMs read them), row by row: row r's are k[at[r] ..
+ * at[r + 1]), each with d = 2^emin - |x| (lce_fast_align.c). */
+typedef struct fast_subnormals {
+  int64_t *at, *k;
+  double *d;
+} fast_subnormals;
+void fast_subnormals_free(fast_subnormals *s);
+
 /* A run's state (lce_fast.c), shared with the gradient passes (lce_fast_grad.c). */
 typedef struct fast_work {
   const lce_case *c;
@@ -217,7 +225,19 @@ typedef struct fast_work {
   double *rsum;                     /* [n] the row's softmax-sum replay (row_replay), 0 for ignored tokens */
   double sw, sw_rel;
   int64_t inexact_logits;
+  int align;                        /* tcex is kept: tensor-core GEMMs and a subnormal input operand */
+  double amin;                      /* 2^emin of the GEMMs' input format */
+  fast_subnormals sub_h, sub_w;     /* the subnormal entries of hidden and W */
 } fast_work;
+
+/* The tensor cores' alignment excess (lce_ref_output.tcex; lce_fast_align.c): fast_align_begin
+ * lists the subnormal input operands once the inputs are loaded and allocates tcex where there are
+ * any; fast_align_row sets lse's and loss_token's of row n (kmag: the row's factor magnitude, when
+ * valid); fast_align_block adds the active rows [n0, end)'s to d_hidden's and d_weight's once their
+ * d_logit terms are in the block. No-ops without tcex. */
+lce_code fast_align_begin(fast_work *w, lce_status *st);
+void fast_align_row(fast_work *w, int64_t n, int valid, double kmag);
+void fast_align_block(fast_work *w, int64_t end);
 
 /* The gradient passes (lce_fast_grad.c) over the rows in flight [n0, end) once their ds are in the
  * block arrays: d_hidden of their active rows, complete; d_weight's running sums (value: hi, err:

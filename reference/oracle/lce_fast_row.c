@@ -245,6 +245,7 @@ void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y) {
   const int64_t V = r->v;
   r->cy = o->ome * weight_of(o, y);
   r->e_cy = fast_mul_err(r->cy, o->ome, o->e_ome, weight_of(o, y), 0.0);
+  r->kmag = fabs(r->cy) + o->ev * o->sw + 2.0 * o->lambda * fabs(r->lse);
   double loss = r->cy * r->ce;
   double e = fast_mul_err(loss, r->cy, r->e_cy, r->ce, r->err_ce);
   const double term_max = r->term_max;
@@ -302,7 +303,7 @@ void fast_row_dz(fast_row *r, const fast_opts *o, int64_t y, double g, double g_
     e_k = fast_add_err(k, e_k, e_l);
   }
   const double g_abs = fabs(g), e_g = lce_mul_up(lce_mul_up(1.01, g_rel), g_abs);
-  const double cy = fabs(r->cy), kmag = r->kmag = cy + o->ev * o->sw + 2.0 * o->lambda * fabs(r->lse);
+  const double cy = fabs(r->cy), kmag = r->kmag;
   for (int64_t v = 0; v < r->v; v++) {
     const double w_v = weight_of(o, v), p = r->t[v] / r->s;
     const double e_p = lce_add_up(lce_mul_up(rp, p), tau_p);

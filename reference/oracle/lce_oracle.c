@@ -72,6 +72,7 @@ void lce_oracle_free(lce_oracle_result *res) {
     free(r->decisive);
     free(r->rnd);
     free(r->flip);
+    free(r->tcex);
   }
   memset(res, 0, sizeof *res);
 }

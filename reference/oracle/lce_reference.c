@@ -32,14 +32,16 @@ static lce_code mpfr_prepare(const lce_case *c, const lce_tensors *in, lce_ref_m
             "or on a machine with more memory", bytes / 0x1p20, avail / 0x1p20);
   LCE_TRY(lce_oracle_run(c, in, &ref->host, st));
   /* The coherent d_logit rounding (lce_ref_output.rnd) is a plain-double reference, not a certified
-   * value: tier 0 takes tier 1's, so that both tiers judge the gradients' bias alike. Where tier 1
-   * cannot run the case, rnd stays NULL and the judge uses its bound. */
+   * value, and so is the tensor cores' alignment excess (tcex): tier 0 takes tier 1's, so that both
+   * tiers judge alike. Where tier 1 cannot run the case, they stay NULL and the judge uses rnd's bound
+   * and no excess. */
   lce_oracle_result fast;
   lce_status fast_st;
   if (lce_fast_run(c, in, &fast, NULL, &fast_st) == LCE_OK)
-    for (int o = LCE_OUT_D_HIDDEN; o <= LCE_OUT_D_WEIGHT; o++)
+    for (int o = 0; o < LCE_OUT_COUNT; o++)
       ref->host.out[o].rnd = fast.out[o].rnd, fast.out[o].rnd = NULL,
-      ref->host.out[o].flip = fast.out[o].flip, fast.out[o].flip = NULL;
+      ref->host.out[o].flip = fast.out[o].flip, fast.out[o].flip = NULL,
+      ref->host.out[o].tcex = fast.out[o].tcex, fast.out[o].tcex = NULL;
   lce_oracle_free(&fast);
   lce_reference_adopt_host(ref);
   return LCE_OK;

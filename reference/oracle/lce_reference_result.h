@@ -43,7 +43,13 @@ static inline double lce_dz_floor_of(double g_abs, double kmag, double unit) {
  * low-precision d_logits makes, lce_metric_values.rnd_bias, not a certified value). flip[i] (with rnd):
  * how far the element can move when the kernel's fp32 d_logits, each within a modelled error delta of
  * the exact t, round to other neighbours than t does: sum over its terms of |g| (R(t + delta) -
- * R(t - delta)) times the other operand's magnitude (R the rounding rnd applies; lce_fast_rnd.c). */
+ * R(t - delta)) times the other operand's magnitude (R the rounding rnd applies; lce_fast_rnd.c).
+ * tcex[i] (NULL where it is 0 everywhere or the tier does not compute it: tier 1 computes it): how much
+ * mag[i] grows when every tensor-core operand read from the inputs (hidden and weight, in the format
+ * the GEMMs read) is taken at its format's smallest normal where it is subnormal, a(x) = max(|x|,
+ * 2^emin) for x != 0: a Hopper MMA step aligns a product at its operands' exponents clamped to emin,
+ * so it truncates a product with a subnormal operand against a(x) a(y), not |x y| (golden/sm_90/
+ * policy.txt, the tensor-core terms; lce_fast_align.c). */
 typedef struct lce_ref_output {
   int64_t count;
   double *value;
@@ -54,6 +60,7 @@ typedef struct lce_ref_output {
   unsigned char *decisive;
   double *rnd;
   double *flip;
+  double *tcex;
 } lce_ref_output;
 
 typedef struct lce_oracle_result {
@@ -98,11 +105,15 @@ typedef struct lce_comparison {
   double sum_emag4;        /* sum emag^4: the error scale's effective element count (sum emag^2)^2 / sum emag^4;
                             * 0 from a tier that does not sum it (tier 2: the count of r is used) */
   double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
+  double sum_tc_a2, sum_tc_m2; /* with tcex (a = mag + tcex): sum a^2, sum mag^2 */
+  double sum_tc_ar, sum_tc_mr; /* sum a |r|, sum mag |r| */
+  double tc_max;           /* max a / mag over elements with mag > 0 */
   int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */
   int64_t beyond_ulps;     /* of those, how many are more than LCE_ULPFRAC_K ulps off */
   unsigned char has_emag;  /* 0: the reference carries no error magnitudes (maxscaled and cond undefined) */
   unsigned char has_ulps;  /* 0: no per-element ulps (device comparison: ulpfrac undefined) */
   unsigned char has_rnd;   /* 1: the reference carries rnd (lce_ref_output), sum_rnd_r is set */
+  unsigned char has_tcex;  /* 1: the reference carries tcex (lce_ref_output), the sum_tc_* and tc_max are set */
   unsigned char subject_nonfinite; /* a non-finite subject value where the reference is finite */
   int class_ok;            /* class checks (NaN/Inf positions, writes, untouched buffers, exact zeros) */
   char class_msg[256];     /* the first class violation */

@@ -15,6 +15,8 @@
  *   - with memory for tier 1 but not for tier 0 ($LCE_MEMORY_LIMIT), undecided elements stay so;
  *   - tier 0 handed tier 1's exact logits computes the same bits, also in vocab blocks;
  *   - the memory estimate of a large N V case does not grow with N V;
+ *   - the tensor cores' alignment excess (tcex) where a GEMM operand is subnormal: lse's recomputed
+ *     from the tensors bit for bit, loss_token's from it, the gradients' only in columns with one;
  *   - the double-double exp of the refinement step (lce_fast_refine.c) within FAST_DD_EXP of MPFR's
  *     on random arguments over its range; the step decides some elements of these cases, and with
  *     refine_all every gradient element of the cases it covers passes the checks above;
@@ -97,7 +99,82 @@ static void expect_same_result(const lce_oracle_result *f, const lce_oracle_resu
                  same_bits(a->emag[i], b->emag[i]) && same_bits(a->rounded[i], b->rounded[i]) &&
                  a->decisive[i] == b->decisive[i],
              "%s[%lld] differs %s", lce_output_name(o), (long long)i, how);
+      EXPECT(!a->tcex == !b->tcex && (!a->tcex || same_bits(a->tcex[i], b->tcex[i])), "%s tcex[%lld] differs %s",
+             lce_output_name(o), (long long)i, how);
     }
+}
+
+static int64_t align_cases, align_grad_cells;
+
+/* The tensor cores' alignment excess (lce_ref_output.tcex, lce_fast_align.c): NULL without tensor-core
+ * GEMMs (fp32 IEEE) or without a subnormal input operand; else lse's is, bit for bit, the largest over
+ * v of sum_k a(h_nk) a(W_vk) - |h_nk W_vk| (a(x) = max(|x|, 2^emin), x != 0) summed in k order as
+ * d(h) a(W) + |h| d(W), loss_token's 2 kmag times it (kmag 1 without smoothing, z-loss and class
+ * weights; 0 for an ignored token), and a gradient element's is non-zero only where its column has
+ * a subnormal operand (hidden's for d_weight, W's for d_hidden), and somewhere non-zero where one does. */
+static void check_align(const lce_case *c, const lce_tensors *t, const lce_oracle_result *f) {
+  const int64_t N = c->n, H = c->h, V = c->v;
+  const double amin = ldexp(1.0, lce_dtype_emin(c->dtype));
+  double *h = malloc((size_t)(N * H) * sizeof *h), *w = malloc((size_t)(V * H) * sizeof *w);
+  unsigned char *sub_h = calloc((size_t)H, 1), *sub_w = calloc((size_t)H, 1);
+  const void *wt = lce_output_weight(c, t);
+  int any = 0;
+  for (int64_t i = 0; i < N * H; i++) {
+    h[i] = lce_load(c->dtype, t->hidden, (size_t)i);
+    if (c->gemm == LCE_GEMM_TF32) h[i] = lce_round_tf32(h[i]);
+    if (h[i] != 0.0 && fabs(h[i]) < amin) sub_h[i % H] = 1, any = 1;
+  }
+  for (int64_t i = 0; i < V * H; i++) {
+    w[i] = lce_load(c->dtype, wt, (size_t)i);
+    if (c->gemm == LCE_GEMM_TF32) w[i] = lce_round_tf32(w[i]);
+    if (w[i] != 0.0 && fabs(w[i]) < amin) sub_w[i % H] = 1, any = 1;
+  }
+  const int tensor_cores = c->dtype != LCE_FP32 || c->gemm == LCE_GEMM_TF32;
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    EXPECT(!f->out[o].tcex == !(tensor_cores && any && f->out[o].count > 0 && o != LCE_OUT_LOSS && o != LCE_OUT_D_EMBEDDING),
+           "%s tcex %s (tensor cores %d, a subnormal operand %d)", lce_output_name(o),
+           f->out[o].tcex ? "kept" : "absent", tensor_cores, any);
+  if (f->out[LCE_OUT_LSE].tcex != NULL) {
+    align_cases++;
+    const int plain = c->smoothing == LCE_SMOOTH_NONE && c->z_loss_e5 == 0 && !c->class_weights;
+    for (int64_t n = 0; n < N; n++) {
+      double x = 0.0;
+      for (int64_t v = 0; v < V; v++) {
+        double e = 0.0;
+        for (int64_t k = 0; k < H; k++) { /* the row's subnormal hidden entries first, then W_v's (lce_fast_align.c) */
+          const double a = fabs(h[n * H + k]), b = fabs(w[v * H + k]);
+          if (a != 0.0 && a < amin) e += (amin - a) * (b != 0.0 && b < amin ? amin : b);
+        }
+        for (int64_t k = 0; k < H; k++) {
+          const double b = fabs(w[v * H + k]);
+          if (b != 0.0 && b < amin) e += fabs(h[n * H + k]) * (amin - b);
+        }
+        x = fmax(x, e);
+      }
+      EXPECT(same_bits(f->out[LCE_OUT_LSE].tcex[n], x), "lse tcex[%lld] %a, recomputed %a", (long long)n,
+             f->out[LCE_OUT_LSE].tcex[n], x);
+      const int valid = t->labels[n] != c->ignore_index;
+      if (plain || !valid)
+        EXPECT(same_bits(f->out[LCE_OUT_LOSS_TOKEN].tcex[n], valid ? 2.0 * x : 0.0), "loss_token tcex[%lld] %a, lse's %a",
+               (long long)n, f->out[LCE_OUT_LOSS_TOKEN].tcex[n], x);
+    }
+    const struct { lce_output_id o; int64_t rows; const unsigned char *sub; } grads[] = {
+        {LCE_OUT_D_HIDDEN, N, sub_w}, {LCE_OUT_D_WEIGHT, V, sub_h}};
+    for (int g = 0; g < 2; g++) {
+      const double *x = f->out[grads[g].o].tcex;
+      int64_t nonzero = 0, possible = 0;
+      for (int64_t r = 0; r < grads[g].rows; r++)
+        for (int64_t k = 0; k < H; k++) {
+          EXPECT(x[r * H + k] >= 0.0 && (grads[g].sub[k] || x[r * H + k] == 0.0), "%s tcex[%lld] %a in a column without a subnormal operand",
+                 lce_output_name(grads[g].o), (long long)(r * H + k), x[r * H + k]);
+          nonzero += x[r * H + k] > 0.0, possible += grads[g].sub[k];
+        }
+      EXPECT(possible == 0 || nonzero > 0, "%s: %lld elements in columns with a subnormal operand, none with tcex",
+             lce_output_name(grads[g].o), (long long)possible);
+      align_grad_cells += nonzero;
+    }
+  }
+  free(h), free(w), free(sub_h), free(sub_w);
 }
 
 static void check_case(const lce_case *c) {
@@ -112,6 +189,7 @@ static void check_case(const lce_case *c) {
   const lce_fast_options alone = {0, 0, 0};
   EXPECT(lce_fast_run_opts(c, &t, &alone, &f0, &stats0, &st) == LCE_OK, "tier 1 alone: %s", st.msg);
   compare(c, &f, &m, 1);
+  check_align(c, &t, &f);
   const double replay = lce_softmax_sum_replay_case(c, &t); /* the judge's, for tiers without their own */
   EXPECT(f.has_rsum && same_bits(f.rsum_rel, replay), "tier 1's softmax-sum replay %a, the judge's %a", f.rsum_rel, replay);
   rsum_nonzero += replay > 0.0;
@@ -174,6 +252,34 @@ static void check_case(const lce_case *c) {
   lce_oracle_free(&f);
   lce_oracle_free(&f0);
   lce_oracle_free(&m);
+  lce_tensors_free(&t);
+}
+
+/* W's subnormal operands too (the generator's W is N(0, 1): fp16 subnormals are rare): an fp16 case
+ * with subnormals planted in two columns of W and one of hidden, in every tier-1 layout. */
+static void check_align_planted(void) {
+  lce_case c = lce_case_default();
+  c.dtype = LCE_FP16, c.n = 9, c.h = 12, c.v = 40, c.vp = 40, c.dist = LCE_DIST_NORMAL, c.reduction = LCE_RED_MEAN;
+  c.tied = 0, c.seed = lce_test_seed();
+  lce_test_set_case(&c);
+  lce_tensors t;
+  gen(&c, &t);
+  for (int64_t v = 0; v < c.v; v += 3) {
+    lce_store(c.dtype, t.weight, (size_t)(v * c.h + 2), ldexp(-1.5, -20 - (int)(v % 4)));
+    lce_store(c.dtype, t.weight, (size_t)(v * c.h + 7), ldexp(1.25, -16));
+  }
+  for (int64_t n = 0; n < c.n; n += 2) lce_store(c.dtype, t.hidden, (size_t)(n * c.h + 7), ldexp(-1.0, -18));
+  lce_oracle_result f, g;
+  lce_status st = {0};
+  const lce_fast_options blocks = {1, 4, 0};
+  EXPECT(lce_fast_run(&c, &t, &f, NULL, &st) == LCE_OK && lce_fast_run_opts(&c, &t, &blocks, &g, NULL, &st) == LCE_OK,
+         "tier 1 with planted subnormals: %s", st.msg);
+  check_align(&c, &t, &f);
+  EXPECT(f.out[LCE_OUT_D_HIDDEN].tcex != NULL && f.out[LCE_OUT_D_HIDDEN].tcex[2] > 0.0 &&
+             f.out[LCE_OUT_D_HIDDEN].tcex[7] > 0.0 && f.out[LCE_OUT_D_HIDDEN].tcex[0] == 0.0,
+         "d_hidden's excess in W's planted columns 2 and 7 only");
+  expect_same_result(&f, &g, "with planted subnormals, in blocks of 4 rows");
+  lce_oracle_free(&f), lce_oracle_free(&g);
   lce_tensors_free(&t);
 }
 
@@ -353,12 +459,17 @@ int main(void) {
     cases++;
   }
   check_estimate_not_nv();
+  check_align_planted();
   printf("test_fast: %d cases, %lld elements compared, worst |fast - mpfr| / (err_fast + err_mpfr) = %.3g, "
          "%lld refined in double-double (%lld with refine_all), %lld escalated; without escalation %lld of %lld elements undecided (%.3f%%)\n",
          cases, (long long)compared, worst_ratio, (long long)refined, (long long)refined_all, (long long)escalated, (long long)undecided_alone,
          (long long)total_alone, 100.0 * (double)undecided_alone / (double)(total_alone ? total_alone : 1));
   for (int o = 0; o < LCE_OUT_COUNT; o++)
     if (undecided_by[o]) printf("  undecided without escalation: %lld %s\n", (long long)undecided_by[o], lce_output_name(o));
+  printf("test_fast: tensor-core alignment excess kept in %lld cases, %lld gradient elements with one\n",
+         (long long)align_cases, (long long)align_grad_cells);
+  EXPECT(align_cases >= 3 && align_grad_cells > 0, "tcex checked on %lld cases (%lld gradient elements): vacuous",
+         (long long)align_cases, (long long)align_grad_cells);
   EXPECT(compared > 100000, "only %lld elements compared", (long long)compared);
   EXPECT(refined > 0, "the double-double step decided no element: it went unchecked");
   EXPECT(refined_all > 50000, "only %lld elements through the double-double step with refine_all", (long long)refined_all);

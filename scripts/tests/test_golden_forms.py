@@ -68,6 +68,25 @@ class FormsTest(unittest.TestCase):
         self.assertEqual(lcecheck_golden.bound_at(entry, lcecheck_golden.output_scales(c, "d_weight", dict(o, rndn=2.5e-4))),
                          2.5e-4)
 
+    def test_tensor_core_terms_scale_with_the_metrics_alignment_ratio(self):
+        # tcx per metric as lcecheck reports it (lce_metric_values.tcx): the terms k, h and cond*h times the
+        # bounded metric's ratio, at least 1; the maxscaled bound that ms*cond/sqrtn scales with at maxscaled's
+        # own ratio (lce_bound_scales_at); 1 where not reported or without a metric.
+        c = "fp16.tied.tp1.n12.h2.v1.vp12.vc1.none.ign0.sc10.fresh.hard.s890059061"
+        o = {"inner": 2, "cond": 2.0, "neff": 12.0, "tcx": {"relerr": 1.5, "bias": 0.5, "maxscaled": 37.0}}
+        rel = lcecheck_golden.output_scales(c, "lse", o, "relerr")
+        self.assertEqual((rel["tcx"], rel["tcx_ms"]), (1.5, 37.0))
+        self.assertEqual(lcecheck_golden.output_scales(c, "lse", o, "bias")["tcx"], 1.0)
+        self.assertEqual(lcecheck_golden.output_scales(c, "lse", o)["tcx"], 1.0)
+        self.assertEqual(lcecheck_golden.output_scales(c, "lse", {"inner": 2}, "relerr")["tcx"], 1.0)
+        ts = lcecheck_golden_fit.term_scale
+        self.assertEqual((ts("k", rel), ts("h", rel), ts("cond*h", rel), ts("cond", rel)),
+                         (2.0 * 1.5, rel["h"] * 1.5, 2.0 * rel["h"] * 1.5, 2.0))
+        ms_entry = ("model", 0.0, 0.0, 0.0, (("1", 1e-7), ("h", 1e-9)))
+        entries = {("fused-host-sm90", "fp16", "lse", "maxscaled"): ms_entry}
+        lcecheck_golden.with_ms(entries, ("fused-host-sm90", "fp16", "lse", "relerr"), rel)
+        self.assertEqual(rel["ms"], 1e-7 + 1e-9 * (rel["h"] * 37.0))
+
     def test_rnds_is_measured_or_rnd_plus_outr(self):
         # rnds (gradients' bias reference) and outv as lcecheck reports them; from files made before them,
         # rnd + outr (never below rnds) and 0; 0 for the forward outputs.
