@@ -30,12 +30,15 @@
 #include "lce_fast_internal.h"
 #include "lce_parallel.h"
 
+/* x is subnormal in the GEMMs' format (2^emin = amin): non-zero and below amin; NaN and Inf are not. */
+static inline int subnormal(double x, double amin) { return x != 0.0 && fabs(x) < amin; }
+
 /* The subnormal entries of rows rows x H of x (as the GEMMs read them) into a CSR list: row r's are
  * k[at[r] .. at[r + 1]), each with its d(x) = 2^emin - |x|. Returns how many there are, -1 when out
  * of memory. */
 static int64_t list_subnormals(const double *x, int64_t rows, int64_t H, double amin, fast_subnormals *s) {
   int64_t count = 0;
-  for (int64_t i = 0; i < rows * H; i++) count += x[i] != 0.0 && fabs(x[i]) < amin;
+  for (int64_t i = 0; i < rows * H; i++) count += subnormal(x[i], amin);
   s->at = calloc((size_t)rows + 1, sizeof *s->at);
   s->k = malloc((size_t)(count + 1) * sizeof *s->k);
   s->d = malloc((size_t)(count + 1) * sizeof *s->d);
@@ -43,9 +46,8 @@ static int64_t list_subnormals(const double *x, int64_t rows, int64_t H, double 
   int64_t j = 0;
   for (int64_t r = 0; r < rows; r++) {
     for (int64_t k = 0; k < H; k++) {
-      const double a = fabs(x[r * H + k]);
-      if (a == 0.0 || a >= amin) continue;
-      s->k[j] = k, s->d[j] = amin - a;
+      if (!subnormal(x[r * H + k], amin)) continue;
+      s->k[j] = k, s->d[j] = amin - fabs(x[r * H + k]);
       j++;
     }
     s->at[r + 1] = j;
@@ -79,10 +81,7 @@ lce_code fast_align_begin(fast_work *w, lce_status *st) {
 }
 
 /* a(x) for an input operand: |x|, or 2^emin for a subnormal. */
-static inline double aligned(double x, double amin) {
-  const double a = fabs(x);
-  return a != 0.0 && a < amin ? amin : a;
-}
+static inline double aligned(double x, double amin) { return subnormal(x, amin) ? amin : fabs(x); }
 
 void fast_align_row(fast_work *w, int64_t n, int valid, double kmag) {
   if (!w->align) return;

@@ -110,7 +110,7 @@ static int64_t align_cases, align_grad_cells;
  * GEMMs (fp32 IEEE) or without a subnormal input operand; else lse's is, bit for bit, the largest over
  * v of sum_k a(h_nk) a(W_vk) - |h_nk W_vk| (a(x) = max(|x|, 2^emin), x != 0) summed in k order as
  * d(h) a(W) + |h| d(W), loss_token's 2 kmag times it (kmag 1 without smoothing, z-loss and class
- * weights; 0 for an ignored token), and a gradient element's is non-zero only where its column has
+ * weights; 0 for an ignored token; 0 on a poisoned row), and a gradient element's is non-zero only where its column has
  * a subnormal operand (hidden's for d_weight, W's for d_hidden), and somewhere non-zero where one does. */
 static void check_align(const lce_case *c, const lce_tensors *t, const lce_oracle_result *f) {
   const int64_t N = c->n, H = c->h, V = c->v;
@@ -137,9 +137,13 @@ static void check_align(const lce_case *c, const lce_tensors *t, const lce_oracl
   if (f->out[LCE_OUT_LSE].tcex != NULL) {
     align_cases++;
     const int plain = c->smoothing == LCE_SMOOTH_NONE && c->z_loss_e5 == 0 && !c->class_weights;
+    int bad_w = 0;
+    for (int64_t i = 0; i < V * H; i++) bad_w |= !isfinite(w[i]);
     for (int64_t n = 0; n < N; n++) {
       double x = 0.0;
-      for (int64_t v = 0; v < V; v++) {
+      int bad = bad_w;
+      for (int64_t k = 0; k < H; k++) bad |= !isfinite(h[n * H + k]);
+      for (int64_t v = 0; v < V && !bad; v++) { /* a poisoned row keeps none (its outputs are exact NaN) */
         double e = 0.0;
         for (int64_t k = 0; k < H; k++) { /* the row's subnormal hidden entries first, then W_v's (lce_fast_align.c) */
           const double a = fabs(h[n * H + k]), b = fabs(w[v * H + k]);
@@ -269,6 +273,8 @@ static void check_align_planted(void) {
     lce_store(c.dtype, t.weight, (size_t)(v * c.h + 7), ldexp(1.25, -16));
   }
   for (int64_t n = 0; n < c.n; n += 2) lce_store(c.dtype, t.hidden, (size_t)(n * c.h + 7), ldexp(-1.0, -18));
+  /* a poisoned row (NaN beside subnormals, more of them than the lists hold slack for) stays out of the lists */
+  for (int64_t k = 0; k < c.h; k += 2) lce_store(c.dtype, t.hidden, (size_t)(5 * c.h + k), NAN);
   lce_oracle_result f, g;
   lce_status st = {0};
   const lce_fast_options blocks = {1, 4, 0};
