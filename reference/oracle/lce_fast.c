@@ -404,6 +404,8 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
   cost->block_rows = block_rows(c, opt);
   cost->macs = 3.0 * N * H * V;
   const double refine = fmin(512.0 * 0x1p20, N * V * 48.0); /* the refine step's rows (lce_fast_refine.c) */
+  /* Not counted: tcex (8 bytes per element, only where an input operand is subnormal, lce_fast_align.c),
+   * whose allocation failing is reported as tier 1 running out of memory. */
   cost->bytes = refine + 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + (double)cost->block_rows * (64.0 * V + 32.0 * H) +
                 (double)threads * (8.0 * 5.0 * V + V);
   /* Tier 0's own (lce_oracle_bytes: no N V term beyond its block budget) and tier 1's masks. */

@@ -7,7 +7,9 @@
  * tensor-core terms (measured on normal data, golden/sm_90/policy.txt) allow for. Those terms scale
  * with an element's magnitude mag (its sum of |terms|); with every input operand taken at
  * a(x) = max(|x|, 2^emin) (x != 0; a zero stays 0: its product is 0, and the model aligns it at
- * 2^-126 times the other operand, below every other product) a product's magnitude grows by
+ * 2^-126 times the other operand, which is below every other product in fp16 and in bf16 and tf32
+ * costs at most 2^-149 of the other operand, left out so that zeros move no case) a product's
+ * magnitude grows by
  *     a(x) a(y) - |x y| = d(x) a(y) + |x| d(y),   d(x) = a(x) - |x|,
  * non-zero only where an operand is subnormal. Per output:
  *   the logits z_nv = h_n . W_v: X_n = max_v sum_k d(h_nk) a(W_vk) + |h_nk| d(W_vk) bounds every

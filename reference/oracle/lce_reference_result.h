@@ -44,7 +44,8 @@ static inline double lce_dz_floor_of(double g_abs, double kmag, double unit) {
  * how far the element can move when the kernel's fp32 d_logits, each within a modelled error delta of
  * the exact t, round to other neighbours than t does: sum over its terms of |g| (R(t + delta) -
  * R(t - delta)) times the other operand's magnitude (R the rounding rnd applies; lce_fast_rnd.c).
- * tcex[i] (NULL where it is 0 everywhere or the tier does not compute it: tier 1 computes it): how much
+ * tcex[i] (NULL where the case has no subnormal tensor-core operand, for loss, or where the tier does not
+ * compute it: tier 1 computes it, tier 0 takes tier 1's, tier 2 has none): how much
  * mag[i] grows when every tensor-core operand read from the inputs (hidden and weight, in the format
  * the GEMMs read) is taken at its format's smallest normal where it is subnormal, a(x) = max(|x|,
  * 2^emin) for x != 0: a Hopper MMA step aligns a product at its operands' exponents clamped to emin,
