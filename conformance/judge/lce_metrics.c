@@ -27,7 +27,7 @@ int lce_metric_parse(const char *s, lce_metric *out) {
  * including when the new term is larger than the sum so far (where Kahan's variant loses it).
  * Sum k of acc: s[k] + c[k]. */
 enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_RND2,
-       SUM_OUTS_R, SUM_OUTS_RND, SUM_OUTV, SUM_TC_A2, SUM_TC_M2, SUM_TC_AR, SUM_TC_MR, SUM_COUNT };
+       SUM_OUTS_R, SUM_OUTS_RND, SUM_OUTV, SUM_TC_A2, SUM_TC_M2, SUM_TC_AR, SUM_COUNT };
 _Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(long double) &&
                    SUM_COUNT == sizeof(((lce_compare_acc *)0)->c) / sizeof(long double),
                "lce_compare_acc holds every sum and its compensation");
@@ -98,14 +98,6 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     cmp->well_conditioned += well;
     comp_add(acc, SUM_MAG2, (long double)emag * emag);
     comp_add(acc, SUM_MAG4, (long double)emag * emag * emag * emag);
-    if (cmp->has_tcex) { /* the magnitude the tensor cores align against (lce_metric_values.tcx) */
-      const double mg = ref->mag[i], a = mg + ref->tcex[i];
-      comp_add(acc, SUM_TC_A2, (long double)a * a);
-      comp_add(acc, SUM_TC_M2, (long double)mg * mg);
-      comp_add(acc, SUM_TC_AR, (long double)a * fabs(r));
-      comp_add(acc, SUM_TC_MR, (long double)mg * fabs(r));
-      if (mg > 0.0 && a / mg > acc->tc_max) acc->tc_max = a / mg;
-    }
     if (!isfinite(xi)) {
       cmp->subject_nonfinite = 1;
       cmp->beyond_ulps += well;
@@ -146,7 +138,14 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     if (cmp->has_rnd) { /* an fp32 rounding errs by u32 of its result, and by u32 2^-126 below the normal range */
       comp_add(acc, SUM_ACC, (long double)m * m * r * r);
       comp_add(acc, SUM_ACCM, (long double)m * m);
-      comp_add(acc, SUM_MAGR, (long double)ref->mag[i] * fabs(r));
+    }
+    if (cmp->has_rnd || cmp->has_tcex) comp_add(acc, SUM_MAGR, (long double)ref->mag[i] * fabs(r));
+    if (cmp->has_tcex) { /* the magnitude the tensor cores align against, a = mag + tcex (lce_metric_values.tcx) */
+      const double mg = ref->mag[i], a = mg + ref->tcex[i];
+      comp_add(acc, SUM_TC_A2, (long double)a * a);
+      comp_add(acc, SUM_TC_M2, (long double)mg * mg);
+      comp_add(acc, SUM_TC_AR, (long double)a * fabs(r));
+      if (mg > 0.0 && a / mg > acc->tc_max) acc->tc_max = a / mg;
     }
     /* In ulps of the larger magnitude's binade (lce_metrics.h): an r just below a power of two whose
      * result rounds above it is measured in the ulps the result was rounded to. */
@@ -173,7 +172,7 @@ void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
   cmp->sum_flip2 = (double)comp_value(acc, SUM_FLIP2);
   cmp->sum_mag_r = (double)comp_value(acc, SUM_MAGR);
   cmp->sum_tc_a2 = (double)comp_value(acc, SUM_TC_A2), cmp->sum_tc_m2 = (double)comp_value(acc, SUM_TC_M2);
-  cmp->sum_tc_ar = (double)comp_value(acc, SUM_TC_AR), cmp->sum_tc_mr = (double)comp_value(acc, SUM_TC_MR);
+  cmp->sum_tc_ar = (double)comp_value(acc, SUM_TC_AR);
   cmp->tc_max = acc->tc_max;
 }
 
@@ -245,7 +244,7 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   for (int m = 0; m < LCE_METRIC_COUNT; m++) mv->tcx[m] = 1.0;
   if (cmp->has_tcex) {
     if (cmp->sum_tc_m2 > 0) mv->tcx[LCE_METRIC_RELERR] = fmax(1.0, sqrt(cmp->sum_tc_a2 / cmp->sum_tc_m2));
-    if (cmp->sum_tc_mr > 0) mv->tcx[LCE_METRIC_BIAS] = fmax(1.0, cmp->sum_tc_ar / cmp->sum_tc_mr);
+    if (cmp->sum_mag_r > 0) mv->tcx[LCE_METRIC_BIAS] = fmax(1.0, cmp->sum_tc_ar / cmp->sum_mag_r);
     mv->tcx[LCE_METRIC_MAXSCALED] = fmax(1.0, cmp->tc_max);
   }
   if (!cmp->has_emag) mv->undefined[LCE_METRIC_MAXSCALED] = 1, mv->v[LCE_METRIC_MAXSCALED] = NAN;

@@ -130,11 +130,11 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[21], c[21]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
+  long double s[20], c[20]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
                              * (term outr), m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn),
                              * flip^2, emag^4, mag |r| (term pertok), (rnd - r)^2 (term rndn), the signed output
                              * roundings at r and at rnd and their variance (terms rnds, outv), and with tcex
-                             * a^2, mag^2, a |r|, mag |r| (a = mag + tcex: tcx); lce_metrics.c's SUM_* */
+                             * a^2, mag^2, a |r| (a = mag + tcex: tcx, against mag |r|); lce_metrics.c's SUM_* */
   long double maxscaled;
   double tc_max;            /* max a_i / mag_i (with tcex) */
 } lce_compare_acc;

@@ -65,8 +65,7 @@ void fast_subnormals_free(fast_subnormals *s) {
 lce_code fast_align_begin(fast_work *w, lce_status *st) {
   const lce_case *c = w->c;
   w->align = 0;
-  const int tensor_cores = c->dtype != LCE_FP32 || c->gemm == LCE_GEMM_TF32;
-  if (!tensor_cores) return LCE_OK;
+  if (lce_case_precision(c) == LCE_PREC_FP32) return LCE_OK; /* IEEE fp32 GEMMs: no tensor cores */
   /* tf32 keeps fp32's exponent range: emin of the input dtype in every case. */
   w->amin = ldexp(1.0, lce_dtype_emin(c->dtype));
   const int64_t nh = list_subnormals(w->hidden, c->n, c->h, w->amin, &w->sub_h);

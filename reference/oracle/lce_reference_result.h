@@ -101,13 +101,13 @@ typedef struct lce_comparison {
   double sum_acc_r;        /* sum m^2 r^2, m = max(mag, 2^-126) (has_rnd): the term acc's numerator squared */
   double sum_acc_m2;       /* sum m^2 (has_rnd): the term accn's numerator squared */
   double sum_flip2;        /* sum flip^2 (has_rnd and flip): the term flipn's numerator squared */
-  double sum_mag_r;        /* sum mag |r| (has_rnd): the term pertok's numerator, per unit of u */
+  double sum_mag_r;        /* sum mag |r| (has_rnd or has_tcex): the term pertok's numerator, per unit of u */
   double sum_emag2;        /* sum emag^2: the output's condition ||emag|| / ||r|| */
   double sum_emag4;        /* sum emag^4: the error scale's effective element count (sum emag^2)^2 / sum emag^4;
                             * 0 from a tier that does not sum it (tier 2: the count of r is used) */
   double max_scaled;       /* max |x - r| / emag (0/0 counts as 0) */
   double sum_tc_a2, sum_tc_m2; /* with tcex (a = mag + tcex): sum a^2, sum mag^2 */
-  double sum_tc_ar, sum_tc_mr; /* sum a |r|, sum mag |r| */
+  double sum_tc_ar;        /* sum a |r| (against sum_mag_r) */
   double tc_max;           /* max a / mag over elements with mag > 0 */
   int64_t well_conditioned;/* elements without cancellation (mag <= LCE_ULPFRAC_MAXCOND |r|) */
   int64_t beyond_ulps;     /* of those, how many are more than LCE_ULPFRAC_K ulps off */

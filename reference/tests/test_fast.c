@@ -129,7 +129,7 @@ static void check_align(const lce_case *c, const lce_tensors *t, const lce_oracl
     if (c->gemm == LCE_GEMM_TF32) w[i] = lce_round_tf32(w[i]);
     if (w[i] != 0.0 && fabs(w[i]) < amin) sub_w[i % H] = 1, any = 1;
   }
-  const int tensor_cores = c->dtype != LCE_FP32 || c->gemm == LCE_GEMM_TF32;
+  const int tensor_cores = lce_case_precision(c) != LCE_PREC_FP32;
   for (int o = 0; o < LCE_OUT_COUNT; o++)
     EXPECT(!f->out[o].tcex == !(tensor_cores && any && f->out[o].count > 0 && o != LCE_OUT_LOSS && o != LCE_OUT_D_EMBEDDING),
            "%s tcex %s (tensor cores %d, a subnormal operand %d)", lce_output_name(o),
