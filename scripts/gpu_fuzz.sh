@@ -9,7 +9,8 @@
 #      (`python3 scripts/fuzz_campaign.py bundle-gpu`, folder .gpufuzz/) for LCE_GPU_FUZZ_SECONDS
 #      (default 120) on fused-cuda from the committed seeds: must find nothing;
 #   3. the same campaign on mutant-cuda/bf16-dhidden-accum: must find it;
-#   4. with LCE_GPU_FUZZ_SEEDS (e.g. "1 2 3 4 5"): one more campaign on fused-cuda per seed, over
+#   4. with LCE_GPU_FUZZ_SEEDS (e.g. "1 2 3 4 5"): one more campaign per seed on each subject of
+#      LCE_GPU_FUZZ_SEED_SUBJECTS (default fused-cuda; e.g. "fused-cuda fused-sm90"), over
 #      LCE_GPU_FUZZ_JOBS processes sharing the GPU (fuzz_campaign.py run --target fuzz_subject), each
 #      for LCE_GPU_FUZZ_SEED_SECONDS (default 60): must find nothing; their report.md and report.json
 #      come back in $OUT/seed-campaigns.tar.
@@ -21,7 +22,7 @@
 #   OUT=/tmp/out bash scripts/gpu_fuzz.sh      (the device tool sets OUT)
 # Environment: LCE_GPU_BUILD (normal build dir, default build-gpu: shared with gpu_run.sh),
 #   LCE_GPU_FUZZ_BUNDLE (default .gpufuzz), LCE_GPU_FUZZ_SECONDS (default 120), LCE_GPU_JOBS,
-#   LCE_GPU_FUZZ_SEEDS, LCE_GPU_FUZZ_JOBS (default 8), LCE_GPU_FUZZ_SEED_SECONDS (step 4),
+#   LCE_GPU_FUZZ_SEEDS, LCE_GPU_FUZZ_SEED_SUBJECTS, LCE_GPU_FUZZ_JOBS (default 8), LCE_GPU_FUZZ_SEED_SECONDS (step 4),
 #   LCE_GPU_DEADLINE_S (default 540 s from the start: every step runs under it).
 # Exit status: 0 when every step met its expectation, 1 otherwise.
 set -u -o pipefail
@@ -83,12 +84,14 @@ if [ -x "$FUZZER" ]; then
   step "ldd bundle (nothing 'not found')" 0 30 sh -c "ldd '$FUZZER'; ! ldd '$FUZZER' | grep -q 'not found'"
   campaign fused-cuda 0
   campaign "$MUTANT" 1
-  for seed in ${LCE_GPU_FUZZ_SEEDS:-}; do
-    seconds=${LCE_GPU_FUZZ_SEED_SECONDS:-60}
-    step "campaign fused-cuda -seed=$seed, ${LCE_GPU_FUZZ_JOBS:-8} jobs (${seconds}s)" 0 $((seconds + 90)) \
-      python3 "$ROOT/scripts/fuzz_campaign.py" run --target fuzz_subject --subject fused-cuda --build "$BUNDLE" \
-      --jobs "${LCE_GPU_FUZZ_JOBS:-8}" --seed "$seed" --seconds "$seconds" --findings-root "$WORK/seeds" \
-      --out "$WORK/seed-$seed"
+  for subject in ${LCE_GPU_FUZZ_SEED_SUBJECTS:-fused-cuda}; do
+    for seed in ${LCE_GPU_FUZZ_SEEDS:-}; do
+      seconds=${LCE_GPU_FUZZ_SEED_SECONDS:-60}
+      step "campaign $subject -seed=$seed, ${LCE_GPU_FUZZ_JOBS:-8} jobs (${seconds}s)" 0 $((seconds + 90)) \
+        python3 "$ROOT/scripts/fuzz_campaign.py" run --target fuzz_subject --subject "$subject" --build "$BUNDLE" \
+        --jobs "${LCE_GPU_FUZZ_JOBS:-8}" --seed "$seed" --seconds "$seconds" --findings-root "$WORK/seeds" \
+        --out "$WORK/seed-$subject-$seed"
+    done
   done
   if [ -n "${LCE_GPU_FUZZ_SEEDS:-}" ]; then
     (cd "$WORK" && tar -cf "$OUT/seed-campaigns.tar" seed-*/report.md seed-*/report.json 2>/dev/null)
