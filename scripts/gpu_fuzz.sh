@@ -84,13 +84,13 @@ if [ -x "$FUZZER" ]; then
   step "ldd bundle (nothing 'not found')" 0 30 sh -c "ldd '$FUZZER'; ! ldd '$FUZZER' | grep -q 'not found'"
   campaign fused-cuda 0
   campaign "$MUTANT" 1
+  seconds=${LCE_GPU_FUZZ_SEED_SECONDS:-60}
   for subject in ${LCE_GPU_FUZZ_SEED_SUBJECTS:-fused-cuda}; do
     for seed in ${LCE_GPU_FUZZ_SEEDS:-}; do
-      seconds=${LCE_GPU_FUZZ_SEED_SECONDS:-60}
       step "campaign $subject -seed=$seed, ${LCE_GPU_FUZZ_JOBS:-8} jobs (${seconds}s)" 0 $((seconds + 90)) \
         python3 "$ROOT/scripts/fuzz_campaign.py" run --target fuzz_subject --subject "$subject" --build "$BUNDLE" \
         --jobs "${LCE_GPU_FUZZ_JOBS:-8}" --seed "$seed" --seconds "$seconds" --findings-root "$WORK/seeds" \
-        --out "$WORK/seed-$subject-$seed"
+        --out "$WORK/seed-${subject//\//_}-$seed"
     done
   done
   if [ -n "${LCE_GPU_FUZZ_SEEDS:-}" ]; then
