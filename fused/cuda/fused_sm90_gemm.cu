@@ -33,6 +33,8 @@
 
 #include <stdio.h>
 
+#include <type_traits>
+
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
@@ -53,44 +55,137 @@ __device__ __forceinline__ fc_state fs_shfl_xor(fc_state t, int mask) {
   return r;
 }
 
+/* The epilogues are compiled once per (softcap, smoothing) pair that a launch can have, chosen per tile
+ * by a branch every thread takes alike (fs_with_options): each variant holds only the code it runs, with
+ * no per-element branch on a case option. The epilogue is unrolled over a thread's 128 accumulators (a
+ * register index must be known at compile time), and one body with every option inline — a softcap's
+ * division and tanhf, the smoothing sums, each behind its own branch — was ~197 KB of SASS per kernel,
+ * more than the SM's instruction cache holds: ncu's largest stall there was no_instruction. Which
+ * variant runs changes no arithmetic: kCap false is fc_softcap with cap 0 and kSmooth false fc_dlogit
+ * with ev 0, as the case's options are. */
+template <class F> __device__ __forceinline__ void fs_with_options(const fc_options &o, F &&f) {
+  if (o.cap > 0.0f) {
+    if (o.ev != 0.0f) f(cute::true_type{}, cute::true_type{});
+    else f(cute::true_type{}, cute::false_type{});
+  } else {
+    if (o.ev != 0.0f) f(cute::false_type{}, cute::true_type{});
+    else f(cute::false_type{}, cute::false_type{});
+  }
+}
+
+/* The case's options with softcap and smoothing fixed at compile time where the variant has none. */
+template <bool kCap, bool kSmooth> __device__ __forceinline__ fc_options fs_options(fc_options o) {
+  if (!kCap) o.cap = 0.0f;
+  if (!kSmooth) o.ev = 0.0f;
+  return o;
+}
+
 /* FS_STATS: folds one tile's accumulators (a, rows x columns per thread, crd their tile coordinates)
  * into the thread's running states: per row the max of the softcapped logits, the running sum
  * rescaled once to it, then sum exp(z - max) (and the smoothing sums); the label's logit stored by
- * the thread that holds it. Columns at or beyond ncols (the tile's part past the range) are skipped. */
-template <class G, class Acc, class Crd, int R>
+ * the thread that holds it. A column at or beyond ncols (the tile's part past the range) becomes -inf,
+ * which neither the max nor the sum counts (no logit is -inf: a non-finite result is a NaN logit), and
+ * the smoothing sums skip. */
+template <bool kCap, bool kSmooth, class Acc, class Crd, int R>
 __device__ __forceinline__ void fs_fold_tile(const fs_gemm &g, Acc &a, const Crd &crd, fc_state (&run)[R],
                                              const int64_t (&row)[R], const int (&y_col)[R], int col0, int ncols) {
   constexpr int C = decltype(size<1>(crd))::value;
-  const int smoothing = g.o.ev != 0.0f;
+  const fc_options o = fs_options<kCap, kSmooth>(g.o);
   CUTE_UNROLL
   for (int r = 0; r < R; r++) {
-    float tmax = -INFINITY;
+    float tmax = -INFINITY, zy = 0.0f;
+    bool label_here = false;
     CUTE_UNROLL
     for (int c = 0; c < C; c++) {
       const int col = col0 + get<1>(crd(r, c));
-      if (col < ncols) {
-        const float z = fc_softcap(a(r, c), g.o.cap);
-        a(r, c) = z;
-        tmax = fmaxf(tmax, z);
-      }
+      const float z = col < ncols ? fc_softcap(a(r, c), o.cap) : -INFINITY;
+      a(r, c) = z;
+      tmax = fmaxf(tmax, z);
+      label_here |= col == y_col[r];
+      zy = col == y_col[r] ? z : zy;
     }
+    if (label_here) g.z_target[g.token0 + row[r]] = zy;
     fc_state &t = run[r];
     const float M = fmaxf(t.m, tmax);
     t.s = fc_rescale(t.s, t.m, M);
-    if (smoothing) t.d += fc_shift(t.sw, t.m, M);
+    if (kSmooth) t.d += fc_shift(t.sw, t.m, M);
     t.m = M;
+    /* M is finite or -inf (fmaxf drops NaNs). Finite: a -inf column adds expf(-inf) = +0, which leaves
+     * the sum (never -0) as it is, so no column needs a test; -inf: only NaN logits or none, and a
+     * -inf column must not add expf(-inf - -inf) = NaN. */
+    if (M != -INFINITY) {
+      CUTE_UNROLL
+      for (int c = 0; c < C; c++) t.s += expf(a(r, c) - M);
+    } else {
+      CUTE_UNROLL
+      for (int c = 0; c < C; c++)
+        if (a(r, c) != -INFINITY) t.s += expf(a(r, c) - M);
+    }
     CUTE_UNROLL
     for (int c = 0; c < C; c++) {
-      const int col = col0 + get<1>(crd(r, c));
-      if (col >= ncols) continue;
       const float z = a(r, c);
-      if (z != -INFINITY) t.s += expf(z - M);
-      if (smoothing) {
-        const float w = fc_class_w(g.tk, g.vocab0 + col);
-        t.d += w * (M - z);
-        t.sw += w;
+      if (kSmooth) {
+        const int col = col0 + get<1>(crd(r, c));
+        if (col < ncols) {
+          const float w = fc_class_w(g.tk, g.vocab0 + col);
+          t.d += w * (M - z);
+          t.sw += w;
+        }
       }
-      if (col == y_col[r]) g.z_target[g.token0 + row[r]] = z;
+    }
+  }
+}
+
+/* Two adjacent d_logits of one row as one store (pairs: the row stride is even, so an even column's
+ * element is aligned for the pair; fs_consume checks that a thread's columns come in such pairs). */
+template <class T> struct fs_pair;
+template <> struct fs_pair<__nv_bfloat16> { using type = __nv_bfloat162; };
+template <> struct fs_pair<__half> { using type = __half2; };
+template <> struct fs_pair<float> { using type = float2; };
+
+/* Stores the pair (d0, d1) of columns col, col + 1 of a d_logits row (out: the tile's first column),
+ * left of them still in the range: one store where pairs allow it, else one per column in range. */
+template <class DsT>
+__device__ __forceinline__ void fs_store_pair(DsT *out, int col, DsT d0, DsT d1, int left, bool pairs) {
+  if (pairs && left >= 2) {
+    typename fs_pair<DsT>::type two;
+    two.x = d0, two.y = d1;
+    *reinterpret_cast<typename fs_pair<DsT>::type *>(out + col) = two;
+  } else {
+    if (left >= 1) out[col] = d0;
+    if (left >= 2) out[col + 1] = d1;
+  }
+}
+
+/* FS_DLOGITS: d_logits of one tile from its accumulators, rounded to the dtype and stored into ds; an
+ * ignored token's row is 0 (fc_dlogit's value for it), columns at or beyond ncols are not stored. */
+template <bool kCap, bool kSmooth, class DsT, class Acc, class Crd, int R>
+__device__ __forceinline__ void fs_store_dlogits(const fs_gemm &g, Acc &a, const Crd &crd, const int64_t (&row)[R],
+                                                 const bool (&row_ok)[R], const fc_row_grad (&rg)[R], int col0,
+                                                 int ncols, bool pairs) {
+  constexpr int C = decltype(size<1>(crd))::value;
+  static_assert(C % 2 == 0, "a thread's columns come in pairs");
+  /* d_logits are rounded to tf32 exactly when they are fp32 (fs_launch_gemm checks o.tf32 agrees) */
+  constexpr bool kTf32 = std::is_same<DsT, float>::value;
+  const fc_options o = fs_options<kCap, kSmooth>(g.o);
+  DsT *ds = (DsT *)g.ds;
+  CUTE_UNROLL
+  for (int r = 0; r < R; r++) {
+    if (!row_ok[r]) continue;
+    DsT *out = ds + row[r] * g.ld_ds + col0;
+    const bool valid = rg[r].valid; /* tested once per row, not by fc_dlogit per element */
+    fc_row_grad rt = rg[r];
+    rt.valid = 1;
+    CUTE_UNROLL
+    for (int c = 0; c < C; c += 2) {
+      const int col = get<1>(crd(r, c)); /* even; col + 1 is crd(r, c + 1)'s */
+      const int64_t v = g.vocab0 + col0 + col;
+      DsT d0 = fc_from_float<DsT>(0.0f), d1 = d0; /* fc_dlogit's 0 for an ignored token */
+      if (valid) {
+        d0 = fc_round_dlogit<DsT>(fc_dlogit(rt, a(r, c), v, g.tk, o), kTf32);
+        d1 = fc_round_dlogit<DsT>(fc_dlogit(rt, a(r, c + 1), v + 1, g.tk, o), kTf32);
+      }
+      fs_store_pair(out, col, d0, d1, ncols - col0 - col, pairs);
     }
   }
 }
@@ -117,6 +212,7 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
   int y_col[R]; /* the label's column in this launch's range, or -1: a 32-bit compare per element */
   fc_state run[R];
   fc_row_grad rg[R];
+  int bad_pairs = 0;
   CUTE_UNROLL
   for (int r = 0; r < R; r++) {
     row[r] = (int64_t)mt * FS_TILE_M + get<0>(crd(r, 0));
@@ -135,14 +231,22 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
       if (row_ok[r]) rg[r] = fc_row_grad_make(g.tk, g.o, g.dl, g.lse, g.smooth_a, i);
       else rg[r] = fc_row_grad{0, 0, 0.0f, 0.0f, 0.0f, 0.0f};
     }
-    /* The layout the epilogue assumes: one row per slot, shared by the lanes of a quad. */
+    /* The layout the epilogue assumes: one row per slot, shared by the lanes of a quad; columns in
+     * pairs (c even: an even column, and c + 1 the next one). */
     int bad = 0;
     CUTE_UNROLL
     for (int c = 0; c < C; c++) bad |= get<0>(crd(r, c)) != get<0>(crd(r, 0));
+    CUTE_UNROLL
+    for (int c = 0; c < C; c += 2) {
+      const int col = get<1>(crd(r, c));
+      bad_pairs |= col % 2 != 0 || get<1>(crd(r, c + 1)) != col + 1;
+    }
     const int r0 = get<0>(crd(r, 0));
     bad |= __shfl_xor_sync(0xffffffffu, r0, 1) != r0 || __shfl_xor_sync(0xffffffffu, r0, 2) != r0;
-    if (bad && g.layout_error) atomicExch(g.layout_error, 1);
+    if ((bad || bad_pairs) && g.layout_error) atomicExch(g.layout_error, 1);
   }
+  /* Pair stores need an even row stride too; without either, one element per store. */
+  const bool pairs = !bad_pairs && g.ld_ds % 2 == 0;
 
   for (int nt = nt0; nt < nt1; nt++) {
     Tensor acc = partition_fragment_C(tiled_mma, take<0, 2>(typename G::TileShape{}));
@@ -151,21 +255,13 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
     state.advance(k_tiles);
     Tensor a = make_tensor(acc.data(), fs_rowcol(acc.layout()));
     const int col0 = nt * FS_TILE_N, ncols = (int)g.n; /* int: n <= INT32_MAX (fs_launch_gemm) */
-    if constexpr (Mode == FS_DLOGITS) {
-      DsT *ds = (DsT *)g.ds;
-      CUTE_UNROLL
-      for (int r = 0; r < R; r++) {
-        if (!row_ok[r]) continue;
-        CUTE_UNROLL
-        for (int c = 0; c < C; c++) {
-          const int col = col0 + get<1>(crd(r, c));
-          if (col < ncols)
-            ds[row[r] * g.ld_ds + col] = fc_round_dlogit<DsT>(fc_dlogit(rg[r], a(r, c), g.vocab0 + col, g.tk, g.o), g.o.tf32);
-        }
-      }
-    } else {
-      fs_fold_tile<G>(g, a, crd, run, row, y_col, col0, ncols);
-    }
+    fs_with_options(g.o, [&](auto cap, auto smooth) {
+      if constexpr (Mode == FS_DLOGITS)
+        fs_store_dlogits<decltype(cap)::value, decltype(smooth)::value, DsT>(g, a, crd, row, row_ok, rg, col0, ncols,
+                                                                             pairs);
+      else
+        fs_fold_tile<decltype(cap)::value, decltype(smooth)::value>(g, a, crd, run, row, y_col, col0, ncols);
+    });
   }
   if constexpr (Mode == FS_STATS) {
     /* The range again from the grid (not kept live across the loop: it cost ptxas 28 bytes of spills). */
@@ -297,6 +393,9 @@ lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lc
                     ((g->m + FS_TILE_M - 1) / FS_TILE_M) * ((g->n + FS_TILE_N - 1) / FS_TILE_N) <= INT32_MAX,
             LCE_EINVAL, "fused-sm90: logits GEMM shape %lld x %lld x %lld out of range", (long long)g->m, (long long)g->n,
             (long long)g->k);
+  LCE_CHECK(st, !g->o.tf32 || g->dtype == LCE_FP32, LCE_EINTERNAL,
+            "fused-sm90: tf32 d_logits (%d) for a %s logits GEMM: the epilogue rounds to tf32 exactly the fp32 ones",
+            g->o.tf32, lce_dtype_name(g->dtype));
   switch (g->dtype) {
     case LCE_BF16: return fs_launch_typed<FsGemm<cutlass::bfloat16_t, __nv_bfloat16>>(g, e, stream, st);
     case LCE_FP16: return fs_launch_typed<FsGemm<cutlass::half_t, __half>>(g, e, stream, st);

@@ -5,6 +5,8 @@
  *   - fs_rowcol's view of a thread's accumulators: every slot r holds one tile row (all its columns
  *     share it), the four lanes of a quad (lane ^ 1, lane ^ 2) hold the same rows in the same slots
  *     (the epilogue's shuffle merge), and the 256 threads together cover the 128 x 256 tile once each;
+ *   - a thread's columns come in pairs: slot c even holds an even column and c + 1 the next one (the
+ *     FS_DLOGITS epilogue stores the two as one 4- or 8-byte store);
  *   - the accumulator fragment has the coordinate tensor's shape (the view applies to both alike);
  *   - the shared storage fits the sm_90 opt-in limit of 227 KiB;
  * for each input type of the GEMM (bf16, fp16, tf32);
@@ -32,7 +34,7 @@ template <class G> static void check_layout(const char *what) {
   EXPECT(smem <= 232448, "%s: %zu bytes of shared storage beyond sm_90's 227 KiB", what, smem);
   std::set<std::pair<int, int>> seen;
   int rows_of[256][8] = {{0}};
-  int bad_rows = 0, duplicates = 0, shape_mismatch = 0, slots = 0;
+  int bad_rows = 0, duplicates = 0, shape_mismatch = 0, slots = 0, bad_pairs = 0;
   for (int t = 0; t < 256; t++) {
     auto thr = mma.get_thread_slice(t);
     Tensor cD = make_identity_tensor(make_shape(Int<FS_TILE_M>{}, Int<FS_TILE_N>{}));
@@ -48,6 +50,7 @@ template <class G> static void check_layout(const char *what) {
       for (int c = 0; c < C; c++) {
         bad_rows += get<0>(crd(r, c)) != rows_of[t][r];
         duplicates += !seen.insert(std::make_pair((int)get<0>(crd(r, c)), (int)get<1>(crd(r, c)))).second;
+        if (c % 2 == 0) bad_pairs += get<1>(crd(r, c)) % 2 != 0 || c + 1 >= C || get<1>(crd(r, c + 1)) != get<1>(crd(r, c)) + 1;
       }
     }
   }
@@ -57,6 +60,7 @@ template <class G> static void check_layout(const char *what) {
   printf("%s: %d row slots per thread, %zu of %d tile elements covered, shared storage %zu bytes\n", what, slots,
          seen.size(), FS_TILE_M * FS_TILE_N, smem);
   EXPECT(bad_rows == 0, "%s: %d accumulators outside their slot's row", what, bad_rows);
+  EXPECT(bad_pairs == 0, "%s: %d column slots not an (even, next) pair", what, bad_pairs);
   EXPECT(quad == 0, "%s: %d slots whose row differs within a quad", what, quad);
   EXPECT(duplicates == 0 && seen.size() == (size_t)FS_TILE_M * FS_TILE_N, "%s: %zu tile elements covered, %d twice",
          what, seen.size(), duplicates);
