@@ -100,6 +100,7 @@ typedef struct fs_workspace {
   lce_fused_plan plan;
   fc_options o;
   int64_t tok_chunk;   /* tokens per backward chunk */
+  int pingpong;        /* the logits GEMM's schedule (fs_schedule_env) */
   int64_t ld;          /* the GEMM operands' row stride: h rounded up to 8 */
   void *hidden_pad;    /* [n x ld], [vp x ld]: zero-padded copies when h % 8 != 0, else NULL */
   void *w_pad;
@@ -138,10 +139,22 @@ static int64_t fs_token_chunk(const lce_case *c) {
   return c->n < chunk ? c->n : chunk;
 }
 
-/* What the subject refuses before it touches a device: a malformed $LCE_FUSED_SM90_TOKEN_CHUNK. */
+/* $LCE_FUSED_SM90_SCHEDULE: the consumer warp groups' schedule of the logits GEMM
+ * (fused_sm90_gemm_config.cuh): unset or "cooperative" 0, "pingpong" 1, anything else -1 (refused).
+ * Both compute the same outputs; the variable lets the bench time one against the other. */
+static int fs_schedule_env(void) {
+  const char *env = getenv("LCE_FUSED_SM90_SCHEDULE");
+  if (env == NULL || strcmp(env, "cooperative") == 0) return 0;
+  return strcmp(env, "pingpong") == 0 ? 1 : -1;
+}
+
+/* What the subject refuses before it touches a device: a malformed $LCE_FUSED_SM90_TOKEN_CHUNK or
+ * $LCE_FUSED_SM90_SCHEDULE. */
 static lce_code fs_check_env(lce_status *st) {
   LCE_CHECK(st, fs_token_chunk_env() >= 0, LCE_EINVAL, "fused-sm90: LCE_FUSED_SM90_TOKEN_CHUNK=%s is not a positive "
             "number of tokens", getenv("LCE_FUSED_SM90_TOKEN_CHUNK"));
+  LCE_CHECK(st, fs_schedule_env() >= 0, LCE_EINVAL, "fused-sm90: LCE_FUSED_SM90_SCHEDULE=%s is neither cooperative nor "
+            "pingpong", getenv("LCE_FUSED_SM90_SCHEDULE"));
   return LCE_OK;
 }
 
@@ -152,6 +165,7 @@ static lce_code fs_workspace_create(fs_workspace *ws, const lce_case *c, cudaStr
   lce_fused_plan_make(&ws->plan, c);
   ws->o = fc_make_options(c, &ws->plan);
   ws->tok_chunk = fs_token_chunk(c);
+  ws->pingpong = fs_schedule_env();
   ws->ld = (c->h + 7) / 8 * 8;
   ws->dh_dtype = LCE_FP32;
 #if defined(LCE_MUTANT_SM90_BF16_DHIDDEN_ACCUM)
@@ -215,6 +229,7 @@ static fs_gemm fs_gemm_make(const fs_workspace *ws, const fc_problem *p, int64_t
   g.m = tok, g.n = rows, g.k = ws->ld, g.token0 = t0, g.vocab0 = row0;
   g.tk = p->tk, g.o = ws->o;
   g.layout_error = ws->layout_error;
+  g.pingpong = ws->pingpong;
   return g;
 }
 

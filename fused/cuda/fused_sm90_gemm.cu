@@ -193,14 +193,15 @@ __device__ __forceinline__ void fs_store_dlogits(const fs_gemm &g, Acc &a, const
 /* The consumer warp groups: the mainloop per vocab tile of the CTA's range, then the epilogue. */
 template <class G, int Mode>
 __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename G::Mainloop &mainloop,
-                                           typename G::Pipeline &pipeline, typename G::SharedStorage &ss, int mt,
-                                           int nt0, int nt1, int k_tiles, int mma_thread) {
+                                           typename G::Pipeline &pipeline, typename G::OrderBarrier &order,
+                                           typename G::SharedStorage &ss, int mt, int half, int nt0, int nt1,
+                                           int k_tiles, int mma_thread) {
   using DsT = typename G::DsT_;
   const fs_gemm &g = p.g;
   typename G::TiledMma tiled_mma;
   typename G::Mainloop::PipelineState state; /* consumer start: stage 0, phase 0 */
   auto thr = tiled_mma.get_thread_slice(mma_thread);
-  Tensor cD = make_identity_tensor(make_shape(Int<FS_TILE_M>{}, Int<FS_TILE_N>{}));
+  Tensor cD = make_identity_tensor(make_shape(Int<G::kMmaM>{}, Int<FS_TILE_N>{}));
   Tensor tCcD = thr.partition_C(cD);
   Tensor crd = make_tensor(tCcD.data(), fs_rowcol(tCcD.layout()));
   constexpr int R = decltype(size<0>(crd))::value;
@@ -215,7 +216,7 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
   int bad_pairs = 0;
   CUTE_UNROLL
   for (int r = 0; r < R; r++) {
-    row[r] = (int64_t)mt * FS_TILE_M + get<0>(crd(r, 0));
+    row[r] = (int64_t)mt * FS_TILE_M + half * G::kMmaM + get<0>(crd(r, 0));
     row_ok[r] = row[r] < g.m;
     const int64_t i = g.token0 + (row_ok[r] ? row[r] : 0);
     const int64_t y = row_ok[r] ? g.tk.labels[i] : g.tk.ignore_index, yl = y - g.vocab0;
@@ -248,11 +249,16 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
   /* Pair stores need an even row stride too; without either, one element per store. */
   const bool pairs = !bad_pairs && g.ld_ds % 2 == 0;
 
+  /* Pingpong: the producer loads the halves' tiles in turn, so the second group's first stage follows
+   * the first group's first tile, and each group steps over the other's tiles. */
+  if (half == 1) state.advance(k_tiles);
   for (int nt = nt0; nt < nt1; nt++) {
     Tensor acc = partition_fragment_C(tiled_mma, take<0, 2>(typename G::TileShape{}));
+    if (G::kPingpong) order.wait();
     mainloop.mma(pipeline, state, acc, k_tiles, mma_thread, ss.tensors, p.mainloop);
+    if (G::kPingpong) order.arrive(); /* the other group's mainloop may start */
     mainloop.mma_tail(pipeline, state, k_tiles);
-    state.advance(k_tiles);
+    state.advance(k_tiles * G::kHalves);
     Tensor a = make_tensor(acc.data(), fs_rowcol(acc.layout()));
     const int col0 = nt * FS_TILE_N, ncols = (int)g.n; /* int: n <= INT32_MAX (fs_launch_gemm) */
     fs_with_options(g.o, [&](auto cap, auto smooth) {
@@ -293,10 +299,14 @@ template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs
   pp.role = wg == 0 ? (warp_idx == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::NonParticipant)
                     : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x % 128 == 0;
-  pp.num_consumers = 256;
+  pp.num_consumers = G::kConsumers;
   pp.num_producers = 1;
   pp.transaction_bytes = p.mainloop.tma_transaction_bytes;
   Pipeline pipeline(ss.pipeline, pp, FsClusterShape{});
+  typename G::OrderBarrier::Params op;
+  op.group_id = wg == 2 ? 1 : 0; /* consumer warp group 1 starts, 2 follows (pingpong only) */
+  op.group_size = 128;
+  typename G::OrderBarrier order(ss.order, op);
   __syncthreads(); /* the barriers' initialization is visible to every warp */
 
   typename G::Mainloop mainloop;
@@ -312,17 +322,20 @@ template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs
     cutlass::arch::warpgroup_reg_dealloc<40>();
     if (warp_idx == 0) {
       auto state = cutlass::make_producer_start_state<Pipeline>();
-      for (int nt = nt0; nt < nt1; nt++) {
-        auto k_iter = cute::make_coord_iterator(shape<3>(get<0>(load_inputs)));
-        mainloop.load(p.mainloop, pipeline, state, load_inputs, make_coord(mt, nt, _, 0), k_iter, k_tiles, lane, 0u,
-                      ss.tensors);
-        state.advance(k_tiles);
-      }
+      for (int nt = nt0; nt < nt1; nt++)
+        for (int h = 0; h < G::kHalves; h++) { /* pingpong: the first group's half, then the second's */
+          auto k_iter = cute::make_coord_iterator(shape<3>(get<0>(load_inputs)));
+          mainloop.load(p.mainloop, pipeline, state, load_inputs, make_coord(mt * G::kHalves + h, nt, _, 0), k_iter,
+                        k_tiles, lane, 0u, ss.tensors);
+          state.advance(k_tiles);
+        }
       mainloop.load_tail(pipeline, state);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<232>();
-    fs_consume<G, Mode>(p, mainloop, pipeline, ss, mt, nt0, nt1, k_tiles, (int)threadIdx.x - 128);
+    const int t = (int)threadIdx.x - 128; /* 0..255 over the two consumer groups */
+    if (G::kPingpong) fs_consume<G, Mode>(p, mainloop, pipeline, order, ss, mt, t / 128, nt0, nt1, k_tiles, t % 128);
+    else fs_consume<G, Mode>(p, mainloop, pipeline, order, ss, mt, 0, nt0, nt1, k_tiles, t);
   }
 #endif
 }
@@ -388,6 +401,21 @@ int64_t fs_stats_splits(int64_t n) {
   return (n_tiles + per - 1) / per; /* every range non-empty */
 }
 
+/* The launch of one schedule (fs_gemm.pingpong) for the GEMM's input type. */
+template <bool kPingpong> static lce_code fs_launch_schedule(const fs_gemm *g, fs_epilogue e, cudaStream_t stream,
+                                                             lce_status *st) {
+  switch (g->dtype) {
+    case LCE_BF16: return fs_launch_typed<FsGemm<cutlass::bfloat16_t, __nv_bfloat16, kPingpong>>(g, e, stream, st);
+    case LCE_FP16: return fs_launch_typed<FsGemm<cutlass::half_t, __half, kPingpong>>(g, e, stream, st);
+    case LCE_FP32:
+      if (g->o.tf32) return fs_launch_typed<FsGemm<cutlass::tfloat32_t, float, kPingpong>>(g, e, stream, st);
+      break;
+    default: break;
+  }
+  return lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "fused-sm90: no %s%s logits GEMM", lce_dtype_name(g->dtype),
+                  g->dtype == LCE_FP32 ? " (IEEE)" : "");
+}
+
 lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lce_status *st) {
   LCE_CHECK(st, g->m >= 1 && g->n >= 1 && g->k >= 1 && g->m <= INT32_MAX && g->n <= INT32_MAX && g->k % 8 == 0 &&
                     ((g->m + FS_TILE_M - 1) / FS_TILE_M) * ((g->n + FS_TILE_N - 1) / FS_TILE_N) <= INT32_MAX,
@@ -396,16 +424,8 @@ lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lc
   LCE_CHECK(st, !g->o.tf32 || g->dtype == LCE_FP32, LCE_EINTERNAL,
             "fused-sm90: tf32 d_logits (%d) for a %s logits GEMM: the epilogue rounds to tf32 exactly the fp32 ones",
             g->o.tf32, lce_dtype_name(g->dtype));
-  switch (g->dtype) {
-    case LCE_BF16: return fs_launch_typed<FsGemm<cutlass::bfloat16_t, __nv_bfloat16>>(g, e, stream, st);
-    case LCE_FP16: return fs_launch_typed<FsGemm<cutlass::half_t, __half>>(g, e, stream, st);
-    case LCE_FP32:
-      if (g->o.tf32) return fs_launch_typed<FsGemm<cutlass::tfloat32_t, float>>(g, e, stream, st);
-      break;
-    default: break;
-  }
-  return lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "fused-sm90: no %s%s logits GEMM", lce_dtype_name(g->dtype),
-                  g->dtype == LCE_FP32 ? " (IEEE)" : "");
+  if (g->pingpong) return fs_launch_schedule<true>(g, e, stream, st);
+  return fs_launch_schedule<false>(g, e, stream, st);
 }
 
 lce_code fs_launch_combine_splits(const float *partial, int64_t splits, int64_t m, int64_t token0, fc_stats shard,

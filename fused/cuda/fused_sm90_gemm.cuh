@@ -45,6 +45,7 @@ typedef struct fs_gemm {
   void *ds;           /* [m x ld_ds] dtype */
   int64_t ld_ds;
   int *layout_error;  /* device flag: set when the accumulator layout is not the one the epilogue assumes */
+  int pingpong;       /* the consumer warp groups' schedule: 1 pingpong, 0 cooperative (fused_sm90_gemm_config.cuh) */
 } fs_gemm;
 
 /* The vocab tile (columns per CTA tile) and the token tile. */

@@ -11,6 +11,9 @@
 #include <cutlass/gemm/collective/collective_mma.hpp>
 #include <cutlass/gemm/collective/builders/sm90_gmma_builder.inl>
 #include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include <type_traits>
 
 #include "fused_sm90_gemm.cuh"
 
@@ -23,24 +26,41 @@ using namespace cute;
 using FsClusterShape = Shape<_1, _1, _1>;
 
 /* The mainloop and the shared storage for one input type (Element: CUTLASS's; DsT: the CUDA type of
- * d_logits). A k-tile of 128 bytes of each row: 64 bf16/fp16 elements, 32 tf32 ones (wgmma's k8 step),
- * so that a pipeline stage holds 48 KiB for either (four stages in shared memory); TMA loads 16-byte
- * vectors (8 or 4 elements). tf32 reads fp32 operands whose values are already tf32 (rounded by the
- * driver), so the tensor cores' dropping of the low 13 bits is exact. */
-template <typename Element, typename DsT> struct FsGemm {
+ * d_logits) and one schedule of the two consumer warp groups over the CTA's 128-token tile (fs_gemm's
+ * pingpong):
+ *   cooperative (kPingpong false): both on one 128 x 256 MMA tile, 64 rows each; every tile's epilogue
+ *     follows its mainloop in both groups at once, the tensor cores idle meanwhile;
+ *   pingpong: each group on its own 64-token half, over the same vocab tiles in the same order, their
+ *     mainloops taking turns (an ordered barrier), so that one group's epilogue runs under the other's
+ *     wgmma; W's tile is loaded once per half.
+ * A thread holds the same accumulators of a 64-row half in both (the cooperative tile's MMA atoms are
+ * the pingpong one's, stacked), so both fold each row over the same columns in the same order.
+ * A k-tile of 128 bytes of each row: 64 bf16/fp16 elements, 32 tf32 ones (wgmma's k8 step);
+ * StageCountAuto fills shared memory with stages (4 of 48 KiB cooperative, 5 of 40 KiB pingpong); TMA
+ * loads 16-byte vectors (8 or 4 elements). tf32 reads fp32 operands whose values are already tf32
+ * (rounded by the driver), so the tensor cores' dropping of the low 13 bits is exact. */
+template <typename Element, typename DsT, bool kPingpong_> struct FsGemm {
+  static constexpr bool kPingpong = kPingpong_;
   static constexpr int kTileK = 128 / (int)sizeof(Element);
   static constexpr int kAlign = 16 / (int)sizeof(Element);
-  using TileShape = Shape<Int<FS_TILE_M>, Int<FS_TILE_N>, Int<kTileK>>;
+  static constexpr int kMmaM = kPingpong ? FS_TILE_M / 2 : FS_TILE_M; /* rows of one MMA tile */
+  static constexpr int kHalves = FS_TILE_M / kMmaM;                  /* MMA tiles per token tile */
+  static constexpr int kConsumers = kPingpong ? 128 : 256;           /* threads consuming each stage */
+  using Schedule = typename std::conditional<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                             cutlass::gemm::KernelTmaWarpSpecializedCooperative>::type;
+  using TileShape = Shape<Int<kMmaM>, Int<FS_TILE_N>, Int<kTileK>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, kAlign, Element,
       cutlass::layout::ColumnMajor, kAlign, float, TileShape, FsClusterShape, cutlass::gemm::collective::StageCountAuto,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      Schedule>::CollectiveOp;
   using TiledMma = typename Mainloop::TiledMma;
   using Pipeline = typename Mainloop::MainloopPipeline;
+  using OrderBarrier = cutlass::OrderedSequenceBarrier<1, 2>; /* pingpong: the groups' mainloops in turn */
   using DsT_ = DsT;
   struct SharedStorage {
     typename Mainloop::TensorStorage tensors;
     alignas(16) typename Mainloop::PipelineStorage pipeline;
+    alignas(16) typename OrderBarrier::SharedStorage order;
   };
   struct Params {
     typename Mainloop::Params mainloop;
