@@ -243,7 +243,7 @@ static int run_own(const bench_args *a, bench_report *rep, lce_status *st) {
       snprintf(fs.status, sizeof fs.status, "ran");
       fs.fwd_ms = res.engine_fwd_ms, fs.bwd_ms = res.engine_bwd_ms, fs.total_ms = res.engine_fwd_ms + res.engine_bwd_ms;
       fs.extra_bytes = res.engine_workspace_bytes;
-      snprintf(fs.note, sizeof fs.note, "%.70s; free memory fell %.3f GB; loss %.4f; vs fused-cuda: lse %.1e, "
+      snprintf(fs.note, sizeof fs.note, "%.84s; free memory fell %.3f GB; loss %.4f; vs fused-cuda: lse %.1e, "
                "d_hidden %.1e, d_weight %.1e", res.engine_note, res.engine_measured_extra_bytes / 1e9,
                res.engine_loss_mean, res.engine_lse_maxdiff, res.engine_dhidden_reldiff, res.engine_gradw_reldiff);
     } else {

@@ -415,8 +415,9 @@ static lce_code fs_bench_create(void **ws, const lce_case *c, cudaStream_t s, si
   *ws = w;
   LCE_TRY(fs_workspace_create(w, c, s, st));
   *bytes = w->bytes;
-  snprintf(note, note_size, "token chunk %lld, vocab chunk %lld, cuBLAS workspace %zu MiB", (long long)w->tok_chunk,
-           (long long)w->plan.rows_max, FC_CUBLAS_WORKSPACE_BYTES >> 20);
+  snprintf(note, note_size, "%s, token chunk %lld, vocab chunk %lld, cuBLAS workspace %zu MiB",
+           w->pingpong ? "pingpong" : "cooperative", (long long)w->tok_chunk, (long long)w->plan.rows_max,
+           FC_CUBLAS_WORKSPACE_BYTES >> 20);
   return LCE_OK;
 }
 static lce_code fs_bench_forward(void *ws, const fc_problem *p, lce_status *st) { return fs_forward((fs_workspace *)ws, p, st); }

@@ -13,10 +13,12 @@
  *               to the dtype and stored straight from the accumulators.
  * The math is lce_case.h's; the per-element arithmetic is fused_cuda_device.cuh's.
  *
- * Structure (learned from CUTLASS's sm90 TMA warp-specialized cooperative kernel, not copied): the
- * mainloop is CUTLASS's collective (CollectiveBuilder: TMA loads into a multi-stage smem pipeline,
- * wgmma 64x256x16 from shared memory), one producer warp group (one warp issues TMA) and two consumer
- * warp groups (each 64 rows of the 128 x 256 tile); the kernel around it is ours: a CTA owns one token
+ * Structure (learned from CUTLASS's sm90 TMA warp-specialized cooperative and pingpong kernels, not
+ * copied): the mainloop is CUTLASS's collective (CollectiveBuilder: TMA loads into a multi-stage smem
+ * pipeline, wgmma 64x256x16 from shared memory), one producer warp group (one warp issues TMA) and two
+ * consumer warp groups, each on 64 token rows, in one of two schedules (fused_sm90_gemm_config.cuh;
+ * $LCE_FUSED_SM90_SCHEDULE, fused_sm90.cu): cooperative, both groups on one 128 x 256 tile, or pingpong,
+ * one 64 x 256 tile per group with their mainloops in turn; the kernel around it is ours: a CTA owns one token
  * tile and a contiguous range of vocab tiles (FS_STATS: up to 32 ranges per token tile, so that the
  * partials stay at 32·N·16 bytes; FS_DLOGITS: one vocab tile), in fs_raster's grouped order (L2 reuse),
  * loops the mainloop over them, and runs
@@ -27,7 +29,8 @@
  *
  * Build: fused/cuda/cuda.cmake, only when CUTLASS's headers are found (cmake/FindCUTLASS.cmake), for
  * sm_90a. Run: through the fused-sm90 subject (fused_sm90.cu).
- * Versions: 1 (this): cooperative 128x256x64 tiles, cluster 1x1, non-persistent grid; and the GEMM of
+ * Versions: 1 (this): cooperative 128x256x64 or pingpong 64x256x64 tiles, cluster 1x1, non-persistent
+ * grid, epilogues compiled per option variant (fs_with_options); and the GEMM of
  * mutant-sm90/running-max-zero-init (LCE_MUTANT_SM90_RUNNING_MAX_ZERO_INIT, in its own namespace: fused_sm90.cu). */
 #define LCE_CUDA_WHO "fused-sm90" /* its failures name it (fused_cuda_kernels.cuh) */
 
@@ -57,10 +60,11 @@ __device__ __forceinline__ fc_state fs_shfl_xor(fc_state t, int mask) {
 
 /* The epilogues are compiled once per (softcap, smoothing) pair that a launch can have, chosen per tile
  * by a branch every thread takes alike (fs_with_options): each variant holds only the code it runs, with
- * no per-element branch on a case option. The epilogue is unrolled over a thread's 128 accumulators (a
- * register index must be known at compile time), and one body with every option inline — a softcap's
- * division and tanhf, the smoothing sums, each behind its own branch — was ~197 KB of SASS per kernel,
- * more than the SM's instruction cache holds: ncu's largest stall there was no_instruction. Which
+ * no per-element branch on a case option. Why: the epilogue is unrolled over a thread's 128
+ * accumulators (a register index must be known at compile time), and one body with every option
+ * inline — a softcap's division and tanhf, the smoothing sums, each behind its own branch — is ~100
+ * instructions per accumulator, ~197 KB of SASS per kernel, more than the SM's instruction cache holds
+ * (instruction fetch stalls the warps every tile); the plain variant is ~26 per accumulator. Which
  * variant runs changes no arithmetic: kCap false is fc_softcap with cap 0 and kSmooth false fc_dlogit
  * with ev 0, as the case's options are. */
 template <class F> __device__ __forceinline__ void fs_with_options(const fc_options &o, F &&f) {
