@@ -184,12 +184,13 @@ __device__ __forceinline__ void fs_store_dlogits(const fs_gemm &g, Acc &a, const
     for (int c = 0; c < C; c += 2) {
       const int col = get<1>(crd(r, c)); /* even; col + 1 is crd(r, c + 1)'s */
       const int64_t v = g.vocab0 + col0 + col;
+      const int left = ncols - col0 - col; /* columns of the range from col on */
       DsT d0 = fc_from_float<DsT>(0.0f), d1 = d0; /* fc_dlogit's 0 for an ignored token */
-      if (valid) {
+      if (valid && left >= 1) { /* only columns in range: smoothing reads their class weights */
         d0 = fc_round_dlogit<DsT>(fc_dlogit(rt, a(r, c), v, g.tk, o), kTf32);
-        d1 = fc_round_dlogit<DsT>(fc_dlogit(rt, a(r, c + 1), v + 1, g.tk, o), kTf32);
+        if (left >= 2) d1 = fc_round_dlogit<DsT>(fc_dlogit(rt, a(r, c + 1), v + 1, g.tk, o), kTf32);
       }
-      fs_store_pair(out, col, d0, d1, ncols - col0 - col, pairs);
+      fs_store_pair(out, col, d0, d1, left, pairs);
     }
   }
 }
@@ -250,8 +251,8 @@ __device__ __forceinline__ void fs_consume(typename G::Params const &p, typename
     bad |= __shfl_xor_sync(0xffffffffu, r0, 1) != r0 || __shfl_xor_sync(0xffffffffu, r0, 2) != r0;
     if ((bad || bad_pairs) && g.layout_error) atomicExch(g.layout_error, 1);
   }
-  /* Pair stores need an even row stride too; without either, one element per store. */
-  const bool pairs = !bad_pairs && g.ld_ds % 2 == 0;
+  /* Pair stores need an even row stride and a pair-aligned ds too; without them, one element per store. */
+  const bool pairs = !bad_pairs && g.ld_ds % 2 == 0 && (uintptr_t)g.ds % (2 * sizeof(DsT)) == 0;
 
   /* Pingpong: the producer loads the halves' tiles in turn, so the second group's first stage follows
    * the first group's first tile, and each group steps over the other's tiles. */
@@ -326,11 +327,15 @@ template <class G, int Mode> __global__ void __launch_bounds__(FS_THREADS, 1) fs
     cutlass::arch::warpgroup_reg_dealloc<40>();
     if (warp_idx == 0) {
       auto state = cutlass::make_producer_start_state<Pipeline>();
+      /* Pingpong: the first group's half, then the second's. A half wholly past the tokens (m % 128 in
+       * 1..64) loads the last real block instead of a box wholly out of bounds: its rows are discarded. */
+      const int m_blocks = (int)((p.g.m + G::kMmaM - 1) / G::kMmaM);
       for (int nt = nt0; nt < nt1; nt++)
-        for (int h = 0; h < G::kHalves; h++) { /* pingpong: the first group's half, then the second's */
+        for (int h = 0; h < G::kHalves; h++) {
+          const int mb = min(mt * G::kHalves + h, m_blocks - 1);
           auto k_iter = cute::make_coord_iterator(shape<3>(get<0>(load_inputs)));
-          mainloop.load(p.mainloop, pipeline, state, load_inputs, make_coord(mt * G::kHalves + h, nt, _, 0), k_iter,
-                        k_tiles, lane, 0u, ss.tensors);
+          mainloop.load(p.mainloop, pipeline, state, load_inputs, make_coord(mb, nt, _, 0), k_iter, k_tiles, lane, 0u,
+                        ss.tensors);
           state.advance(k_tiles);
         }
       mainloop.load_tail(pipeline, state);
