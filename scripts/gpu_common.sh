@@ -14,15 +14,15 @@ if [ -d "$DEPS" ]; then
   export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
-# gpu_start <log name> <last line of the header comment> <default deadline s> "$@": `--help` prints
-# the script's header comment, any other argument is refused (stages and settings come from the
-# environment); then OUT (default gpu-out/), BUILD (LCE_GPU_BUILD, default build-gpu/), DEADLINE_S
+# gpu_start <log name> <default deadline s> "$@": `--help` prints the script's header comment (from
+# line 2 to the first line that is not a comment), any other argument is refused (stages and
+# settings come from the environment); then OUT (default gpu-out/), BUILD (LCE_GPU_BUILD, default build-gpu/), DEADLINE_S
 # (LCE_GPU_DEADLINE_S, else the default), START, and everything printed is tee'd into $OUT/<log name>.
 gpu_start() {
-  local log=$1 help_end=$2 deadline=$3
-  shift 3
+  local log=$1 deadline=$2
+  shift 2
   case "${1:-}" in
-    -h | --help) sed -n "2,${help_end}p" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     "") ;;
     *) echo "$(basename "$0"): no arguments (stages and settings come from the environment; --help)" >&2; exit 2 ;;
   esac

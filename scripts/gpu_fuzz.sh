@@ -29,7 +29,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start fuzz-log 26 540 "$@"
+gpu_start fuzz-log 540 "$@"
 BUNDLE=${LCE_GPU_FUZZ_BUNDLE:-$ROOT/.gpufuzz}
 SECONDS_PER_CAMPAIGN=${LCE_GPU_FUZZ_SECONDS:-120}
 JOBS=${LCE_GPU_JOBS:-$(nproc)}

@@ -34,10 +34,11 @@
 #   sm90-matrix after the benches: fused-cuda's own tests (the shared run() and d_logit arithmetic),
 #               fused-cuda on the default matrix, fused-sm90 on the default and wide ones (fused-cuda's
 #               goldens), and each of fused-sm90's own mutants (mutant-sm90/*) failing cases of the
-#               default matrix with no errors
+#               default matrix with no errors; then fused-sm90's pingpong schedule on the default matrix
+#               and through tests/test_fused_sm90 (LCE_FUSED_SM90_SCHEDULE=pingpong)
 #   bench-sm90  lcecheck bench at 8192x4096x128256 once per fused-sm90 backward token chunk in
 #               LCE_SM90_BENCH_CHUNKS (default "1024 4096"; the bench stage runs the default 2048): its
-#               memory against its time
+#               memory against its time; then once with the pingpong schedule (default token chunk)
 #   sanitizers-sm90  compute-sanitizer memcheck over tests/test_fused_sm90 (the TMA/wgmma kernels and
 #               their direct d_logits stores), then racecheck over it judged by scripts/gpu_racecheck.sh
 #               (0 hazards in fs_*/fc_* kernels; shared-memory hazards inside the wgmma mainloop's
@@ -62,7 +63,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 55 540 "$@"
+gpu_start log 540 "$@"
 JOBS=${LCE_GPU_JOBS:-$(nproc)}
 STAGES=${LCE_GPU_STAGES:-build gputests probe check medium compare bench sanitizers}
 PREDICT_FACTOR=${LCE_PREDICT_FACTOR:-3}
@@ -185,11 +186,17 @@ if has_stage bench-sm90; then
     sm90_step "bench 8192x4096x128256, fused-sm90 token chunk $chunk" pass 90 env LCE_FUSED_SM90_TOKEN_CHUNK="$chunk" \
       "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
   done
+  sm90_step "bench 8192x4096x128256, fused-sm90 pingpong" pass 90 env LCE_FUSED_SM90_SCHEDULE=pingpong \
+    "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
 fi
 if has_stage sm90-matrix; then
   sm90_step "ctest fused-cuda, fused-sm90 matrices, sm90 mutants" pass 240 ctest --test-dir "$BUILD" \
     -R '^(test_fused_cuda|test_fused_cuda_epilogue|conformance_fused_cuda_default|conformance_fused_sm90_(default|wide)|conformance_mutant_sm90_.*_caught)$' \
     -j "$JOBS" --output-on-failure --no-tests=error
+  sm90_step "fused-sm90 pingpong on the default matrix" pass 120 env LCE_FUSED_SM90_SCHEDULE=pingpong \
+    "$LCECHECK" check --subject fused-sm90 --matrix default --quiet
+  sm90_step "fused-sm90 pingpong: tests/test_fused_sm90" pass 240 env LCE_FUSED_SM90_SCHEDULE=pingpong \
+    "$BUILD/tests/test_fused_sm90"
 fi
 if has_stage fuzz; then
   step "gpu_fuzz.sh (replay + campaigns)" pass "$(left)" env LCE_GPU_DEADLINE_S=$(($(left) - 10)) \

@@ -51,7 +51,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=scripts/gpu_common.sh
 . "$ROOT/scripts/gpu_common.sh"
-gpu_start log 48 560 "$@"
+gpu_start log 560 "$@"
 STAGES=${LCE_EXT_STAGES:-build production matrix}
 SUBJECTS=${LCE_EXT_SUBJECTS:-torch-eager,liger,liger-fp32-accum,cce,cce-exact,megatron-vocab-parallel}
 CASES=${LCE_EXT_CASES:-bf16.untied.tp1.n8192.h4096.v128256.vp128256.vc4096.mean.ign5.fresh.normal.s1}
