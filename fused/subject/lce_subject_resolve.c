@@ -54,10 +54,17 @@ const lce_subject *lce_subject_resolve(const char *spec, lce_status *st) {
   if (has_prefix(spec, LCE_PLUGIN_PREFIX)) return own(lce_plugin_open(spec + strlen(LCE_PLUGIN_PREFIX), st), lce_plugin_close, st);
   if (has_prefix(spec, LCE_EXEC_PREFIX))
     return own(lce_exec_subject_open(spec + strlen(LCE_EXEC_PREFIX), st), lce_exec_subject_close, st);
-  char known[768] = "";
-  for (size_t i = 0; i < lce_subject_count(); i++)
-    snprintf(known + strlen(known), sizeof known - strlen(known), " %s", lce_subject_at(i)->name);
+  /* The subjects by name and the mutants (names with a '/') by count: the whole list outgrows a
+   * status message, and `lcecheck list` prints it. */
+  char known[512] = "";
+  size_t mutants = 0;
+  for (size_t i = 0; i < lce_subject_count(); i++) {
+    const char *name = lce_subject_at(i)->name;
+    if (strchr(name, '/')) mutants++;
+    else snprintf(known + strlen(known), sizeof known - strlen(known), " %s", name);
+  }
   lce_fail(st, LCE_EINVAL, __FILE__, __LINE__,
-           "unknown subject '%s'; known subjects:%s; or plugin:PATH[#NAME], exec:CMD", spec, known);
+           "unknown subject '%s'; known subjects:%s, %zu mutants (lcecheck list); or plugin:PATH[#NAME], exec:CMD", spec,
+           known, mutants);
   return NULL;
 }
