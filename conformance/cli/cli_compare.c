@@ -246,18 +246,21 @@ static void compare_print_case_text(const compare_args *a, const case_run *run, 
     for (int k = 0; k < a->count; k++) {
       const lce_output_verdict *ov = &run->res[k].verdict.out[o];
       if (!run->ran[k] || run->res[k].error || !ov->judged) continue;
-      char bias[16]; /* undefined over too few elements (lce_metrics.h) */
+      char relerr[16], bias[16]; /* undefined metrics print as '-' (lce_metrics.h) */
+      cli_cell(relerr, sizeof relerr, ov->metrics.undefined[LCE_METRIC_RELERR] ? NAN : ov->metrics.v[LCE_METRIC_RELERR],
+               "%.4e");
       cli_cell(bias, sizeof bias, ov->metrics.undefined[LCE_METRIC_BIAS] ? NAN : ov->metrics.v[LCE_METRIC_BIAS], "%.4e");
-      printf("  %-12s %-44s %12.4e %12s  %s\n", oname, a->subj[k]->name, ov->metrics.v[LCE_METRIC_RELERR], bias,
-             ov->pass ? "golden ok" : "golden FAIL");
+      printf("  %-12s %-44s %12s %12s  %s\n", oname, a->subj[k]->name, relerr, bias, ov->pass ? "golden ok" : "golden FAIL");
     }
     for (int i = 0; i < a->count; i++)
       for (int j = i + 1; j < a->count; j++) {
         const pair_output *po = &run->pair[i][j][o];
         if (!po->measured) continue;
-        char label[96];
+        char label[96], dist[16], bias[16];
         snprintf(label, sizeof label, "%s - %s", a->subj[i]->name, a->subj[j]->name);
-        printf("  %-12s %-44s %12.4e %12.4e  triangle %s%s%s\n", oname, label, po->distance, po->bias,
+        cli_cell(dist, sizeof dist, po->distance, "%.4e");
+        cli_cell(bias, sizeof bias, po->bias, "%.4e");
+        printf("  %-12s %-44s %12s %12s  triangle %s%s%s\n", oname, label, dist, bias,
                po->triangle_ok ? "ok" : "FAIL", po->predict_checked ? (po->predict_ok ? ", predict ok" : ", predict FAIL: ") : "",
                po->predict_ok ? "" : po->predict_msg);
       }

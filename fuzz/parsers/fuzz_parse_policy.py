@@ -167,7 +167,7 @@ def main():
         gf = lcecheck_golden_files
         atheris.Setup([child_launcher()] + flags, test_one_input)
         atheris.Fuzz()  # never returns: libFuzzer exits the process
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("replay", help="run the inputs without atheris").add_argument("paths", nargs="+")
     args = p.parse_args()
