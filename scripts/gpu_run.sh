@@ -36,9 +36,9 @@
 #               goldens), and each of fused-sm90's own mutants (mutant-sm90/*) failing cases of the
 #               default matrix with no errors; then fused-sm90's pingpong schedule on the default matrix
 #               and through tests/test_fused_sm90 (LCE_FUSED_SM90_SCHEDULE=pingpong)
-#   bench-sm90  lcecheck bench at 8192x4096x128256 once per fused-sm90 backward token chunk in
-#               LCE_SM90_BENCH_CHUNKS (default "1024 4096"; the bench stage runs the default 2048): its
-#               memory against its time; then once with the pingpong schedule (default token chunk)
+#   bench-sm90  lcecheck bench at 8192x4096x128256 once per fused-sm90 schedule (cooperative, pingpong:
+#               LCE_FUSED_SM90_SCHEDULE) at the default token chunk, then once per backward token chunk
+#               in LCE_SM90_BENCH_CHUNKS (default "1024 4096"): its memory against its time
 #   sanitizers-sm90  compute-sanitizer memcheck over tests/test_fused_sm90 (the TMA/wgmma kernels and
 #               their direct d_logits stores), then racecheck over it judged by scripts/gpu_racecheck.sh
 #               (0 hazards in fs_*/fc_* kernels; shared-memory hazards inside the wgmma mainloop's
@@ -182,12 +182,14 @@ if has_stage regen; then
 fi
 has_stage bench && sm90_step "bench" pass 150 sh -c "'$LCECHECK' bench --json >'$RES/bench.json' && '$LCECHECK' bench --render '$RES/bench.json'"
 if has_stage bench-sm90; then
+  for schedule in cooperative pingpong; do
+    sm90_step "bench 8192x4096x128256, fused-sm90 $schedule" pass 90 env LCE_FUSED_SM90_SCHEDULE="$schedule" \
+      "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
+  done
   for chunk in ${LCE_SM90_BENCH_CHUNKS:-1024 4096}; do
     sm90_step "bench 8192x4096x128256, fused-sm90 token chunk $chunk" pass 90 env LCE_FUSED_SM90_TOKEN_CHUNK="$chunk" \
       "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
   done
-  sm90_step "bench 8192x4096x128256, fused-sm90 pingpong" pass 90 env LCE_FUSED_SM90_SCHEDULE=pingpong \
-    "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
 fi
 if has_stage sm90-matrix; then
   sm90_step "ctest fused-cuda, fused-sm90 matrices, sm90 mutants" pass 240 ctest --test-dir "$BUILD" \
