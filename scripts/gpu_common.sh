@@ -16,8 +16,9 @@ fi
 
 # gpu_start <log name> <default deadline s> "$@": `--help` prints the script's header comment (from
 # line 2 to the first line that is not a comment), any other argument is refused (stages and
-# settings come from the environment); then OUT (default gpu-out/), BUILD (LCE_GPU_BUILD, default build-gpu/), DEADLINE_S
-# (LCE_GPU_DEADLINE_S, else the default), START, and everything printed is tee'd into $OUT/<log name>.
+# settings come from the environment); then OUT (default gpu-out/), BUILD (LCE_GPU_BUILD, default
+# build-gpu/), DEADLINE_S (LCE_GPU_DEADLINE_S, else the default), START, and everything printed is
+# tee'd into $OUT/<log name>.
 gpu_start() {
   local log=$1 deadline=$2
   shift 2

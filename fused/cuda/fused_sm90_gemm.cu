@@ -125,14 +125,13 @@ __device__ __forceinline__ void fs_fold_tile(const fs_gemm &g, Acc &a, const Crd
       for (int c = 0; c < C; c++)
         if (a(r, c) != -INFINITY) t.s += expf(a(r, c) - M);
     }
-    CUTE_UNROLL
-    for (int c = 0; c < C; c++) {
-      const float z = a(r, c);
-      if (kSmooth) {
+    if (kSmooth) {
+      CUTE_UNROLL
+      for (int c = 0; c < C; c++) {
         const int col = col0 + get<1>(crd(r, c));
         if (col < ncols) {
           const float w = fc_class_w(g.tk, g.vocab0 + col);
-          t.d += w * (M - z);
+          t.d += w * (M - a(r, c));
           t.sw += w;
         }
       }

@@ -5,8 +5,8 @@
  *     (pingpong: one group per tile), and the CTA 384 with the producer's;
  *   - fs_rowcol's view of a thread's accumulators: every slot r holds one tile row (all its columns
  *     share it), the four lanes of a quad (lane ^ 1, lane ^ 2) hold the same rows in the same slots
- *     (the epilogue's shuffle merge), and the MMA threads together cover
- *     their 128 x 256 or 64 x 256 tile once each;
+ *     (the epilogue's shuffle merge), and the MMA threads together cover their 128 x 256 or 64 x 256
+ *     tile once each;
  *   - a thread's columns come in pairs: slot c even holds an even column and c + 1 the next one (the
  *     FS_DLOGITS epilogue stores the two as one 4- or 8-byte store);
  *   - the accumulator fragment has the coordinate tensor's shape (the view applies to both alike);
