@@ -22,9 +22,11 @@
 #               judged against golden/sm_90/ (the mutant must fail at V >= 128k)
 #   regen       goldens of LCE_REGEN_SUBJECTS (default fused-cuda unfused-cuda: per-architecture,
 #               --arch sm_90; fused-host, fused-host-sm90: golden/) from this device's measurements
-#               over the default, wide and medium (fp64-gpu) matrices, written to the results;
-#               LCE_REGEN_INSTALL=1 also puts them into this machine's tree: the stages after
-#               regen (bench fuzz sanitizers) and a second gpu_run.sh in the same call judge with them
+#               over the default, wide and medium (fp64-gpu) matrices, written in this machine's
+#               tree (so each file's generator line reproduces the committed file) and copied to the
+#               results (the committed ones beside them, golden-before*); the tree gets the committed
+#               goldens back unless LCE_REGEN_INSTALL=1: then the stages after regen (bench fuzz
+#               sanitizers) and a second gpu_run.sh in the same call judge with the new ones
 #   bench       lcecheck bench (fused-sm90's row too in CUTLASS builds)
 #   sm90        fused-sm90 (CUTLASS builds), right after the build: one case under a 45 s limit (a
 #               hang skips every later step that runs fused-sm90), then tests/test_fused_sm90 (its case
@@ -142,13 +144,16 @@ if has_stage production; then
       --tp "$tp" --shapes "${LCE_PROD_SHAPES:-all}" --json
   done
 fi
-# regen_class <golden dir> <policy> <subject> <arch args...>: one regeneration from this device's
-# measurements over LCE_REGEN_MATRICES (default: default, wide and medium@fp64-gpu), sharded over the cores.
+# regen_class <policy> <subject> <arch args...>: one regeneration from this device's measurements over
+# LCE_REGEN_MATRICES (default: default, wide and medium@fp64-gpu), sharded over the cores. It writes into
+# this tree's golden/ (golden/sm_90/ with --arch sm_90), so the generator line each file records is the
+# command that reproduces the committed file (a --golden-dir elsewhere would be recorded and refused by
+# lcecheck_golden.py reproduce).
 REGEN_MATRICES=()
 for m in ${LCE_REGEN_MATRICES:-default wide medium@fp64-gpu}; do REGEN_MATRICES+=(--matrix "$m"); done
 regen_class() {
-  local dir=$1 policy=$2 subject=$3 extra=() jobs=$JOBS
-  shift 3
+  local policy=$1 subject=$2 extra=() jobs=$JOBS
+  shift 2
   # The host subjects run their tiles on OpenMP threads (cores / jobs each): at medium shapes one
   # case takes minutes on one core (conformance/GPU_RUNS.md), so they get a quarter of the shards.
   case $subject in fused-host*) jobs=$(((JOBS + 3) / 4)) ;; esac
@@ -156,28 +161,33 @@ regen_class() {
     unfused-cuda) extra=(--allow-no-mutants "a baseline (the unfused LM head), not an implementation under test") ;;
     fused-host-sm90) extra=(--allow-no-mutants "the host twin under the sm90 GEMM model is fused_host.c itself, whose catalogued mutants fused-host's goldens kill; this class exists to predict fused-cuda (lcecheck compare --predict-factor)") ;;
   esac
-  step "regen $subject ($(basename "$dir"))" any 400 python3 "$ROOT/scripts/lcecheck_golden.py" "$@" \
-    --golden-dir "$dir" --policy "$policy" regen --subject "$subject" "${REGEN_MATRICES[@]}" \
+  step "regen $subject" any 400 python3 "$ROOT/scripts/lcecheck_golden.py" "$@" \
+    --policy "$policy" regen --subject "$subject" "${REGEN_MATRICES[@]}" \
     --jobs "$jobs" --build "$BUILD" --write "${extra[@]}" ${LCE_REGEN_LOOSEN:+--allow-loosen "$LCE_REGEN_LOOSEN"} \
     ${LCE_REGEN_FEWER:+--allow-fewer-matrices "$LCE_REGEN_FEWER"}
 }
 if has_stage regen; then
-  # Start from the committed goldens so that loosening is detected and must be argued. GPU subjects:
-  # golden/sm_90/ (this device must be one); CPU subjects (fused-host, fused-host-sm90; the medium
-  # matrix needs the fp64 GPU tier): golden/.
-  mkdir -p "$RES/golden-sm_90" "$RES/golden"
-  cp "$ROOT"/golden/sm_90/*.golden "$RES/golden-sm_90/" 2>/dev/null
-  cp "$ROOT"/golden/*.golden "$RES/golden/" 2>/dev/null
+  # The committed goldens are the starting point (loosening is detected and must be argued) and are
+  # kept in $RES/golden-before*: the tree gets them back afterwards unless LCE_REGEN_INSTALL=1.
+  # GPU subjects: golden/sm_90/ (this device must be one); CPU subjects (fused-host, fused-host-sm90;
+  # the medium matrix needs the fp64 GPU tier): golden/.
+  mkdir -p "$RES/golden-sm_90" "$RES/golden" "$RES/golden-before-sm_90" "$RES/golden-before"
+  cp "$ROOT"/golden/sm_90/*.golden "$RES/golden-before-sm_90/" 2>/dev/null
+  cp "$ROOT"/golden/*.golden "$RES/golden-before/" 2>/dev/null
   for s in ${LCE_REGEN_SUBJECTS:-fused-cuda unfused-cuda}; do
     case $s in
-      *-cuda) regen_class "$RES/golden-sm_90" "$ROOT/golden/sm_90/policy.txt" "$s" --arch sm_90 ;;
-      fused-host-sm90) regen_class "$RES/golden" "$ROOT/golden/sm_90/policy.txt" "$s" ;;
-      *) regen_class "$RES/golden" "$ROOT/golden/policy.txt" "$s" ;;
+      *-cuda) regen_class "$ROOT/golden/sm_90/policy.txt" "$s" --arch sm_90 ;;
+      fused-host-sm90) regen_class "$ROOT/golden/sm_90/policy.txt" "$s" ;;
+      *) regen_class "$ROOT/golden/policy.txt" "$s" ;;
     esac
   done
+  cp "$ROOT"/golden/sm_90/*.golden "$RES/golden-sm_90/" 2>/dev/null
+  cp "$ROOT"/golden/*.golden "$RES/golden/" 2>/dev/null
   if [ "${LCE_REGEN_INSTALL:-0}" = 1 ]; then
-    step "install regenerated goldens into $ROOT/golden" pass 10 sh -c \
-      "cp '$RES'/golden-sm_90/*.golden '$ROOT/golden/sm_90/' && cp '$RES'/golden/*.golden '$ROOT/golden/'"
+    echo "regen: the regenerated goldens stay in $ROOT/golden for the stages after this one"
+  else
+    step "restore the committed goldens in $ROOT/golden" pass 10 sh -c \
+      "cp '$RES'/golden-before-sm_90/*.golden '$ROOT/golden/sm_90/' && cp '$RES'/golden-before/*.golden '$ROOT/golden/'"
   fi
 fi
 has_stage bench && sm90_step "bench" pass 150 sh -c "'$LCECHECK' bench --json >'$RES/bench.json' && '$LCECHECK' bench --render '$RES/bench.json'"
