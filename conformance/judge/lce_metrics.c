@@ -1,12 +1,19 @@
 /* lce_metrics.c — error metrics of one subject output against the oracle (see lce_metrics.h).
  *
- * Every sum runs in long double with Neumaier compensation: a d_weight of millions of elements
+ * Every sum is a double-double (an unevaluated pair hi + lo) into which each term enters as the exact
+ * value of its product (TwoProduct: p + e = a b exactly, by fma): a d_weight of millions of elements
  * summed naively in double would add relative error ~1e-10 to the metric, and a bias of 1e-9 (a
- * real tensor-core effect) must stay measurable. Elements whose oracle value is non-finite in the
+ * real tensor-core effect) must stay measurable. Each sum is within about n 2^-105 of the exact sum of
+ * the exact terms (a product of three or four factors: of its exact value) relative to the sum of their
+ * magnitudes, and rounds once at the end: the double nearest the exact sum, whatever the order of the
+ * elements, unless that sum lies within this distance of a tie. In double arithmetic without branches:
+ * long double would run on the x87 unit, several times slower, and this loop sees every element. Elements whose oracle value is non-finite in the
  * output format are left to the class checks (their metric would be Inf - Inf); a subject value
  * that is non-finite where the oracle is finite makes the metrics infinite (bias NaN: its sign is
  * meaningless), so no bound can pass it even if a caller skipped the class checks. */
 #include "lce_metrics.h"
+
+#include "lce_dd.h"
 
 #include <math.h>
 #include <string.h>
@@ -23,23 +30,40 @@ int lce_metric_parse(const char *s, lce_metric *out) {
   return 0;
 }
 
-/* Neumaier's compensated sum: the running error term c catches what each addition rounds away,
- * including when the new term is larger than the sum so far (where Kahan's variant loses it).
- * Sum k of acc: s[k] + c[k]. */
+/* The sums of lce_compare_acc, in this order. */
 enum { SUM_ERR2, SUM_REF2, SUM_CROSS, SUM_MAG2, SUM_REF4, SUM_RND, SUM_FLIP, SUM_OUTR, SUM_ACC, SUM_ACCM, SUM_FLIP2, SUM_MAG4, SUM_MAGR, SUM_RND2,
        SUM_OUTS_R, SUM_OUTS_RND, SUM_OUTV, SUM_TC_A2, SUM_TC_M2, SUM_TC_AR, SUM_COUNT };
-_Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(long double) &&
-                   SUM_COUNT == sizeof(((lce_compare_acc *)0)->c) / sizeof(long double),
-               "lce_compare_acc holds every sum and its compensation");
+_Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(double) &&
+                   SUM_COUNT == sizeof(((lce_compare_acc *)0)->c) / sizeof(double),
+               "lce_compare_acc holds every sum and its low part");
 
-static inline void comp_add(lce_compare_acc *a, int k, long double x) {
-  long double t = a->s[k] + x;
-  if (fabsl(a->s[k]) >= fabsl(x)) a->c[k] += (a->s[k] - t) + x;
-  else a->c[k] += (x - t) + a->s[k];
-  a->s[k] = t;
+/* The terms are double-doubles (lce_dd.h) that only enter sums, so need not be normalized. |h + l|: */
+static inline lce_dd dd_abs(lce_dd x) { return x.h < 0.0 ? (lce_dd){-x.h, -x.l} : x; }
+
+/* (h + l) b within 2^-105 |(h + l) b|: h b exactly, l b rounded (|l| <= ulp(h) / 2). */
+static inline lce_dd dd_scale(lce_dd x, double b) {
+  lce_dd p = lce_dd_prod(x.h, b);
+  p.l += x.l * b;
+  return p;
 }
 
-static long double comp_value(const lce_compare_acc *a, int k) { return a->s[k] + a->c[k]; }
+/* (h + l)^2 within 2^-104 of it: h^2 exactly, 2 h l rounded, l^2 (2^-106 of it) dropped. */
+static inline lce_dd dd_square(lce_dd x) {
+  lce_dd p = lce_dd_prod(x.h, x.h);
+  p.l += 2.0 * x.h * x.l;
+  return p;
+}
+
+/* Sum k += x: TwoSum of the high parts, its error and x's low part into the low sum. */
+static inline void acc_add(lce_compare_acc *a, int k, lce_dd x) {
+  double e;
+  a->s[k] = lce_two_sum(a->s[k], x.h, &e);
+  a->c[k] += e + x.l;
+}
+
+/* The sum rounded once; an infinite high part (a term beyond double's range) is the sum, where its
+ * low part holds Inf - Inf. */
+static double acc_value(const lce_compare_acc *a, int k) { return isfinite(a->s[k]) ? a->s[k] + a->c[k] : a->s[k]; }
 
 /* Statistics over too few elements are undefined (see LCE_STAT_MIN_ELEMS); so is bias where r == 0
  * everywhere (neff 0) and ulpfrac without per-element ulps (well_conditioned 0). */
@@ -75,10 +99,12 @@ static boundary boundary_at(lce_dtype fmt, double p, double rounded) {
   return (boundary){fmin(above / 2 - e, below / 2 + e), fmax(above, below)};
 }
 
+/* fma inline where the CPU has it (lce_dd.h): TwoProduct is most of this loop. */
+LCE_TARGET_CLONES("fma", "default")
 void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int64_t i0, int64_t i1,
                        const lce_ref_output *ref, const unsigned char *mask, lce_compare_acc *acc, lce_comparison *cmp) {
   const lce_dtype fmt = lce_output_format(c, o);
-  long double maxscaled = acc->maxscaled;
+  double maxscaled = acc->maxscaled;
   /* How far a correct kernel's element may sit from r or rnd before its output rounding (term outv,
    * lce_kernel_reach): its output rounding can differ from R(r) or R(rnd) only where r or rnd sits within
    * D_i of a boundary. */
@@ -91,88 +117,96 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
       continue;
     }
     if (!isfinite(ref->rounded[i]) || !isfinite(ref->value[i])) continue; /* class checks judge it */
-    const double xi = x[i - i0], r = ref->value[i];
+    const double xi = x[i - i0], r = ref->value[i], ar = fabs(r);
     cmp->judged++;
-    int well = ref->mag[i] <= LCE_ULPFRAC_MAXCOND * fabs(r);
+    int well = ref->mag[i] <= LCE_ULPFRAC_MAXCOND * ar;
     double emag = ref->emag ? ref->emag[i] : ref->mag[i];
     cmp->well_conditioned += well;
-    comp_add(acc, SUM_MAG2, (long double)emag * emag);
-    comp_add(acc, SUM_MAG4, (long double)emag * emag * emag * emag);
+    const lce_dd emag2 = lce_dd_prod(emag, emag);
+    acc_add(acc, SUM_MAG2, emag2);
+    acc_add(acc, SUM_MAG4, dd_square(emag2));
     if (!isfinite(xi)) {
       cmp->subject_nonfinite = 1;
       cmp->beyond_ulps += well;
       continue;
     }
-    long double d = (long double)xi - (long double)r;
-    comp_add(acc, SUM_ERR2, d * d);
-    comp_add(acc, SUM_REF2, (long double)r * r);
-    comp_add(acc, SUM_REF4, (long double)r * r * r * r);
-    comp_add(acc, SUM_CROSS, d * r);
+    const lce_dd d = lce_dd_sum(xi, -r), r2 = lce_dd_prod(r, r);
+    acc_add(acc, SUM_ERR2, dd_square(d));
+    acc_add(acc, SUM_REF2, r2);
+    acc_add(acc, SUM_REF4, dd_square(r2));
+    acc_add(acc, SUM_CROSS, dd_scale(d, r));
     if (cmp->has_rnd) {
-      const long double dr = (long double)ref->rnd[i] - (long double)r;
-      comp_add(acc, SUM_RND, dr * r);
-      comp_add(acc, SUM_RND2, dr * dr);
+      const lce_dd dr = lce_dd_sum(ref->rnd[i], -r);
+      acc_add(acc, SUM_RND, dd_scale(dr, r));
+      acc_add(acc, SUM_RND2, dd_square(dr));
     }
     if (cmp->has_rnd && ref->flip != NULL) {
-      comp_add(acc, SUM_FLIP, (long double)ref->flip[i] * fabs(r));
-      comp_add(acc, SUM_FLIP2, (long double)ref->flip[i] * ref->flip[i]);
+      acc_add(acc, SUM_FLIP, lce_dd_prod(ref->flip[i], ar));
+      acc_add(acc, SUM_FLIP2, lce_dd_prod(ref->flip[i], ref->flip[i]));
     }
     const double m = ref->mag[i] > 0x1p-126 ? ref->mag[i] : 0x1p-126; /* an fp32 rounding's scale (acc, outv) */
     if (cmp->has_rnd) { /* the output rounding at r or at rnd, whichever is larger (lce_metrics.h, outr_bias) */
       const double rnd_rounded = lce_round_to(fmt, ref->rnd[i]);
       const double at_rnd = fabs(rnd_rounded - ref->rnd[i]); /* beyond the format: a class check's */
-      const long double at_r = fabsl((long double)ref->rounded[i] - (long double)r);
-      comp_add(acc, SUM_OUTR, (isfinite(at_rnd) && at_rnd > at_r ? at_rnd : at_r) * fabs(r));
+      const lce_dd out_r = lce_dd_sum(ref->rounded[i], -r), at_r = dd_abs(out_r);
+      const int rnd_larger = isfinite(at_rnd) && (at_rnd > at_r.h || (at_rnd == at_r.h && at_r.l < 0.0));
+      acc_add(acc, SUM_OUTR, rnd_larger ? lce_dd_prod(at_rnd, ar) : dd_scale(at_r, ar));
       /* The same roundings signed (outs_*), and the variance of the ones the kernel's own error can
        * change (outv_bias): an element within D_i of a boundary (at r or at rnd) may move by one place. */
-      comp_add(acc, SUM_OUTS_R, ((long double)ref->rounded[i] - r) * r);
-      if (isfinite(at_rnd)) comp_add(acc, SUM_OUTS_RND, ((long double)rnd_rounded - ref->rnd[i]) * r);
+      acc_add(acc, SUM_OUTS_R, dd_scale(out_r, r));
+      if (isfinite(at_rnd)) acc_add(acc, SUM_OUTS_RND, dd_scale(lce_dd_sum(rnd_rounded, -ref->rnd[i]), r));
       const boundary at_r_b = boundary_at(fmt, r, ref->rounded[i]);
       const boundary at_rnd_b = isfinite(at_rnd) ? boundary_at(fmt, ref->rnd[i], rnd_rounded) : at_r_b;
-      const double d = (ref->flip != NULL ? ref->flip[i] : 0.0) + d_pertok * ref->mag[i] + d_acc * m;
-      if (at_r_b.dist <= d || at_rnd_b.dist <= d) {
-        const double place = fmax(at_r_b.place, at_rnd_b.place);
-        comp_add(acc, SUM_OUTV, (long double)place * place * r * r);
+      const double reach = (ref->flip != NULL ? ref->flip[i] : 0.0) + d_pertok * ref->mag[i] + d_acc * m;
+      if (at_r_b.dist <= reach || at_rnd_b.dist <= reach) {
+        const double place = fmax(at_r_b.place, at_rnd_b.place); /* a power of two */
+        acc_add(acc, SUM_OUTV, dd_square(lce_dd_prod(place, r)));
       }
     }
     if (cmp->has_rnd) { /* an fp32 rounding errs by u32 of its result, and by u32 2^-126 below the normal range */
-      comp_add(acc, SUM_ACC, (long double)m * m * r * r);
-      comp_add(acc, SUM_ACCM, (long double)m * m);
+      acc_add(acc, SUM_ACC, dd_square(lce_dd_prod(m, r)));
+      acc_add(acc, SUM_ACCM, lce_dd_prod(m, m));
     }
-    if (cmp->has_rnd || cmp->has_tcex) comp_add(acc, SUM_MAGR, (long double)ref->mag[i] * fabs(r));
+    if (cmp->has_rnd || cmp->has_tcex) acc_add(acc, SUM_MAGR, lce_dd_prod(ref->mag[i], ar));
     if (cmp->has_tcex) { /* the magnitude the tensor cores align against, a = mag + tcex (lce_metric_values.tcx) */
       const double mg = ref->mag[i], a = mg + ref->tcex[i];
-      comp_add(acc, SUM_TC_A2, (long double)a * a);
-      comp_add(acc, SUM_TC_M2, (long double)mg * mg);
-      comp_add(acc, SUM_TC_AR, (long double)a * fabs(r));
+      acc_add(acc, SUM_TC_A2, lce_dd_prod(a, a));
+      acc_add(acc, SUM_TC_M2, lce_dd_prod(mg, mg));
+      acc_add(acc, SUM_TC_AR, lce_dd_prod(a, ar));
       if (mg > 0.0 && a / mg > acc->tc_max) acc->tc_max = a / mg;
     }
     /* In ulps of the larger magnitude's binade (lce_metrics.h): an r just below a power of two whose
      * result rounds above it is measured in the ulps the result was rounded to. */
-    if (well && fabsl(d) > (long double)(LCE_ULPFRAC_K * lce_ulp(fmt, fmax(fabs(r), fabs(xi))))) cmp->beyond_ulps++;
-    long double scaled;
-    if (emag > 0) scaled = fabsl(d) / emag;
-    else scaled = d == 0 ? 0 : INFINITY; /* no terms, no room for error */
+    const lce_dd ad = dd_abs(d);
+    const double ulps = LCE_ULPFRAC_K * lce_ulp(fmt, fmax(ar, fabs(xi)));
+    if (well && (ad.h > ulps || (ad.h == ulps && ad.l > 0.0))) cmp->beyond_ulps++;
+    double scaled;
+    if (emag > 0) { /* |d| / emag rounded once: the quotient of the high part, corrected by its remainder */
+      scaled = ad.h / emag;
+      if (isfinite(scaled)) scaled += (fma(-scaled, emag, ad.h) + ad.l) / emag;
+    } else {
+      scaled = ad.h == 0 ? 0 : INFINITY; /* no terms, no room for error */
+    }
     if (scaled > maxscaled) maxscaled = scaled;
   }
   acc->maxscaled = maxscaled;
 }
 
 void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
-  cmp->sum_d2 = (double)comp_value(acc, SUM_ERR2), cmp->sum_r2 = (double)comp_value(acc, SUM_REF2);
-  cmp->sum_dr = (double)comp_value(acc, SUM_CROSS), cmp->sum_r4 = (double)comp_value(acc, SUM_REF4);
-  cmp->sum_emag2 = (double)comp_value(acc, SUM_MAG2), cmp->sum_emag4 = (double)comp_value(acc, SUM_MAG4);
-  cmp->max_scaled = (double)acc->maxscaled;
-  cmp->sum_rnd_r = (double)comp_value(acc, SUM_RND), cmp->sum_flip_r = (double)comp_value(acc, SUM_FLIP);
-  cmp->sum_rnd2 = (double)comp_value(acc, SUM_RND2);
-  cmp->sum_outr_r = (double)comp_value(acc, SUM_OUTR);
-  cmp->sum_outs_r = (double)comp_value(acc, SUM_OUTS_R), cmp->sum_outs_rnd = (double)comp_value(acc, SUM_OUTS_RND);
-  cmp->sum_outv = (double)comp_value(acc, SUM_OUTV);
-  cmp->sum_acc_r = (double)comp_value(acc, SUM_ACC), cmp->sum_acc_m2 = (double)comp_value(acc, SUM_ACCM);
-  cmp->sum_flip2 = (double)comp_value(acc, SUM_FLIP2);
-  cmp->sum_mag_r = (double)comp_value(acc, SUM_MAGR);
-  cmp->sum_tc_a2 = (double)comp_value(acc, SUM_TC_A2), cmp->sum_tc_m2 = (double)comp_value(acc, SUM_TC_M2);
-  cmp->sum_tc_ar = (double)comp_value(acc, SUM_TC_AR);
+  cmp->sum_d2 = acc_value(acc, SUM_ERR2), cmp->sum_r2 = acc_value(acc, SUM_REF2);
+  cmp->sum_dr = acc_value(acc, SUM_CROSS), cmp->sum_r4 = acc_value(acc, SUM_REF4);
+  cmp->sum_emag2 = acc_value(acc, SUM_MAG2), cmp->sum_emag4 = acc_value(acc, SUM_MAG4);
+  cmp->max_scaled = acc->maxscaled;
+  cmp->sum_rnd_r = acc_value(acc, SUM_RND), cmp->sum_flip_r = acc_value(acc, SUM_FLIP);
+  cmp->sum_rnd2 = acc_value(acc, SUM_RND2);
+  cmp->sum_outr_r = acc_value(acc, SUM_OUTR);
+  cmp->sum_outs_r = acc_value(acc, SUM_OUTS_R), cmp->sum_outs_rnd = acc_value(acc, SUM_OUTS_RND);
+  cmp->sum_outv = acc_value(acc, SUM_OUTV);
+  cmp->sum_acc_r = acc_value(acc, SUM_ACC), cmp->sum_acc_m2 = acc_value(acc, SUM_ACCM);
+  cmp->sum_flip2 = acc_value(acc, SUM_FLIP2);
+  cmp->sum_mag_r = acc_value(acc, SUM_MAGR);
+  cmp->sum_tc_a2 = acc_value(acc, SUM_TC_A2), cmp->sum_tc_m2 = acc_value(acc, SUM_TC_M2);
+  cmp->sum_tc_ar = acc_value(acc, SUM_TC_AR);
   cmp->tc_max = acc->tc_max;
 }
 

@@ -26,8 +26,8 @@
  * ulps). An undefined metric is NaN with its flag set, is not bounded, and is printed as "-" or
  * "undefined" in text and null in JSON, never as 0.
  * Every metric comes from one lce_comparison (lce_reference_result.h), whether its sums were made
- * here from per-element values (lce_compare_host: long double with compensation, so the metric adds
- * no visible error) or on the device by a tier that keeps its reference there. */
+ * here from per-element values (lce_compare_host: double-double sums of exact products, so the metric
+ * adds no visible error) or on the device by a tier that keeps its reference there. */
 #ifndef LCE_METRICS_H
 #define LCE_METRICS_H
 
@@ -130,12 +130,12 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
  * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
 typedef struct lce_compare_acc {
-  long double s[20], c[20]; /* compensated sums: d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
+  double s[20], c[20];      /* double-double sums, high and low parts (lce_metrics.c): d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
                              * (term outr), m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn),
                              * flip^2, emag^4, mag |r| (term pertok), (rnd - r)^2 (term rndn), the signed output
                              * roundings at r and at rnd and their variance (terms rnds, outv), and with tcex
                              * a^2, mag^2, a |r| (a = mag + tcex: tcx, against mag |r|); lce_metrics.c's SUM_* */
-  long double maxscaled;
+  double maxscaled;
   double tc_max;            /* max a_i / mag_i (with tcex) */
 } lce_compare_acc;
 void lce_compare_begin(lce_compare_acc *acc, const lce_ref_output *ref, lce_comparison *cmp);

@@ -48,6 +48,7 @@
  * for the probe). */
 #include "lce_gemm_model.h"
 
+#include "lce_dd.h"
 #include "lce_dtype.h"
 
 #include <float.h>
@@ -285,9 +286,7 @@ static float fast_sum_to_fp32(int64_t s, int q) {
 /* One step of k products (k <= FAST_PRODUCTS) for each of `cols` columns at once: c[j] =
  * step(c[j], a, b + j·step). A block whose a holds a special value, and a column whose b or c does,
  * is evaluated by the rule (fused_step). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
-#endif
+LCE_TARGET_CLONES("avx2", "default")
 static void fast_block(const lce_gemm_arch *m, lce_mma_format fmt, float *c, const float *a, ptrdiff_t sa,
                        const float *b, ptrdiff_t sb, ptrdiff_t step, int k, int cols) {
   const uint32_t mask = fmt == LCE_MMA_TF32 ? 0xffffe000u : 0xffffffffu; /* tf32 reads the upper 19 bits */

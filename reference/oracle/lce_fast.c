@@ -149,7 +149,7 @@ static void valid_weight_sum(fast_work *w) {
     const int64_t y = w->in->labels[n];
     if (y == c->ignore_index) continue;
     const double x = c->class_weights ? w->in->class_weight[y] : 1.0;
-    s = fast_two_sum(s, x, &e);
+    s = lce_two_sum(s, x, &e);
     lo += e;
     m += x;
   }
@@ -270,7 +270,7 @@ static void run_loss(fast_work *w, int poisoned) {
   if (c->reduction == LCE_RED_MEAN && w->sw == 0.0) return fast_put_exact(c, w->res, LCE_OUT_LOSS, 0, 0.0);
   double hi = 0.0, lo = 0.0, m = 0.0, e = 0.0, mag = 0.0, t;
   for (int64_t n = 0; n < c->n; n++) {
-    hi = fast_two_sum(hi, w->loss[n], &t);
+    hi = lce_two_sum(hi, w->loss[n], &t);
     lo += t;
     m += fabs(w->loss[n]);
     e = lce_add_up(e, w->loss_err[n]);

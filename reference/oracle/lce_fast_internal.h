@@ -5,28 +5,12 @@
 #define LCE_FAST_INTERNAL_H
 
 #include "lce_fast.h"
+#include "lce_dd.h"
 #include "lce_oracle_internal.h"
 
 #define FAST_U 0x1p-53          /* unit roundoff of double */
 #define FAST_LIBM (5.0 * FAST_U) /* relative accuracy taken for libm's exp, log, log1p, tanh, cosh */
 #define FAST_TINY 0x1p-1074     /* absolute error of one rounding into the subnormal range */
-
-/* Functions cloned per instruction set (GCC's target_clones: the loader picks the clone the CPU
- * runs); every clone computes the same IEEE operations, so the same bits. GCC only: clang 14 leaves
- * the clones' dispatcher undefined at link time. LCE_FAST_NO_CLONES builds the baseline alone. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(LCE_FAST_NO_CLONES) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define FAST_TARGET_CLONES(...) __attribute__((target_clones(__VA_ARGS__)))
-#else
-#define FAST_TARGET_CLONES(...)
-#endif
-
-/* TwoSum (Knuth): s + e = a + b exactly, also with gradual underflow. */
-static inline double fast_two_sum(double a, double b, double *e) {
-  double s = a + b, bb = s - a;
-  *e = (a - (s - bb)) + (b - bb);
-  return s;
-}
 
 /* gamma_n^2 = (n u / (1 - n u))^2, rounded up; n u < 1/2. */
 static inline double fast_gamma2(int64_t n) {

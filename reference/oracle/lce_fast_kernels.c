@@ -23,7 +23,7 @@
 
 #include "lce_fast_internal.h"
 
-#define FAST_CLONES FAST_TARGET_CLONES("avx512f", "avx2", "default")
+#define FAST_CLONES LCE_TARGET_CLONES("avx512f", "avx2", "default")
 
 /* Eight doubles as one value (GCC and clang vector extensions): element-wise IEEE operations, lowered
  * to whatever vector width the clone has (AVX-512: one register; the baseline: four SSE2 pairs). */

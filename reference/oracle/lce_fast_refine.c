@@ -98,62 +98,22 @@
 #include "lce_fast_internal.h"
 #include "lce_parallel.h"
 
-/* fma is exact-then-rounded wherever it runs: the clone with the FMA instruction inlines it, the
- * baseline calls libm's; the same bits. */
-#define REFINE_CLONES FAST_TARGET_CLONES("fma", "default")
+#define REFINE_CLONES LCE_TARGET_CLONES("fma", "default")
 
 #define DD 0x1p-100
 #define DD_TINY 0x1p-800 /* below: dropped, counted as error */
 #define EXP_TAU 0x1p-865 /* > e^-600: an exp not computed */
 
-typedef struct dd {
-  double h, l;
-} dd;
-
-static inline dd dd_sum(double a, double b) {
-  dd r;
-  r.h = fast_two_sum(a, b, &r.l);
-  return r;
-}
-
-static inline dd dd_add_d(dd x, double y) { /* DWPlusFP */
-  const dd s = dd_sum(x.h, y);
-  return dd_sum(s.h, x.l + s.l);
-}
-
-static inline dd dd_add(dd x, dd y) { /* AccurateDWPlusDW */
-  const dd s = dd_sum(x.h, y.h), t = dd_sum(x.l, y.l);
-  const dd v = dd_sum(s.h, s.l + t.h);
-  return dd_sum(v.h, t.l + v.l);
-}
-
-static inline dd dd_mul_d(dd x, double y) { /* DWTimesFP3 */
-  const double p = x.h * y, e = fma(x.h, y, -p);
-  return dd_sum(p, fma(x.l, y, e));
-}
-
-static inline dd dd_mul(dd x, dd y) { /* DWTimesDW3 */
-  const double p = x.h * y.h, e = fma(x.h, y.h, -p);
-  const double t = fma(x.l, y.h, fma(x.h, y.l, x.l * y.l));
-  return dd_sum(p, e + t);
-}
-
-static inline dd dd_div(dd x, dd y) {
-  const double q = x.h / y.h;
-  const dd qy = dd_mul_d(y, q), r = dd_add(x, (dd){-qy.h, -qy.l});
-  return dd_sum(q, r.h / y.h);
-}
-
 /* ---- exp ---------------------------------------------------------------------------------------- */
 
 enum { EXP_TABLE = 1024 };
-static dd C3, T[EXP_TABLE]; /* 1/6; 2^(j/1024) */
+static lce_dd C3, T[EXP_TABLE]; /* 1/6; 2^(j/1024) */
 static double W[4], L1, L2, L3; /* the doubles nearest 1/24, 1/120, 1/720, 1/5040; ln 2 / 1024 in parts */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* v's leading double-double at 53 + 53 bits, v changed to the remainder. */
-static dd take_dd(mpfr_t v) {
-  dd r;
+static lce_dd take_dd(mpfr_t v) {
+  lce_dd r;
   r.h = mpfr_get_d(v, MPFR_RNDN);
   mpfr_sub_d(v, v, r.h, MPFR_RNDN);
   r.l = mpfr_get_d(v, MPFR_RNDN);
@@ -185,32 +145,32 @@ static void init_constants(void) {
 REFINE_CLONES double fast_exp_dd(double hi, double lo, double *out_lo) {
   pthread_once(&once, init_constants);
   const double k = nearbyint(hi * 0x1.71547652b82fep+10); /* 1024 / ln 2 */
-  dd r = dd_sum(hi, -k * L1);
-  r = dd_add_d(r, -k * L2);
-  r = dd_add_d(r, lo);
-  r = dd_add_d(r, -k * L3);
+  lce_dd r = lce_dd_sum(hi, -k * L1);
+  r = lce_dd_add_d(r, -k * L2);
+  r = lce_dd_add_d(r, lo);
+  r = lce_dd_add_d(r, -k * L3);
   const double w = W[0] + r.h * (W[1] + r.h * (W[2] + r.h * W[3]));
-  dd y = dd_add(C3, dd_mul_d(r, w));
-  y = dd_add_d(dd_mul(r, y), 0.5);
-  y = dd_add_d(dd_mul(r, y), 1.0);
-  y = dd_add_d(dd_mul(r, y), 1.0);
+  lce_dd y = lce_dd_add(C3, lce_dd_mul_d(r, w));
+  y = lce_dd_add_d(lce_dd_mul(r, y), 0.5);
+  y = lce_dd_add_d(lce_dd_mul(r, y), 1.0);
+  y = lce_dd_add_d(lce_dd_mul(r, y), 1.0);
   const int64_t ki = (int64_t)k, j = ((ki % EXP_TABLE) + EXP_TABLE) % EXP_TABLE;
   const int e = (int)((ki - j) / EXP_TABLE);
-  y = dd_mul(T[j], y);
+  y = lce_dd_mul(T[j], y);
   const double scale = lce_pow2(e); /* -867 <= e <= 0: a normal power of two; the products round as ldexp does */
   *out_lo = y.l * scale;
   return y.h * scale;
 }
 
 /* log(s), 1/2 <= s <= 2^800, within *err (log above); 0 when the starting point is too far off. */
-REFINE_CLONES static int log_dd(dd s, dd *y, double *err) {
+REFINE_CLONES static int log_dd(lce_dd s, lce_dd *y, double *err) {
   const double y0 = log(s.h);
-  dd e;
+  lce_dd e;
   e.h = fast_exp_dd(-y0, 0.0, &e.l);
-  const dd r = dd_add(dd_mul(s, e), (dd){-1.0, 0.0});
+  const lce_dd r = lce_dd_add(lce_dd_mul(s, e), (lce_dd){-1.0, 0.0});
   const double rb = lce_add_up(lce_mul_up(1.01, fabs(r.h)), 0x1p-90);
   if (!(rb <= 0x1p-20)) return 0;
-  *y = dd_add_d(r, y0);
+  *y = lce_dd_add_d(r, y0);
   double el = lce_add_up(lce_mul_up(5.2 * DD, 1.0 + rb), lce_mul_up(lce_mul_up(0.51, rb), rb));
   *err = lce_add_up(el, lce_mul_up(DD, lce_add_up(fabs(r.h), fabs(y->h))));
   return 1;
@@ -218,21 +178,21 @@ REFINE_CLONES static int log_dd(dd s, dd *y, double *err) {
 
 /* Softcap c of logit *z within *ez, in place (Softcap above): *z = c tanh(z / c) within the new *ez,
  * *f = sech^2(z / c); *rf raised to f's relative bound. 0 when |z / c| > 300. */
-REFINE_CLONES static int softcap_dd(double c, dd *z, double *ez, dd *f, double *rf) {
-  const dd q = dd_div(*z, (dd){c, 0.0});
+REFINE_CLONES static int softcap_dd(double c, lce_dd *z, double *ez, lce_dd *f, double *rf) {
+  const lce_dd q = lce_dd_div(*z, (lce_dd){c, 0.0});
   const double aq = fabs(q.h);
   if (!(aq <= 300.0)) return 0;
   const int neg = q.h < 0.0;
-  const dd x = neg ? (dd){2.0 * q.h, 2.0 * q.l} : (dd){-2.0 * q.h, -2.0 * q.l}; /* -2 |q|, exact */
-  dd e;
+  const lce_dd x = neg ? (lce_dd){2.0 * q.h, 2.0 * q.l} : (lce_dd){-2.0 * q.h, -2.0 * q.l}; /* -2 |q|, exact */
+  lce_dd e;
   e.h = fast_exp_dd(x.h, x.l, &e.l);
-  const dd num = dd_add((dd){1.0, 0.0}, (dd){-e.h, -e.l}), den = dd_add((dd){1.0, 0.0}, e);
-  dd t = dd_div(num, den);
-  if (neg) t = (dd){-t.h, -t.l};
-  *f = dd_div((dd){4.0 * e.h, 4.0 * e.l}, dd_mul(den, den));
+  const lce_dd num = lce_dd_add((lce_dd){1.0, 0.0}, (lce_dd){-e.h, -e.l}), den = lce_dd_add((lce_dd){1.0, 0.0}, e);
+  lce_dd t = lce_dd_div(num, den);
+  if (neg) t = (lce_dd){-t.h, -t.l};
+  *f = lce_dd_div((lce_dd){4.0 * e.h, 4.0 * e.l}, lce_dd_mul(den, den));
   const double eq = lce_add_up(lce_mul_up(1.01 * DD, aq), lce_next_up(*ez / c));
   *rf = fmax(*rf, lce_mul_up(1.02, lce_add_up(17.0 * DD, lce_mul_up(2.0, eq))));
-  *z = dd_mul_d(t, c);
+  *z = lce_dd_mul_d(t, c);
   const double ec = lce_mul_up(c, lce_add_up(10.0 * DD, lce_mul_up(1.01 * DD, aq)));
   *ez = lce_add_up(lce_mul_up(1.01, lce_add_up(*ez, ec)), lce_mul_up(DD, fabs(z->h)));
   return 1;
@@ -241,7 +201,7 @@ REFINE_CLONES static int softcap_dd(double c, dd *z, double *ez, dd *f, double *
 /* ---- one row ------------------------------------------------------------------------------------- */
 
 typedef struct refine_row {
-  dd *ds;         /* [v] */
+  lce_dd *ds;         /* [v] */
   double *m;      /* [v] M_v */
   double rel, ab; /* |ds_v - DS_v| <= rel M_v + ab */
 } refine_row;
@@ -249,11 +209,11 @@ typedef struct refine_row {
 /* The case's loss options and reduction in double-double (One row above). */
 typedef struct refine_opts {
   const float *w; /* class weights, NULL: every weight 1 */
-  dd ome, ev, k;
+  lce_dd ome, ev, k;
   double rk;
   double lambda, softcap; /* z-loss and softcap (0: none) */
   int mean;
-  dd sw; /* mean's divisor */
+  lce_dd sw; /* mean's divisor */
   double rg;
 } refine_opts;
 
@@ -264,41 +224,41 @@ static void opts_init(const fast_refine_in *r, refine_opts *o) {
   const int64_t V = c->v;
   const double e = lce_case_smoothing(c);
   o->w = c->class_weights ? r->in->class_weight : NULL;
-  o->ome = dd_sum(1.0, -e);
-  o->ev = dd_div((dd){e, 0.0}, (dd){(double)V, 0.0});
-  dd swv = {0.0, 0.0}, sw = {0.0, 0.0};
-  for (int64_t v = 0; v < V; v++) swv = dd_add_d(swv, weight(o, v));
-  o->k = dd_mul(o->ev, swv);
+  o->ome = lce_dd_sum(1.0, -e);
+  o->ev = lce_dd_div((lce_dd){e, 0.0}, (lce_dd){(double)V, 0.0});
+  lce_dd swv = {0.0, 0.0}, sw = {0.0, 0.0};
+  for (int64_t v = 0; v < V; v++) swv = lce_dd_add_d(swv, weight(o, v));
+  o->k = lce_dd_mul(o->ev, swv);
   o->rk = e > 0.0 ? lce_mul_up(1.01, lce_add_up(2.0 * DD, lce_mul_up(1.01 * DD, (double)V))) : 0.0;
   o->lambda = lce_case_z_loss(c);
   o->softcap = c->softcap > 0.0 ? c->softcap : 0.0;
   for (int64_t n = 0; n < c->n; n++)
-    if (r->in->labels[n] != c->ignore_index) sw = dd_add_d(sw, weight(o, r->in->labels[n]));
+    if (r->in->labels[n] != c->ignore_index) sw = lce_dd_add_d(sw, weight(o, r->in->labels[n]));
   o->mean = c->reduction == LCE_RED_MEAN;
   o->sw = sw;
   o->rg = o->mean ? lce_mul_up(1.01, lce_add_up(lce_mul_up(1.01 * DD, (double)c->n), DD)) : 0.0;
 }
 
 /* The token's g in double-double (lce_fast.c's token_g for the cases covered). */
-static dd token_g(const fast_refine_in *r, const refine_opts *o, int64_t n) {
+static lce_dd token_g(const fast_refine_in *r, const refine_opts *o, int64_t n) {
   const lce_case *c = r->c;
-  const dd go = {r->in->grad_output[c->reduction == LCE_RED_NONE ? n : 0], 0.0};
-  return o->mean ? dd_div(go, o->sw) : go;
+  const lce_dd go = {r->in->grad_output[c->reduction == LCE_RED_NONE ? n : 0], 0.0};
+  return o->mean ? lce_dd_div(go, o->sw) : go;
 }
 
 /* A product kept only from 2^-800 up (One row above); *dropped is set when it is not. */
-static inline dd kept(dd x, int *dropped) {
+static inline lce_dd kept(lce_dd x, int *dropped) {
   if (fabs(x.h) >= DD_TINY || x.h == 0.0) return x;
   *dropped = 1;
-  return (dd){0.0, 0.0};
+  return (lce_dd){0.0, 0.0};
 }
 
 /* Row n's ds (see One row above) into out from its logits' plain sums zs and magnitudes zm
  * (fast_dot_block); 0 when the row cannot be refined. t: [2 v] scratch. */
 REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, int64_t n, const double *zs,
-                                const double *zl, const double *zm, dd *t, refine_row *out) {
+                                const double *zl, const double *zm, lce_dd *t, refine_row *out) {
   const int64_t V = r->c->v, y = r->in->labels[n];
-  dd *ds = out->ds, *f = t + V; /* f: the softcap's factors */
+  lce_dd *ds = out->ds, *f = t + V; /* f: the softcap's factors */
   double m = -INFINITY, ez = 0.0, rf = 0.0;
   for (int64_t v = 0; v < V; v++) { /* the logits, kept in ds for now */
     double e;
@@ -312,34 +272,34 @@ REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, i
   double ed = 0.0;
   int64_t dropped = 0;
   for (int64_t v = 0; v < V; v++) {
-    dd d = dd_sum(ds[v].h, -m);
-    if (ds[v].l != 0.0) d = dd_add_d(d, ds[v].l), ed = fmax(ed, lce_mul_up(1.01 * DD, fabs(d.h)));
+    lce_dd d = lce_dd_sum(ds[v].h, -m);
+    if (ds[v].l != 0.0) d = lce_dd_add_d(d, ds[v].l), ed = fmax(ed, lce_mul_up(1.01 * DD, fabs(d.h)));
     if (d.h < -600.0) {
-      t[v] = (dd){0.0, 0.0}, dropped++;
+      t[v] = (lce_dd){0.0, 0.0}, dropped++;
       continue;
     }
     t[v].h = fast_exp_dd(d.h, d.l, &t[v].l);
   }
   const double rho = lce_mul_up(1.01, lce_add_up(lce_add_up(ez, ed), FAST_DD_EXP));
   if (!(rho <= 0x1p-60)) return 0;
-  dd s = {0.0, 0.0}, sy = {0.0, 0.0};
+  lce_dd s = {0.0, 0.0}, sy = {0.0, 0.0};
   for (int64_t v = 0; v < V; v++) {
-    s = dd_add(s, t[v]);
-    if (v != y) sy = dd_add(sy, t[v]);
+    s = lce_dd_add(s, t[v]);
+    if (v != y) sy = lce_dd_add(sy, t[v]);
   }
   const double tau = dropped ? EXP_TAU : 0.0, vd = lce_mul_up(1.01 * DD, (double)V);
   const double rs = lce_mul_up(1.02, lce_add_up(lce_add_up(rho, vd), lce_mul_up(2.0 * (double)V, tau)));
   const double rp = lce_mul_up(1.02, lce_add_up(lce_add_up(2.0 * rs, rho), DD));
-  const dd g = token_g(r, o, n), cy = dd_mul_d(o->ome, weight(o, y));
-  dd k = o->k; /* the row's K (z-loss above): k, plus 2 lambda lse */
+  const lce_dd g = token_g(r, o, n), cy = lce_dd_mul_d(o->ome, weight(o, y));
+  lce_dd k = o->k; /* the row's K (z-loss above): k, plus 2 lambda lse */
   double rk = o->rk, km = fabs(o->k.h);
   if (o->lambda > 0.0) {
-    dd L;
+    lce_dd L;
     double el;
     if (!log_dd(s, &L, &el)) return 0;
-    const dd lse = dd_add_d(L, m);
+    const lce_dd lse = lce_dd_add_d(L, m);
     el = lce_add_up(lce_add_up(lce_mul_up(1.01, rs), el), lce_mul_up(DD, fabs(lse.h)));
-    k = dd_add(k, dd_mul_d(lse, 2.0 * o->lambda));
+    k = lce_dd_add(k, lce_dd_mul_d(lse, 2.0 * o->lambda));
     km = lce_mul_up(1.01, lce_add_up(km, lce_mul_up(2.0 * o->lambda, lce_add_up(fabs(lse.h), 1.0))));
     rk = lce_mul_up(1.01, lce_add_up(lce_add_up(rk, el), 3.0 * DD));
   }
@@ -350,23 +310,23 @@ REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, i
   out->ab = lce_mul_up(lce_mul_up(lce_mul_up(ga, 2.3), ck), lce_mul_up((double)(V + 1), tau));
   int tiny = 0, small = 0;
   for (int64_t v = 0; v < V; v++) {
-    const dd p = dd_div(t[v], s);
-    dd inner = kept(dd_mul(cy, v == y ? dd_div(sy, s) : p), &small); /* at y: -cy (1 - p_y) = -cy q */
-    if (v == y) inner = (dd){-inner.h, -inner.l};
+    const lce_dd p = lce_dd_div(t[v], s);
+    lce_dd inner = kept(lce_dd_mul(cy, v == y ? lce_dd_div(sy, s) : p), &small); /* at y: -cy (1 - p_y) = -cy q */
+    if (v == y) inner = (lce_dd){-inner.h, -inner.l};
     double mag = fabs(inner.h);
     if (has_k) {
-      const dd t2 = kept(dd_mul(k, p), &small), t3 = kept(dd_mul_d(o->ev, weight(o, v)), &small);
-      inner = dd_add(dd_add(inner, t2), (dd){-t3.h, -t3.l});
+      const lce_dd t2 = kept(lce_dd_mul(k, p), &small), t3 = kept(lce_dd_mul_d(o->ev, weight(o, v)), &small);
+      inner = lce_dd_add(lce_dd_add(inner, t2), (lce_dd){-t3.h, -t3.l});
       mag += (o->lambda > 0.0 ? 1.01 * fabs(p.h) * km : fabs(t2.h)) + fabs(t3.h);
     }
     out->m[v] = ga * mag * 1.01;
     if (o->softcap > 0.0) out->m[v] *= 1.01 * f[v].h;
     if (out->m[v] < DD_TINY) {
-      ds[v] = (dd){0.0, 0.0}, tiny = 1;
+      ds[v] = (lce_dd){0.0, 0.0}, tiny = 1;
       continue;
     }
-    ds[v] = dd_mul(g, inner);
-    if (o->softcap > 0.0) ds[v] = dd_mul(ds[v], f[v]);
+    ds[v] = lce_dd_mul(g, inner);
+    if (o->softcap > 0.0) ds[v] = lce_dd_mul(ds[v], f[v]);
   }
   if (small) out->ab = lce_add_up(out->ab, lce_mul_up(3.0 * 0x1p-799, ga));
   if (tiny) out->ab = lce_add_up(out->ab, 0x1p-799);
@@ -379,14 +339,14 @@ REFINE_CLONES static int row_ds(const fast_refine_in *r, const refine_opts *o, i
 
 /* The running sums of one element (One element above), its terms added in order to its prior. */
 typedef struct dot_acc {
-  dd x;
+  lce_dd x;
   double A, P, dropped;
 } dot_acc;
 
 static inline dot_acc dot_begin(double prior) { return (dot_acc){{prior, 0.0}, 0.0, 0.0, 0.0}; }
 
 /* Term ds c with ds's M and its row's rel and ab. */
-static inline void dot_add(dot_acc *s, dd d, double m, double ci, const refine_row *rw) {
+static inline void dot_add(dot_acc *s, lce_dd d, double m, double ci, const refine_row *rw) {
   const double mag = fabs(d.h) * fabs(ci);
   if (ci == 0.0) return; /* exactly nothing, whatever ds is */
   s->P += (rw->rel * m + rw->ab) * fabs(ci);
@@ -396,7 +356,7 @@ static inline void dot_add(dot_acc *s, dd d, double m, double ci, const refine_r
     s->dropped += 0x1p-799;
     return;
   }
-  s->x = dd_add(s->x, dd_mul_d(d, ci));
+  s->x = lce_dd_add(s->x, lce_dd_mul_d(d, ci));
 }
 
 /* The element prior + (count terms) and its bound from its running sums. */
@@ -509,11 +469,11 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
     for (int64_t k = 0; k < H && r->active[n] && !need[n]; k++) need[n] = any_dw || !dh->decisive[n * H + k];
     if (need[n]) act[rows++] = n;
   }
-  int64_t block = (int64_t)(512.0 * 0x1p20 / ((double)V * (sizeof(dd) + 4 * sizeof(double))));
+  int64_t block = (int64_t)(512.0 * 0x1p20 / ((double)V * (sizeof(lce_dd) + 4 * sizeof(double))));
   if (block < 1) block = 1;
   if (block > rows) block = rows > 0 ? rows : 1;
   refine_row *rr = calloc((size_t)block, sizeof *rr);
-  dd *ds = malloc((size_t)(block * V + 1) * sizeof *ds);
+  lce_dd *ds = malloc((size_t)(block * V + 1) * sizeof *ds);
   double *mm = malloc((size_t)(block * V + 1) * sizeof *mm), *zs = malloc((size_t)(block * V + 1) * sizeof *zs),
          *zl = malloc((size_t)(block * V + 1) * sizeof *zl), *zm = malloc((size_t)(block * V + 1) * sizeof *zm);
   unsigned char *ok = calloc((size_t)block, 1);
@@ -532,7 +492,7 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
     fast_dot_block(r->fin, act + a0, a1 - a0, zs, zl, zm);
     LCE_PARALLEL_FOR_IF(a1 - a0 > 1 && (a1 - a0) * V >= 4096)
     for (int64_t a = a0; a < a1; a++) {
-      dd *t = malloc((size_t)(2 * V) * sizeof *t);
+      lce_dd *t = malloc((size_t)(2 * V) * sizeof *t);
       ok[a - a0] = t != NULL && row_ds(r, &opts, act[a], zs + (a - a0) * V, zl + (a - a0) * V, zm + (a - a0) * V, t, &rr[a - a0]);
       free(t);
       hidden_decided[a - a0] = ok[a - a0] ? refine_hidden_row(r, res, act[a], &rr[a - a0]) : 0;

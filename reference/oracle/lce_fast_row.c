@@ -74,7 +74,7 @@ void fast_opts_init(fast_opts *o, const lce_case *c, const float *class_weight) 
   double s = 0.0, lo = 0.0, m = 0.0, err;
   for (int64_t v = 0; v < c->v; v++) {
     double w = weight_of(o, v);
-    s = fast_two_sum(s, w, &err);
+    s = lce_two_sum(s, w, &err);
     lo += err;
     m += w;
   }
@@ -212,10 +212,10 @@ void fast_row_forward(fast_row *r, const fast_opts *o, int64_t y) {
   r->rsy = r->rs;
   double s = 0.0, lo = 0.0, sy = 0.0, loy = 0.0, e;
   for (int64_t v = 0; v < V; v++) {
-    s = fast_two_sum(s, t[v], &e);
+    s = lce_two_sum(s, t[v], &e);
     lo += e;
     if (v == y) continue;
-    sy = fast_two_sum(sy, t[v], &e);
+    sy = lce_two_sum(sy, t[v], &e);
     loy += e;
   }
   r->s = s + lo, r->s_y = sy + loy;
@@ -253,7 +253,7 @@ void fast_row_loss(fast_row *r, const fast_opts *o, int64_t y) {
     double hi = 0.0, lo = 0.0, m = 0.0, err;
     for (int64_t v = 0; v < V; v++) {
       double a_v = (r->lse - r->z[v]) * weight_of(o, v);
-      hi = fast_two_sum(hi, a_v, &err);
+      hi = lce_two_sum(hi, a_v, &err);
       lo += err;
       m += fabs(a_v);
     }
