@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu_fuzz.sh — the fuzz campaigns on the H200, in one command (through the device tool,
-# carrying .deps and .gpufuzz):
+# carrying .deps/root and .gpufuzz; .deps/cutlass-* may stay behind, as the bundle with fused-sm90 is
+# ~35 MiB of the 64 MiB a call carries: the replay build needs no CUTLASS, but a build folder that
+# gpu_run.sh configured with it does, so then name another, e.g. LCE_GPU_BUILD=build-gpu-fuzz):
 #   1. replay: the normal build's fuzz_replay_subject (configured and built here like gpu_run.sh)
 #      over the committed corpus with LCE_FUZZ_SUBJECT=fused-cuda: no violation, cases judged (exit
 #      77 = every case skipped, counts as a failure here); the same corpus must kill
