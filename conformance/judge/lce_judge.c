@@ -491,7 +491,7 @@ static lce_code compare_output(const lce_case *c, const lce_reference *ref, cons
     if (!cmp->class_ok) class_fail(ov, "%s", cmp->class_msg);
     return LCE_OK;
   }
-  enum { BLOCK = 1024 };
+  enum { BLOCK = LCE_COMPARE_BLOCK };
   double x[BLOCK];
   const unsigned char *mask = mask_of(masks, o);
   const lce_ref_output *r = &ref->host.out[o];

@@ -1,14 +1,18 @@
 /* lce_metrics.c — error metrics of one subject output against the oracle (see lce_metrics.h).
  *
  * Every sum is a double-double (an unevaluated pair hi + lo) into which each term enters as the exact
- * value of its product (TwoProduct: p + e = a b exactly, by fma): a d_weight of millions of elements
- * summed naively in double would add relative error ~1e-10 to the metric, and a bias of 1e-9 (a
- * real tensor-core effect) must stay measurable. Each sum is within about n 2^-105 of the exact sum of
- * the exact terms (a product of three or four factors: of its exact value) relative to the sum of their
- * magnitudes, and rounds once at the end: the double nearest the exact sum, whatever the order of the
- * elements, unless that sum lies within this distance of a tie. In double arithmetic without branches:
- * long double would run on the x87 unit, several times slower, and this loop sees every element. Elements whose oracle value is non-finite in the
- * output format are left to the class checks (their metric would be Inf - Inf); a subject value
+ * value of its product (TwoProduct: p + e = a b exactly, by fma; a product of three or four factors within
+ * about 2^-104 of its exact value): a d_weight of millions of elements summed naively in double would add
+ * relative error ~1e-10 to the metric, and a bias of 1e-9 (a real tensor-core effect) must stay
+ * measurable. The low part gathers the high parts' TwoSum errors in plain double and is folded into the
+ * high part at the end of every block the caller passes (LCE_COMPARE_BLOCK, here and in the judge), so a sum
+ * of n terms is within about n b 2^-106 (b the block length) of their exact sum, relative to the largest
+ * magnitude a partial sum reaches, and rounds once at the end: the double nearest the exact sum unless
+ * that lies within this distance of a tie, so the same bits in any order of the elements but with that
+ * small chance. (Without the fold the low part's own roundings grow as n^2 2^-106: 0.04 ulp at n = 10^8.)
+ * In double arithmetic without branches: long double would run on the x87 unit, several times slower,
+ * and this loop sees every element. Elements whose oracle value is non-finite in the output format are
+ * left to the class checks (their metric would be Inf - Inf); a subject value
  * that is non-finite where the oracle is finite makes the metrics infinite (bias NaN: its sign is
  * meaningless), so no bound can pass it even if a caller skipped the class checks. */
 #include "lce_metrics.h"
@@ -40,14 +44,14 @@ _Static_assert(SUM_COUNT == sizeof(((lce_compare_acc *)0)->s) / sizeof(double) &
 /* The terms are double-doubles (lce_dd.h) that only enter sums, so need not be normalized. |h + l|: */
 static inline lce_dd dd_abs(lce_dd x) { return x.h < 0.0 ? (lce_dd){-x.h, -x.l} : x; }
 
-/* (h + l) b within 2^-105 |(h + l) b|: h b exactly, l b rounded (|l| <= ulp(h) / 2). */
+/* (h + l) b within about 2^-105 |(h + l) b|: h b exactly, l b rounded (|l| <= ulp(h) / 2). */
 static inline lce_dd dd_scale(lce_dd x, double b) {
   lce_dd p = lce_dd_prod(x.h, b);
   p.l += x.l * b;
   return p;
 }
 
-/* (h + l)^2 within 2^-104 of it: h^2 exactly, 2 h l rounded, l^2 (2^-106 of it) dropped. */
+/* (h + l)^2 within about 2^-104 of it: h^2 exactly, 2 h l rounded, l^2 (2^-106 of it) dropped. */
 static inline lce_dd dd_square(lce_dd x) {
   lce_dd p = lce_dd_prod(x.h, x.h);
   p.l += 2.0 * x.h * x.l;
@@ -183,13 +187,14 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     double scaled;
     if (emag > 0) { /* |d| / emag rounded once: the quotient of the high part, corrected by its remainder */
       scaled = ad.h / emag;
-      if (isfinite(scaled)) scaled += (fma(-scaled, emag, ad.h) + ad.l) / emag;
+      if (isfinite(scaled) && isfinite(emag)) scaled += (fma(-scaled, emag, ad.h) + ad.l) / emag;
     } else {
       scaled = ad.h == 0 ? 0 : INFINITY; /* no terms, no room for error */
     }
     if (scaled > maxscaled) maxscaled = scaled;
   }
   acc->maxscaled = maxscaled;
+  for (int k = 0; k < SUM_COUNT; k++) acc->s[k] = lce_two_sum(acc->s[k], acc->c[k], &acc->c[k]); /* the fold */
 }
 
 void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
@@ -212,7 +217,7 @@ void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
 
 void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o, const lce_ref_output *ref,
                       const unsigned char *mask, lce_comparison *cmp) {
-  enum { BLOCK = 1024 };
+  enum { BLOCK = LCE_COMPARE_BLOCK };
   double x[BLOCK];
   lce_compare_acc acc;
   lce_compare_begin(&acc, ref, cmp);

@@ -128,7 +128,9 @@ void lce_compare_host(const lce_case *c, const lce_outputs *out, lce_output_id o
 /* The same in steps, for a caller that loads the subject's values in blocks anyway (the judge, whose
  * class checks read the same elements): lce_compare_begin, then lce_compare_block over consecutive
  * blocks [i0, i1) in ascending order with x[i - i0] the subject's element i (lce_output_load), then
- * lce_compare_end. Every sum sees the elements in the same order: the same bits as lce_compare_host. */
+ * lce_compare_end. Every sum sees the elements in the same order and each block ends with the same fold
+ * (lce_metrics.c): in blocks of LCE_COMPARE_BLOCK, as lce_compare_host's, the same bits as lce_compare_host. */
+#define LCE_COMPARE_BLOCK 1024
 typedef struct lce_compare_acc {
   double s[20], c[20];      /* double-double sums, high and low parts (lce_metrics.c): d^2, r^2, d r, emag^2, r^4, (rnd - r) r, flip |r|, the output rounding
                              * (term outr), m^2 r^2 and m^2 (m = max(mag, 2^-126): the accumulation terms acc and accn),

@@ -343,13 +343,29 @@ static void test_exact_products(void) {
   vec_free(&f);
 }
 
+/* The sums a comparison holds (lce_reference_result.h), in its order, and its max_scaled. */
+static void comparison_sums(const lce_comparison *c, double out[21]) {
+  const double v[21] = {c->sum_d2,     c->sum_r2,     c->sum_dr,       c->sum_r4,     c->sum_rnd_r,  c->sum_rnd2,
+                        c->sum_flip_r, c->sum_outr_r, c->sum_outs_r,   c->sum_outs_rnd, c->sum_outv, c->sum_acc_r,
+                        c->sum_acc_m2, c->sum_flip2,  c->sum_mag_r,    c->sum_emag2,  c->sum_emag4,  c->sum_tc_a2,
+                        c->sum_tc_m2,  c->sum_tc_ar,  c->max_scaled};
+  memcpy(out, v, sizeof v);
+}
+
 /* Every sum is the exact sum of its exact terms rounded once: the elements in any order give the same
- * bits. 4096 elements over twelve decades, subject values their fp32 roundings perturbed by a few ulps,
- * summed forwards and backwards. */
+ * bits. 4096 elements over twelve decades, subject values their fp32 roundings or the next fp32 value,
+ * with a rounded-d_logit reference (rnd), flips, emag and the tensor-core excess, so that every one of
+ * lce_compare_acc's sums is exercised, summed forwards and backwards. */
 static void test_order_independent(void) {
   enum { N = 4096 };
   vec_fixture fwd, bwd;
   vec_init(&fwd, N), vec_init(&bwd, N);
+  double *extra[2][4]; /* rnd, flip, emag, tcex of each fixture */
+  for (int f = 0; f < 2; f++)
+    for (int a = 0; a < 4; a++) {
+      extra[f][a] = calloc(N, sizeof(double));
+      if (!extra[f][a]) exit(1);
+    }
   uint64_t state = 0x9e3779b97f4a7c15ull;
   for (int i = 0; i < N; i++) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -357,14 +373,32 @@ static void test_order_independent(void) {
     const double r = (i % 3 ? 1.0 : -1.0) * pow(10.0, 12.0 * u - 6.0) * (1.0 + u / 3.0);
     const float xf = (float)r;
     const double x = (double)(i % 5 == 0 ? xf : nextafterf(xf, (i % 2) ? INFINITY : -INFINITY));
-    vec_set(&fwd, i, r, x, 1.0 + u);
-    vec_set(&bwd, N - 1 - i, r, x, 1.0 + u);
+    const double per[4] = {r * (1.0 + (u - 0.5) * 0x1p-7), fabs(r) * u * 0x1p-9, fabs(r) * (1.5 + u), fabs(r) * u};
+    for (int f = 0; f < 2; f++) {
+      const int at = f ? N - 1 - i : i;
+      vec_set(f ? &bwd : &fwd, at, r, x, 1.0 + u);
+      (f ? &bwd : &fwd)->rounded[at] = (double)xf; /* R(r), the output format's rounding (fp32) */
+      for (int a = 0; a < 4; a++) extra[f][a][at] = per[a];
+    }
   }
-  const lce_metric_values a = vec_metrics(&fwd, NULL), b = vec_metrics(&bwd, NULL);
-  for (int m = 0; m < LCE_METRIC_COUNT; m++)
-    EXPECT(a.v[m] == b.v[m], "%s forwards %a, backwards %a", lce_metric_name((lce_metric)m), a.v[m], b.v[m]);
-  EXPECT(a.cond == b.cond && a.neff == b.neff && a.ref_norm == b.ref_norm,
-         "cond %a / %a, neff %a / %a, ref_norm %a / %a", a.cond, b.cond, a.neff, b.neff, a.ref_norm, b.ref_norm);
+  lce_metric_values m[2];
+  lce_comparison cmp[2];
+  for (int f = 0; f < 2; f++) {
+    vec_fixture *v = f ? &bwd : &fwd;
+    v->ref.rnd = extra[f][0], v->ref.flip = extra[f][1], v->ref.emag = extra[f][2], v->ref.tcex = extra[f][3];
+    memset(&cmp[f], 0, sizeof cmp[f]);
+    lce_compare_host(&v->c, &v->out, LCE_OUT_LOSS_TOKEN, &v->ref, NULL, &cmp[f]);
+    lce_metrics_from_comparison(&cmp[f], &m[f]);
+  }
+  double sums[2][21];
+  for (int f = 0; f < 2; f++) comparison_sums(&cmp[f], sums[f]);
+  for (int k = 0; k < 21; k++)
+    EXPECT(sums[0][k] == sums[1][k] && sums[0][k] != 0.0,
+           "sum %d of the comparison: forwards %a, backwards %a (0: not exercised)", k, sums[0][k], sums[1][k]);
+  for (int k = 0; k < LCE_METRIC_COUNT; k++)
+    EXPECT(m[0].v[k] == m[1].v[k], "%s forwards %a, backwards %a", lce_metric_name((lce_metric)k), m[0].v[k], m[1].v[k]);
+  for (int f = 0; f < 2; f++)
+    for (int a = 0; a < 4; a++) free(extra[f][a]);
   vec_free(&fwd), vec_free(&bwd);
 }
 
