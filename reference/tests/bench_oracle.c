@@ -23,7 +23,10 @@
  *   --threads     tier 1 and tier 0 at each thread count listed: seconds, speedup, and the same bits
  *                 or not; the first matrix judged with each tier at that count (exit 1 when any
  *                 result or verdict changes with the threads)
- *   --tier1 ID    tier 1 alone on one case (any shape) at each --threads count: seconds per token, hash
+ *   --tier1 ID    tier 1 alone on one case (any shape) at each --threads count: seconds per token, hash,
+ *                 the token blocks' passes and the rest (loading, the result's arrays, d_weight's last
+ *                 step, refine, escalation); --block-rows R sets its token rows in flight (default:
+ *                 about 1 GiB of them), which moves d_weight's running sums R times less often
  * Usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | --matrices none]. Progress
  * goes to stderr; the table (or one JSON object with --json) to stdout. Timings are printed, never
  * asserted: not a ctest. */
@@ -349,7 +352,7 @@ static int thread_scaling(const lce_case *c, const char *list, thread_point *pts
 /* --tier1 ID: tier 1 alone on one case at each thread count (default: all), for shapes tier 0 cannot
  * run: seconds, seconds per token, multiply-adds per second, the refine and escalation parts, and the
  * result's hash (the same at every count, or exit 1). */
-static int tier1_only(const char *id, const char *list) {
+static int tier1_only(const char *id, const char *list, int64_t block_rows) {
   lce_case c;
   lce_tensors t;
   lce_status st = {0};
@@ -368,19 +371,24 @@ static int tier1_only(const char *id, const char *list) {
     lce_oracle_result r;
     lce_fast_stats fs;
     const double t0 = lce_now_seconds();
-    if (lce_fast_run(&c, &t, &r, &fs, &st) != LCE_OK) {
+    const lce_fast_options opt = {.escalate = 1, .block_rows = block_rows};
+    if (lce_fast_run_opts(&c, &t, &opt, &r, &fs, &st) != LCE_OK) {
       fprintf(stderr, "bench_oracle: %s\n", st.msg);
       return 2;
     }
     const double dt = lce_now_seconds() - t0;
+    lce_fast_cost cost;
+    lce_fast_estimate(&c, &opt, &cost);
     const uint64_t h = result_hash(&r);
     first = first ? first : h, same &= h == first;
     printf("tier 1 %s on %d thread(s): %.2f s, %.4f s a token, %.3g multiply-adds/s, refine %.2f s (%lld decided), "
            "escalation %.2f s (%lld elements), %lld of %lld logits not proven exact, hash %016llx\n", id, atoi(p) > 0 ? atoi(p) : 1, dt, dt / (double)c.n,
            3.0 * (double)c.n * (double)c.h * (double)c.v / dt, fs.refine_seconds, (long long)fs.refined,
            fs.escalation_seconds, (long long)fs.escalated, (long long)fs.inexact_logits, (long long)fs.logits, (unsigned long long)h);
-    printf("  passes over the token blocks: logits %.2f s, rows %.2f s, d_hidden %.2f s, d_weight %.2f s\n",
-           fs.pass_seconds[0], fs.pass_seconds[1], fs.pass_seconds[2], fs.pass_seconds[3]);
+    const double passes = fs.pass_seconds[0] + fs.pass_seconds[1] + fs.pass_seconds[2] + fs.pass_seconds[3];
+    printf("  passes over the token blocks (%lld rows each): logits %.2f s, rows %.2f s, d_hidden %.2f s, d_weight %.2f s; "
+           "the rest %.2f s\n", (long long)cost.block_rows, fs.pass_seconds[0], fs.pass_seconds[1], fs.pass_seconds[2],
+           fs.pass_seconds[3], dt - passes - fs.refine_seconds - fs.escalation_seconds);
     fflush(stdout);
     lce_oracle_free(&r);
     p += strcspn(p, ",");
@@ -394,6 +402,7 @@ int main(int argc, char **argv) {
   lce_parallel_prefer_passive(argv); /* no spinning OpenMP threads (lce_parallel.h) */
   int json = 0;
   const char *matrices = "default,wide", *threads = NULL, *tier1 = NULL;
+  int64_t block_rows = 0;
   lce_case c = lce_case_default();
   c.n = 64, c.h = 256, c.v = 2048, c.vp = 2048, c.vocab_chunk = 256, c.dtype = LCE_BF16, c.prior_grad = 1;
   for (int i = 1; i < argc; i++) {
@@ -404,13 +413,14 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--matrices") == 0) matrices = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--tier1") == 0) tier1 = argv[++i];
+    else if (i + 1 < argc && strcmp(argv[i], "--block-rows") == 0 && atoll(argv[i + 1]) > 0) block_rows = atoll(argv[++i]);
     else {
       fprintf(stderr, "usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | none] [--threads T,T,...]\n"
-                      "       bench_oracle --tier1 CASE_ID [--threads T,T,...]\n");
+                      "       bench_oracle --tier1 CASE_ID [--threads T,T,...] [--block-rows R]\n");
       return 2;
     }
   }
-  if (tier1) return tier1_only(tier1, threads);
+  if (tier1) return tier1_only(tier1, threads, block_rows);
   char id[200];
   lce_case_format(&c, id, sizeof id);
   double macs = 3.0 * (double)c.n * (double)c.h * (double)c.v;
