@@ -194,7 +194,8 @@ void lce_compare_block(const lce_case *c, lce_output_id o, const double *x, int6
     if (scaled > maxscaled) maxscaled = scaled;
   }
   acc->maxscaled = maxscaled;
-  for (int k = 0; k < SUM_COUNT; k++) acc->s[k] = lce_two_sum(acc->s[k], acc->c[k], &acc->c[k]); /* the fold */
+  for (int k = 0; k < SUM_COUNT; k++) /* the fold; an infinite sum stays one (acc_value) */
+    if (isfinite(acc->s[k])) acc->s[k] = lce_two_sum(acc->s[k], acc->c[k], &acc->c[k]);
 }
 
 void lce_compare_end(const lce_compare_acc *acc, lce_comparison *cmp) {
