@@ -397,6 +397,8 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
   const double N = (double)c->n, H = (double)c->h, V = (double)c->v;
   double out = 0.0; /* the result: value, err, mag, emag, rounded and a flag per element */
   for (int o = 0; o < LCE_OUT_COUNT; o++) out += (double)lce_output_count(c, (lce_output_id)o);
+  /* the gradients' coherent d_logit rounding, rnd and flip (run_body, lce_fast_rnd.c) */
+  const double grads = (double)(lce_output_count(c, LCE_OUT_D_HIDDEN) + lce_output_count(c, LCE_OUT_D_WEIGHT));
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();
@@ -406,7 +408,7 @@ void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_
   const double refine = fmin(512.0 * 0x1p20, N * V * 48.0); /* the refine step's rows (lce_fast_refine.c) */
   /* Not counted: tcex (8 bytes per element, only where an input operand is subnormal, lce_fast_align.c),
    * whose allocation failing is reported as tier 1 running out of memory. */
-  cost->bytes = refine + 41.0 * out + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + (double)cost->block_rows * (64.0 * V + 32.0 * H) +
+  cost->bytes = refine + 41.0 * out + 16.0 * grads + 16.0 * (N + V) * H + 100.0 * N + 4.0 * V + (double)cost->block_rows * (64.0 * V + 32.0 * H) +
                 (double)threads * (8.0 * 5.0 * V + V);
   /* Tier 0's own (lce_oracle_bytes: no N V term beyond its block budget) and tier 1's masks. */
   cost->escalation_bytes = lce_oracle_bytes(c, threads) + (N + N * H + V * H);

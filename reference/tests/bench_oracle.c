@@ -25,7 +25,7 @@
  *                 result or verdict changes with the threads)
  *   --tier1 ID    tier 1 alone on one case (any shape) at each --threads count: seconds per token, hash,
  *                 the token blocks' passes and the rest (loading, the result's arrays, d_weight's last
- *                 step, refine, escalation); --block-rows R sets its token rows in flight (default:
+ *                 step, refine, escalation), tier 1's memory estimate beside the peak; --block-rows R sets its token rows in flight (default:
  *                 about 1 GiB of them), which moves d_weight's running sums R times less often
  * Usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | --matrices none]. Progress
  * goes to stderr; the table (or one JSON object with --json) to stdout. Timings are printed, never
@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "lce_engine.h"
 #include "lce_fast.h"
@@ -389,6 +390,10 @@ static int tier1_only(const char *id, const char *list, int64_t block_rows) {
     printf("  passes over the token blocks (%lld rows each): logits %.2f s, rows %.2f s, d_hidden %.2f s, d_weight %.2f s; "
            "the rest %.2f s\n", (long long)cost.block_rows, fs.pass_seconds[0], fs.pass_seconds[1], fs.pass_seconds[2],
            fs.pass_seconds[3], dt - passes - fs.refine_seconds - fs.escalation_seconds);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("  memory: tier 1's estimate %.0f MiB; the process's peak %.0f MiB (the case's tensors too)\n",
+           cost.bytes / 0x1p20, (double)ru.ru_maxrss / 1024.0);
     fflush(stdout);
     lce_oracle_free(&r);
     p += strcspn(p, ",");
