@@ -429,8 +429,8 @@ static double resident_bytes(void) {
  * d_weight dominates (V H = 2.05e6 elements, ~120 MB) lies within [0.75, 1.1] of lce_fast_estimate's
  * bytes. Run first in main, so that the process's peak so far is far below it (getrusage gives the peak,
  * not the growth; a forked child cannot run OpenMP after its parent has). An array the estimate leaves
- * out (the coherent rounding's rnd and flip, 16 bytes an element of the gradients, were once left out:
- * 27% of this case) fails it; so does an estimate far above the need, which would refuse cases that fit. */
+ * out fails it (the coherent rounding's rnd and flip, 16 bytes an element of the gradients, are 21% of
+ * this case's estimate); so does an estimate far above the need, which would refuse cases that fit. */
 static void check_estimate_measured(void) {
   lce_case c = make(LCE_BF16, 2, 128, 16000, LCE_DIST_MIXED, LCE_RED_MEAN, 1);
   lce_tensors t;
