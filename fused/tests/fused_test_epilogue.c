@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "lce_dd.h"
 #include "lce_dtype.h"
 #include "lce_prng.h"
 
@@ -18,9 +19,9 @@ float epilogue_pick_c(float alpha, float acc, uint64_t seed, uint64_t index) {
 }
 
 double epilogue_double_error(float alpha, float acc, float c) {
-  const double p = (double)alpha * (double)acc; /* exact: 24 x 24 bits */
-  const double s = p + (double)c, bb = s - p;
-  return (p - (s - bb)) + ((double)c - bb); /* TwoSum: exact */
+  double e;
+  lce_two_sum((double)alpha * (double)acc, (double)c, &e); /* the product exact (24 x 24 bits), TwoSum too */
+  return e;
 }
 
 int epilogue_exact(float alpha, float acc, float c) {
