@@ -7,8 +7,9 @@
 #               one: 8192 x 4096 x 128256, bf16, untied, mean, 5% ignored; tag prod-<k> for the k-th, 1-based)
 #               one at a time, every adapter run over it (run_all.sh), each answer judged by the fp64
 #               GPU tier kept on the device against golden/sm_90/fused-cuda.golden (loss,
-#               d_hidden, d_weight, d_embedding: what production judges), and fused-cuda and
-#               unfused-cuda judged the same way on the same inputs
+#               d_hidden, d_weight, d_embedding: what production judges), and the lcecheck subjects of
+#               LCE_EXT_CHECKS (default "fused-cuda unfused-cuda"; "" for none) judged the same way on
+#               the same inputs
 #   matrix      the same over matrices, judged against golden/sm_90/fused-cuda.golden (the bounds
 #               fused-cuda is held to). LCE_EXT_MATRIX lists them, space-separated, each
 #               NAME[@ORACLE][=SUBJECT[:JOBS],...]: the oracle the judge uses (fast: tier 1 on the CPU,
@@ -37,7 +38,8 @@
 #
 #   OUT=/tmp/out bash scripts/subjects/gpu_external.sh
 # Environment: LCE_EXT_SUBJECTS (run_all.sh names, default torch-eager,liger,liger-fp32-accum,cce,
-#   cce-exact,megatron-vocab-parallel), LCE_EXT_CASES (the production case ids), LCE_EXT_MATRIX, LCE_EXT_JOBS,
+#   cce-exact,megatron-vocab-parallel), LCE_EXT_CASES (the production case ids), LCE_EXT_CHECKS, LCE_EXT_ADAPTERS_S (the
+#   production adapters' time limit per case, default 240 s), LCE_EXT_MATRIX, LCE_EXT_JOBS,
 #   LCE_EXT_JUDGE_S, TORCHINDUCTOR_COMPILE_THREADS (default 1 in the matrix stage: many compiling processes),
 #   LCE_EXT_BENCH_PEERS (default all), LCE_EXT_BENCH_ARGS (more bench options, e.g. "--shapes 8192x4096x128256
 #   --reps 10"), LCE_EXT_BIAS_SHAPE (default n8192.h4096.v128256.vp128256), LCE_EXT_BIAS_SEED (default 98: its
@@ -96,7 +98,7 @@ judge_case() {
   local tag=$1 case=$2 subjects=$3 s
   shift 3
   step "export $case" pass 120 "$LCECHECK" export --case "$case" --dir "$WORK/$tag" --quiet
-  step "adapters ($tag)" any 240 bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$subjects" "$WORK/$tag"
+  step "adapters ($tag)" any "${LCE_EXT_ADAPTERS_S:-240}" bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$subjects" "$WORK/$tag"
   for s in "$@"; do
     step "check $s ($tag)" any 90 "${TO[@]}" "$RES/$tag-$s.json" "$LCECHECK" check --subject "$s" --case "$case" \
       --golden "$ROOT/golden/sm_90/$s.golden" --oracle fp64-gpu --on-device \
@@ -110,7 +112,8 @@ if has_stage production; then
   k=0
   for case in $CASES; do
     k=$((k + 1))
-    judge_case "prod-$k" "$case" "$SUBJECTS" fused-cuda unfused-cuda
+    # shellcheck disable=SC2086 # LCE_EXT_CHECKS is a list of subjects
+    judge_case "prod-$k" "$case" "$SUBJECTS" ${LCE_EXT_CHECKS-fused-cuda unfused-cuda}
     rm -rf "${WORK:?}/prod-$k" "$WORK/prod-$k.results" # 6 GB per copy of the inputs at 8192 x 4096 x 128256
   done
 fi
