@@ -410,6 +410,12 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
     if (with_bounds) {
       json_metric_map(f, "bound", ov->bound);
       json_metric_map(f, "budget_pct", ov->budget_pct);
+      if (ov->metrics.no_mags) { /* the metrics whose bound needs the magnitudes the reference did not keep */
+        fputs(",\"unbounded\":[", f);
+        for (int m = 0, k = 0; m < LCE_METRIC_COUNT; m++)
+          if (ov->unbounded[m]) fprintf(f, "%s\"%s\"", k++ ? "," : "", lce_metric_name((lce_metric)m));
+        fputc(']', f);
+      }
       fprintf(f, ",\"pass\":%s", ov->pass ? "true" : "false");
     }
     fputc('}', f);

@@ -345,6 +345,17 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
   return NAN;
 }
 
+int lce_golden_needs_mags(const lce_golden_entry *e) {
+  if (e->form == LCE_FORM_COND || e->form == LCE_FORM_CONDK) return e->b != 0.0;
+  if (e->form != LCE_FORM_MODEL) return 0;
+  static const lce_bound_term mags[] = {LCE_TERM_COND,   LCE_TERM_COND_RSQRTN,    LCE_TERM_COND_SQRTV,
+                                        LCE_TERM_COND_SQRTH, LCE_TERM_MS_COND_RSQRTN, LCE_TERM_COND_V,
+                                        LCE_TERM_COND_H};
+  for (size_t i = 0; i < sizeof mags / sizeof mags[0]; i++)
+    if ((e->terms >> mags[i] & 1u) && e->coef[mags[i]] != 0.0) return 1;
+  return 0;
+}
+
 double lce_golden_bound(const lce_golden_entry *e, const lce_bound_scales *s) {
   switch (e->form) {
     case LCE_FORM_CONST: return e->a;

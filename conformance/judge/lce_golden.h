@@ -199,6 +199,9 @@ typedef struct lce_golden {
 } lce_golden;
 
 const char *lce_bound_form_name(lce_bound_form f);
+/* 1 when entry e's bound scales with the reference's error magnitudes: cond (the cond form's b, a
+ * model's cond terms) or the maxscaled bound (ms*cond/sqrtn), each with a non-zero coefficient. */
+int lce_golden_needs_mags(const lce_golden_entry *e);
 const char *lce_bound_term_name(lce_bound_term t); /* "1", "cond", "cond/sqrtn", ... */
 lce_code lce_golden_load(const char *path, lce_golden *g, lce_status *st);
 /* Parses text held in memory; name is used in messages ("name:line: ..."). */

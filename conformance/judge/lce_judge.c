@@ -352,6 +352,15 @@ lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const 
     const lce_golden_entry *e = lce_golden_find(g, subject_class, p, o, (lce_metric)m);
     LCE_CHECK(st, e != NULL, LCE_EINVAL, "no golden entry for class '%s' dtype %s output %s metric %s in '%s'",
               subject_class, lce_precision_name(p), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
+    /* Without the reference's magnitudes cond reads 1 and the maxscaled bound 0, each below what it
+     * stands for: such a bound would be too tight, and a correct kernel would fail it. */
+    if (ov->metrics.no_mags && lce_golden_needs_mags(e)) {
+      ov->unbounded[m] = 1;
+      ov->bound[m] = NAN;
+      ov->metric_ok[m] = 1;
+      ov->budget_pct[m] = 0.0;
+      continue;
+    }
     lce_bound_scales_for(&scales, ov, (lce_metric)m);
     double bound = lce_golden_bound(e, &scales);
     double val = ov->metrics.v[m];
@@ -390,6 +399,7 @@ static void summarize(const lce_case *c, int bounded, lce_verdict *v) {
     const lce_output_verdict *ov = &v->out[o];
     if (!ov->judged || !has_metrics(c, (lce_output_id)o)) continue;
     for (int m = 0; m < LCE_METRIC_COUNT; m++) {
+      if (ov->unbounded[m]) continue; /* named in the summary's count instead (name_unbounded) */
       int fails = !ov->metric_ok[m];
       /* A fraction bounded by 1 (the whole output) constrains nothing: not worth naming. */
       if (!fails && m == LCE_METRIC_ULPFRAC && ov->bound[m] >= 1.0) continue;
@@ -409,6 +419,19 @@ static void summarize(const lce_case *c, int bounded, lce_verdict *v) {
   } else {
     snprintf(v->summary, sizeof v->summary, "pass (max %.0f%% %s %s)", v->worst_pct, on, mn);
   }
+}
+
+/* Metrics whose bound needs the magnitudes the reference did not keep (lce_bounds_apply) are counted,
+ * and the summary says so: a pass then covers only the bounds that were evaluated. */
+static void name_unbounded(lce_verdict *v) {
+  v->unbounded = 0;
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
+    for (int m = 0; m < LCE_METRIC_COUNT; m++) v->unbounded += v->out[o].judged && v->out[o].unbounded[m];
+  if (v->unbounded == 0) return;
+  char summary[sizeof v->summary];
+  snprintf(summary, sizeof summary, "%.100s (%d metrics unbounded: the reference has no error magnitudes)", v->summary,
+           v->unbounded);
+  memcpy(v->summary, summary, sizeof summary);
 }
 
 /* Outputs the subject does not produce are not judged; the summary names them, so that a pass
@@ -445,7 +468,7 @@ static lce_code check_shapes(const lce_case *c, const lce_oracle_result *ref, lc
  * and its bounds undefined: reported as undefined, never as a measured 0. */
 static void begin_output(lce_output_verdict *ov) {
   ov->judged = ov->class_ok = ov->pass = 1;
-  for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1, ov->bound[m] = NAN;
+  for (int m = 0; m < LCE_METRIC_COUNT; m++) ov->metric_ok[m] = 1, ov->bound[m] = NAN, ov->unbounded[m] = 0;
   lce_metrics_undefined(&ov->metrics);
   ov->metrics.cond = NAN;
 }
@@ -588,6 +611,7 @@ lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference
     return rc;
   }
   summarize(c, g != NULL, v);
+  name_unbounded(v);
   name_not_provided(c, out, outputs, v);
   return LCE_OK;
 }

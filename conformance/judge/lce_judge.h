@@ -25,6 +25,8 @@ typedef struct lce_output_verdict {
   double bound[LCE_METRIC_COUNT];
   double budget_pct[LCE_METRIC_COUNT]; /* 100 * metric / bound (|bias| for bias) */
   int metric_ok[LCE_METRIC_COUNT];
+  unsigned char unbounded[LCE_METRIC_COUNT]; /* 1: its bound needs the error magnitudes the reference does
+                                              * not carry (metrics.no_mags): measured, not bounded */
   int pass;
 } lce_output_verdict;
 
@@ -35,6 +37,7 @@ typedef struct lce_verdict {
   lce_metric worst_metric;     /* (or the first class failure) */
   double worst_pct;
   int64_t inconclusive;        /* oracle elements that could not be judged */
+  int unbounded;               /* metrics left unbounded for want of the reference's magnitudes */
   unsigned not_provided;       /* a bit per output the subject does not produce (lce_outputs.not_provided) */
   char summary[256];           /* "FAIL d_hidden relerr 412% of budget" / "pass (max 38% d_hidden relerr)" */
   char repro[512];             /* one-line repro command */

@@ -244,6 +244,7 @@ void lce_metrics_from_comparison(const lce_comparison *cmp, lce_metric_values *m
   mv->well_conditioned = cmp->has_ulps ? cmp->well_conditioned : 0;
   mv->ref_norm = sqrt(rr);
   mv->cond = rr > 0 && m2 > 0 ? fmax(1.0, sqrt(m2 / rr)) : 1.0;
+  mv->no_mags = !cmp->has_emag;
   mv->neff = cmp->sum_r4 > 0 ? rr * rr / cmp->sum_r4 : 0.0;
   /* The same count of the error scale: where the errors can be (golden/policy.txt, ms*cond/sqrtn). */
   mv->neff_emag = cmp->has_emag && cmp->sum_emag4 > 0 ? m2 * m2 / cmp->sum_emag4 : 0.0;

@@ -77,7 +77,7 @@ typedef struct lce_metric_values {
   int64_t judged;      /* elements that entered the metrics */
   int64_t inconclusive;/* elements neither decisive nor lce_value_judgeable: skipped, never blamed */
   double ref_norm;     /* ||r||_2 over judged elements (non-zero norms are asserted by tests) */
-  double cond;         /* max(1, ||mag||_2 / ||r||_2) over judged elements; 1 when r == 0 */
+  double cond;         /* max(1, ||mag||_2 / ||r||_2) over judged elements; 1 when r == 0 or without magnitudes */
   double neff;         /* effective element count (sum r^2)^2 / sum r^4; 0 when r == 0 */
   double neff_emag;    /* the error scale's: (sum emag^2)^2 / sum emag^4; 0 without emag or its sum (tier 2) */
   double rnd_bias;     /* the bias <rnd - r, r> / <r, r> of the reference's rounded-d_logit values
@@ -117,6 +117,9 @@ typedef struct lce_metric_values {
                         * bias's sum a |r| / sum mag |r|, maxscaled's max a_i / mag_i; ulpfrac's 1. The
                         * tensor-core terms (k, h, cond*h; golden/sm_90/policy.txt) scale with it */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
+  unsigned char no_mags; /* 1: the reference carries no error magnitudes (tier 2 on the device, dropped
+                          * for memory): cond and maxscaled do not exist, and no bound that scales with
+                          * them is evaluated (lce_bounds_apply) */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
 

@@ -132,7 +132,9 @@ static void test_verdict(void) {
                      "unfused-cuda bf16 d_hidden bias lineark 0 1.5e-9\n"
                      "unfused-cuda bf16 d_hidden maxscaled const 0.5\n"
                      "unfused-cuda bf16 loss relerr cond 0 1e-6\n"
-                     "unfused-cuda bf16 loss maxscaled const 1\n";
+                     "unfused-cuda bf16 loss maxscaled const 1\n"
+                     "unfused-cuda bf16 lse relerr model 1=1e-6 cond=0 ms*cond/sqrtn=1\n"
+                     "unfused-cuda bf16 lse bias model 1=1e-6 cond=0x0.0p+0 k=1e-12\n";
   lce_golden g;
   EXPECT(lce_golden_parse(text, strlen(text), "test", &g, &st) == LCE_OK, "golden: %s", st.msg);
   lce_output_verdict r;
@@ -171,12 +173,33 @@ static void test_verdict(void) {
          "loss: bias must be undefined and the verdict pass");
   EXPECT(fabs(r.bound[LCE_METRIC_RELERR] - 3e-6) < 1e-18, "loss bound %g (cond 3)", r.bound[LCE_METRIC_RELERR]);
 
-  /* without mags: cond 1, maxscaled undefined */
+  /* without mags: cond 1, maxscaled undefined; the bounds that do not scale with cond still apply */
   cmp = synthetic(-1e-4, 1e-3, 1 << 20);
   cmp.has_emag = 0;
   judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
-  EXPECT(r.metrics.cond == 1.0 && r.metrics.undefined[LCE_METRIC_MAXSCALED] && r.pass, "no mags: cond %g",
-         r.metrics.cond);
+  EXPECT(r.metrics.cond == 1.0 && r.metrics.no_mags && r.metrics.undefined[LCE_METRIC_MAXSCALED] && r.pass &&
+             !r.unbounded[LCE_METRIC_RELERR] && r.bound[LCE_METRIC_RELERR] == bound,
+         "no mags: cond %g, d_hidden relerr bound %g", r.metrics.cond, r.bound[LCE_METRIC_RELERR]);
+  cmp = synthetic(0.0, 6e-3, 1 << 20);
+  cmp.has_emag = 0;
+  judge_row(&c, LCE_OUT_D_HIDDEN, K, &cmp, &g, &r);
+  EXPECT(!r.pass, "no mags: a noisy subject passed a bound that needs no magnitudes");
+  /* the loss's bound scales with cond, which a reference without magnitudes cannot give: at cond 1 the
+   * same loss error as above (within its bound at cond 3) would fail, so the bound is not evaluated */
+  cmp = synthetic(2e-6, 0.0, 1);
+  EXPECT(judge_row(&c, LCE_OUT_LOSS, 8192, &cmp, &g, &r) == LCE_OK && r.pass, "loss at cond 3");
+  cmp.has_emag = 0;
+  EXPECT(judge_row(&c, LCE_OUT_LOSS, 8192, &cmp, &g, &r) == LCE_OK, "loss judged without mags");
+  EXPECT(r.pass && r.unbounded[LCE_METRIC_RELERR] && isnan(r.bound[LCE_METRIC_RELERR]) &&
+             r.metrics.v[LCE_METRIC_RELERR] == 2e-6,
+         "no mags: the loss's cond bound must be left unbounded (pass %d, bound %g)", r.pass, r.bound[LCE_METRIC_RELERR]);
+
+  /* a model form needs the magnitudes through a cond term or ms*cond/sqrtn with a non-zero coefficient */
+  const lce_golden_entry *lr = lce_golden_find(&g, "unfused-cuda", LCE_PREC_BF16, LCE_OUT_LSE, LCE_METRIC_RELERR),
+                         *lb = lce_golden_find(&g, "unfused-cuda", LCE_PREC_BF16, LCE_OUT_LSE, LCE_METRIC_BIAS),
+                         *dr = lce_golden_find(&g, "unfused-cuda", LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR);
+  EXPECT(lr && lb && dr && lce_golden_needs_mags(lr) && !lce_golden_needs_mags(lb) && !lce_golden_needs_mags(dr),
+         "needs_mags: ms*cond/sqrtn 1 yes, cond 0 no, lineark no");
 
   /* class checks come first, whatever the metrics */
   cmp = synthetic(0.0, 0.0, 1 << 20);

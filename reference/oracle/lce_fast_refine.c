@@ -97,6 +97,7 @@
 
 #include "lce_fast_internal.h"
 #include "lce_parallel.h"
+#include "lce_progress.h"
 
 #define REFINE_CLONES LCE_TARGET_CLONES("fma", "default")
 
@@ -487,8 +488,11 @@ int64_t fast_refine(const fast_refine_in *r, lce_oracle_result *res) {
   for (int64_t b = 0; b < block; b++) rr[b].ds = ds + b * V, rr[b].m = mm + b * V;
   refine_opts opts;
   opts_init(r, &opts);
+  lce_progress progress; /* a production case refines every token row again: minutes */
+  lce_progress_start(&progress, "tier 1 refine rows", (double)rows);
   for (int64_t a0 = 0; a0 < rows; a0 += block) {
     const int64_t a1 = a0 + block < rows ? a0 + block : rows;
+    lce_progress_step(&progress, (double)a0);
     fast_dot_block(r->fin, act + a0, a1 - a0, zs, zl, zm);
     LCE_PARALLEL_FOR_IF(a1 - a0 > 1 && (a1 - a0) * V >= 4096)
     for (int64_t a = a0; a < a1; a++) {
