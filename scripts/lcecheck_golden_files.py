@@ -331,6 +331,18 @@ def load_golden(path):
     return g
 
 
+MAG_TERMS = ("cond", "cond/sqrtn", "cond*sqrtv", "cond*sqrth", "ms*cond/sqrtn", "cond*v", "cond*h")
+
+
+def needs_mags(entry):
+    """Whether an entry's bound scales with the reference's error magnitudes (lce_golden_needs_mags):
+    the cond form's b, or a model term of MAG_TERMS, with a non-zero coefficient."""
+    form, _a, b, _c, terms = entry
+    if form in ("cond", "condk"):
+        return b != 0.0
+    return form == "model" and any(t in MAG_TERMS and v != 0.0 for t, v in terms)
+
+
 def bound_at(entry, scales):
     """The bound of an entry on an output with these scales (lcecheck_golden_fit.scales_of;
     lce_golden_bound)."""

@@ -8,7 +8,7 @@ import math
 import os
 import re
 
-from lcecheck_golden_files import METRICS, Refusal, ToolError, bound_at, load_golden, read_text
+from lcecheck_golden_files import METRICS, Refusal, ToolError, bound_at, load_golden, needs_mags, read_text
 from lcecheck_golden_fit import scales_of, u_dlogit
 from lcecheck_run import log
 
@@ -158,6 +158,10 @@ def judge_run(run, entries):
                 if e is None:  # the judge's error: a defined metric the golden has no entry for
                     rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
                                  "value": abs(float(v)), "bound": math.nan, "pct": math.inf, "no_entry": True})
+                    continue
+                if (o or {}).get("no_mags") and needs_mags(e):  # the judge leaves it unbounded (lce_bounds_apply)
+                    rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,
+                                 "value": abs(float(v)), "bound": math.nan, "pct": 0.0, "unbounded": True})
                     continue
                 bound = bound_at(e, with_ms(entries, key, output_scales(case["id"], out, o, metric)))
                 rows.append({"case": case["id"], "dtype": case.get("dtype"), "output": out, "metric": metric,

@@ -6,6 +6,7 @@ the default of 1 for measurements without it is exercised too. The tests use the
 and that its ceilings sit where the derivation says (above a correct subject, below gross errors).
 Run: python3 -m unittest discover -s scripts/tests -v"""
 import json
+import math
 import os
 import stat
 import subprocess
@@ -508,6 +509,22 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual(at(g[key], k=1), at(g[key], k=9999))
         self.assertEqual(g[(CLASS, "bf16", "lse", "bias")], ("cond", 1e-7, 0.5e-7, 0.0, ()))  # decimal input
         self.assertEqual(at(("sqrtk", 1.0, 2.0, 0.0, ()), k=16, cond=1e9), 9.0)  # K forms ignore cond
+
+    def test_bounds_needing_magnitudes_are_left_unbounded_without_them(self):
+        import lcecheck_golden_judge  # noqa: E402  (judge_run: the offline judge's rule)
+        g = golden_entries(f"{CLASS} bf16 loss relerr cond 0 1e-6\n"
+                           f"{CLASS} bf16 lse relerr model 1=1e-6 cond=0 ms*cond/sqrtn=1\n"
+                           f"{CLASS} bf16 lse bias model 1=1e-6 cond=0x0.0p+0 k=1e-12\n")
+        self.assertTrue(lcecheck_golden.needs_mags(g[(CLASS, "bf16", "loss", "relerr")]))
+        self.assertTrue(lcecheck_golden.needs_mags(g[(CLASS, "bf16", "lse", "relerr")]))
+        self.assertFalse(lcecheck_golden.needs_mags(g[(CLASS, "bf16", "lse", "bias")]))  # its cond coefficient is 0
+        cid = "bf16.untied.tp1.n16.h32.v300.vp300.vc8.mean.ign0.fresh.normal.s1"
+        loss = {"judged": 1, "inner": 300, "cond": 1.0, "relerr": 2e-6}
+        run = {"golden_class": CLASS, "cases": [{"id": cid, "dtype": "bf16", "outputs": {"loss": loss}}]}
+        row, = lcecheck_golden_judge.judge_run(run, g)
+        self.assertGreater(row["value"], row["bound"])  # with magnitudes, cond 1: over its bound
+        row, = lcecheck_golden_judge.judge_run({**run, "cases": [{**run["cases"][0], "outputs": {"loss": {**loss, "no_mags": True}}}]}, g)
+        self.assertTrue(row["unbounded"] and math.isnan(row["bound"]) and row["pct"] == 0.0)
 
     def test_condk_entry_round_trips_and_adds_the_k_term(self):
         line = f"fused-cuda bf16 d_weight relerr condk {(0.0).hex()} {(2.0**-12).hex()} {(1.25 * 2.0**-30).hex()}"
