@@ -9,7 +9,7 @@
 #               GPU tier kept on the device against golden/sm_90/fused-cuda.golden (loss,
 #               d_hidden, d_weight, d_embedding: what production judges), and the lcecheck subjects of
 #               LCE_EXT_CHECKS (default "fused-cuda unfused-cuda"; "" for none) judged the same way on
-#               the same inputs
+#               the same inputs; production_rows.py's table of them ends the stage (production-rows.json)
 #   matrix      the same over matrices, judged against golden/sm_90/fused-cuda.golden (the bounds
 #               fused-cuda is held to). LCE_EXT_MATRIX lists them, space-separated, each
 #               NAME[@ORACLE][=SUBJECT[:JOBS],...]: the oracle the judge uses (fast: tier 1 on the CPU,
@@ -116,6 +116,7 @@ if has_stage production; then
     judge_case "prod-$k" "$case" "$SUBJECTS" ${LCE_EXT_CHECKS-fused-cuda unfused-cuda}
     rm -rf "${WORK:?}/prod-$k" "$WORK/prod-$k.results" # 6 GB per copy of the inputs at 8192 x 4096 x 128256
   done
+  step "production rows" pass 30 python3 "$ROOT/scripts/subjects/production_rows.py" "$RES" --json "$RES/production-rows.json"
 fi
 
 if has_stage bias; then

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""production_rows.py — the rows of gpu_external.sh's `production` stage: for every judged subject of
+every production case, the verdict, the failing or worst metric, relerr and bias of d_hidden and of the
+weight gradient, the loss's relerr, each output's % of budget and bound, the adapter's forward+backward
+time and peak extra memory (its meta.json), and whether the reference carried its error magnitudes
+(without them, tier 2 on a card too small for them, the bounds that scale with cond are left unbounded:
+lce_bounds_apply). The rows of conformance/external-production*.json. Glue only: it reads and prints,
+it judges nothing.
+
+    python3 scripts/subjects/production_rows.py RESULTS_DIR [RESULTS_DIR ...] [--golden NOTE]
+        [--version SUBJECT=TEXT ...] [--json FILE]
+
+Each RESULTS_DIR is one unpacked results.tar of the stage: prod-K-SUBJECT.json (one `check` or `judge
+--json` output, one case) and meta-prod-K-SUBJECT/*/out/meta.json for the adapters. A subject found in
+several directories keeps its first judged row per case (an unreadable file, a judge stopped at its
+limit, is an error row unless another directory judged it). --golden records which golden judged them; --version replaces an
+adapter's version text (e.g. a Megatron-LM tree without git metadata reports "unknown"). Exit status: 0
+done, 2 no or unreadable results."""
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import sys
+
+NAME = re.compile(r"^prod-(?P<k>\d+)-(?P<subject>.+)\.json$")
+OUTPUTS = ("loss", "d_hidden", "d_weight")
+
+
+class UsageError(Exception):
+    pass
+
+
+def finite(x):
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: {e}")
+
+
+def meta_of(results, k, subject):
+    """The adapter's meta.json for this case (None for lcecheck's own subjects, which have none)."""
+    found = glob.glob(os.path.join(results, f"meta-prod-{k}-{subject}", "*", "out", "meta.json"))
+    return read_json(found[0]) if found else None
+
+
+def has_mags(o):
+    """Whether the reference carried its error magnitudes for output o: said outright since lcecheck
+    reports no_mags, else read from the metrics (maxscaled exists only with them)."""
+    if "no_mags" in o:
+        return not o["no_mags"]
+    return o.get("maxscaled") is not None or not o.get("judged")
+
+
+def row_of(results, k, subject, golden, versions):
+    path = os.path.join(results, f"prod-{k}-{subject}.json")
+    try:
+        d = read_json(path)
+    except UsageError as e:  # a judge stopped at its time limit leaves an empty file
+        return {"subject": subject, "status": "error", "summary": f"unreadable: {e}"}
+    cases = d.get("cases") if isinstance(d, dict) else None
+    if not isinstance(cases, list) or len(cases) != 1:
+        return {"subject": subject, "status": "error", "summary": (d or {}).get("message", "no case")}
+    c, meta = cases[0], meta_of(results, k, subject)
+    outs = c.get("outputs") or {}
+    row = {"subject": subject, "version": versions.get(subject, (meta or {}).get("version", "this tree")),
+           "setting": (meta or {}).get("setting", "—"), "case": c["id"], "golden": golden,
+           "status": c.get("status"), "summary": c.get("summary"),
+           "reference_magnitudes": all(has_mags(outs[o]) for o in OUTPUTS if o in outs)}
+    for o, key in (("d_hidden", "dh"), ("d_weight", "dw")):
+        row[key + "_relerr"] = finite((outs.get(o) or {}).get("relerr"))
+        row[key + "_bias"] = finite((outs.get(o) or {}).get("bias"))
+    row["loss_relerr"] = finite((outs.get("loss") or {}).get("relerr"))
+    row["budget"], row["bound"], row["unbounded"] = {}, {}, {}
+    for o in OUTPUTS:
+        v = outs.get(o) or {}
+        row["budget"][o] = {m: round(p, 1) for m, p in (v.get("budget_pct") or {}).items() if finite(p) and p > 0}
+        row["bound"][o] = {m: b for m, b in (v.get("bound") or {}).items() if finite(b)}
+        if v.get("unbounded"):
+            row["unbounded"][o] = v["unbounded"]
+    if meta:
+        row["ms"] = round(1000 * meta["seconds"], 1) if finite(meta.get("seconds")) else None
+        row["peak_extra_gb"] = round(meta["peak_extra_bytes"] / 1e9, 2) if finite(meta.get("peak_extra_bytes")) else None
+    return row
+
+
+def collect(dirs, golden, versions):
+    """One row per (case, subject): the first judged one, an error row only where none was. An error
+    row's case is that of the directory's other subjects with the same tag."""
+    rows = {}
+    for results in dirs:
+        found = [(m["k"], m["subject"]) for m in (NAME.match(os.path.basename(p))
+                                                   for p in sorted(glob.glob(os.path.join(results, "prod-*.json")))) if m]
+        new = [row_of(results, k, subject, golden, versions) for k, subject in found]
+        case_of = {k: r["case"] for (k, _), r in zip(found, new) if r.get("case")}
+        for (k, subject), r in zip(found, new):
+            r.setdefault("case", case_of.get(k, f"prod-{k} of {results}"))
+            key = (r["case"], subject)
+            if key not in rows or rows[key]["status"] == "error":
+                rows[key] = r
+    if not rows:
+        raise UsageError(f"no prod-K-SUBJECT.json in {', '.join(dirs)}")
+    return list(rows.values())
+
+
+def fmt(x, spec):
+    """x formatted by spec, or a dash as wide as the spec's width where x is missing."""
+    return format(x, spec) if x is not None else "—".rjust(int(re.match(r"\D*(\d+)", spec).group(1)))
+
+
+def print_table(rows):
+    for case in dict.fromkeys(r["case"] for r in rows):
+        print(case)
+        print_case(r for r in rows if r["case"] == case)
+
+
+def print_case(rows):
+    print(f"{'subject':<28} {'verdict':<6} {'dh relerr':>10} {'dh bias':>10} {'dw relerr':>10} {'dw bias':>10} "
+          f"{'loss rel':>9} {'ms':>7} {'GB':>6}  magnitudes; summary")
+    for r in rows:
+        print(f"{r['subject']:<28} {str(r['status']):<6} {fmt(r.get('dh_relerr'), '10.3e')} {fmt(r.get('dh_bias'), '+10.2e')} "
+              f"{fmt(r.get('dw_relerr'), '10.3e')} {fmt(r.get('dw_bias'), '+10.2e')} {fmt(r.get('loss_relerr'), '9.2e')} "
+              f"{fmt(r.get('ms'), '7.1f')} {fmt(r.get('peak_extra_gb'), '6.2f')}  "
+              f"{'yes' if r.get('reference_magnitudes') else 'NO'}; {r.get('summary')}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", nargs="+", help="unpacked results.tar of gpu_external.sh's production stage")
+    ap.add_argument("--golden", default="golden/sm_90/fused-cuda.golden", help="which golden judged them (recorded)")
+    ap.add_argument("--version", action="append", default=[], metavar="SUBJECT=TEXT",
+                    help="the version text of SUBJECT's row (repeatable)")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+    try:
+        versions = dict(v.split("=", 1) for v in args.version)
+    except ValueError:
+        print("production_rows.py: --version takes SUBJECT=TEXT", file=sys.stderr)
+        return 2
+    try:
+        rows = collect(args.results, args.golden, versions)
+    except UsageError as e:
+        print(f"production_rows.py: {e}", file=sys.stderr)
+        return 2
+    print_table(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
