@@ -193,9 +193,29 @@ static int64_t certify_case(const char *id, int negative, int64_t *dec64_total, 
   return bad;
 }
 
+/* The device memory a production case needs (arithmetic: runs without a GPU too): an untied case's
+ * d_embedding is what skip_embedding leaves out, 4 Vp H doubles and Vp H floats with the magnitudes, and
+ * 16384 x 8192 x 152064 then fits an H200's 139 GiB. */
+static void check_device_bytes(void) {
+  lce_case c;
+  lce_status st;
+  EXPECT(lce_case_parse("bf16.untied.tp1.n16384.h8192.v152064.vp152064.vc4096.mean.ign5.fresh.normal.s1", &c, &st) ==
+             LCE_OK, "case: %s", st.msg);
+  const lce_ref64_options with = {0, 0}, without = {0, 1};
+  const double vph = 152064.0 * 8192.0, saved = (double)lce_ref64_device_bytes(&c, &with) -
+                                                (double)lce_ref64_device_bytes(&c, &without);
+  EXPECT(saved == vph * (4 * sizeof(double) + sizeof(float)), "skip_embedding saves %.4g bytes", saved);
+  EXPECT((double)lce_ref64_device_bytes(&c, &without) < 139.0 * 0x1p30, "152064 without d_embedding: %.1f GiB",
+         (double)lce_ref64_device_bytes(&c, &without) / 0x1p30);
+  c.tied = 1;
+  EXPECT(lce_ref64_device_bytes(&c, &with) == lce_ref64_device_bytes(&c, &without), "tied: nothing to skip");
+}
+
 int main(void) {
+  check_device_bytes();
   char why[160];
   if (!lce_device_query(NULL, why, sizeof why)) {
+    if (lce_test_failures) return lce_test_finish("test_ref64_certify");
     printf("test_ref64_certify: skipped: %s\n", why);
     return 77;
   }
