@@ -81,8 +81,9 @@ static void fill_tensors(const lce_case *c, const params *p, const int64_t *x, l
 }
 
 /* Assembles the parameter gradient (g_e, g_w) from the head's gradient buffers and d_hidden scattered
- * to the embedding rows of the batch's tokens. emb: the embedding table's buffer (the output weight's
- * when tied), wgt: the output weight's (untied), dh(i): element i of d_hidden. */
+ * to the embedding rows of the batch's tokens. emb(i): element i of the embedding table's buffer (the
+ * output weight's when tied), wgt: the output weight's (untied), head(i) its elements, dh(i): element
+ * i of d_hidden. */
 typedef double (*elem_fn)(const void *buf, lce_dtype t, size_t i);
 static double elem_f32(const void *buf, lce_dtype t, size_t i) {
   (void)t;
@@ -94,11 +95,11 @@ static double elem_f64(const void *buf, lce_dtype t, size_t i) {
 }
 static double elem_dtype(const void *buf, lce_dtype t, size_t i) { return lce_load(t, buf, i); }
 
-static void assemble(const lce_case *c, const int64_t *x, const void *emb, const void *wgt, elem_fn head,
+static void assemble(const lce_case *c, const int64_t *x, const void *emb, elem_fn embf, const void *wgt, elem_fn head,
                      const void *dh, elem_fn dhf, params *g) {
   LCE_PARALLEL_FOR_IF(g->size > PARAM_BLOCK)
   for (size_t k = 0; k < g->size; k++) {
-    g->e[k] = head(emb, c->dtype, k);
+    g->e[k] = embf(emb, c->dtype, k);
     if (!c->tied) g->w[k] = head(wgt, c->dtype, k);
   }
   for (int64_t i = 0; i < c->n; i++)
@@ -120,8 +121,10 @@ static lce_code reference_at(const lce_converge_config *cfg, const lce_case *c, 
   if (rc != LCE_OK) return rc;
   const lce_ref_output *o = ref.host.out;
   *loss = o[LCE_OUT_LOSS].value[0];
-  const double *emb = c->tied ? o[LCE_OUT_D_WEIGHT].value : o[LCE_OUT_D_EMBEDDING].value;
-  assemble(c, x, emb, o[LCE_OUT_D_WEIGHT].value, elem_f64, o[LCE_OUT_D_HIDDEN].value, elem_f64, g);
+  /* untied: the embedding's buffer is its prior, which no reference keeps (lce_output_reference_count) */
+  if (c->tied) assemble(c, x, o[LCE_OUT_D_WEIGHT].value, elem_f64, NULL, elem_f64, o[LCE_OUT_D_HIDDEN].value, elem_f64, g);
+  else assemble(c, x, in->grad_embedding_prior, elem_f32, o[LCE_OUT_D_WEIGHT].value, elem_f64, o[LCE_OUT_D_HIDDEN].value,
+                elem_f64, g);
   lce_reference_release(&ref);
   return LCE_OK;
 }
@@ -134,7 +137,7 @@ static lce_code subject_at(const lce_converge_config *cfg, const lce_case *c, co
   LCE_TRY(lce_outputs_alloc(c, in, &out, st));
   lce_code rc = lce_subject_run(cfg->subject, c, in, &out, st);
   if (rc == LCE_OK)
-    assemble(c, x, out.grad_embedding, out.grad_weight, elem_f32, out.d_hidden, elem_dtype, g);
+    assemble(c, x, out.grad_embedding, elem_f32, out.grad_weight, elem_f32, out.d_hidden, elem_dtype, g);
   lce_outputs_free(&out);
   return rc;
 }

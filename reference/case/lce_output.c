@@ -31,6 +31,10 @@ int64_t lce_output_count(const lce_case *c, lce_output_id o) {
   }
 }
 
+int64_t lce_output_reference_count(const lce_case *c, lce_output_id o) {
+  return o == LCE_OUT_D_EMBEDDING ? 0 : lce_output_count(c, o);
+}
+
 double lce_accumulation_length(const lce_case *c, lce_output_id o) {
   if (o == LCE_OUT_D_HIDDEN) {
     const int64_t vs = (c->v + c->tp - 1) / c->tp, vc = c->vocab_chunk > 0 ? c->vocab_chunk : vs;

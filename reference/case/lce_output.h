@@ -17,6 +17,11 @@ typedef enum lce_output_id {
 const char *lce_output_name(lce_output_id o); /* "loss", "loss_token", "lse", "d_hidden", ... */
 int lce_output_parse(const char *s, lce_output_id *out);
 
+/* Elements of output o that a reference (every oracle tier) computes and keeps: lce_output_count's,
+ * except d_embedding's 0. That output must equal its prior, and the judge checks it against the inputs
+ * (lce_judge.c), never against a reference: at production shapes it would be Vp H elements per array. */
+int64_t lce_output_reference_count(const lce_case *c, lce_output_id o);
+
 /* Whether output o exists for case c (d_embedding only when untied). */
 int lce_output_applies(const lce_case *c, lce_output_id o);
 /* Element count of output o for case c. */

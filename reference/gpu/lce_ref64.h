@@ -48,10 +48,10 @@
  *
  * Device memory (8-byte elements): W and |W| (2 V H), hidden and |hidden| (2 N H), logits, dz and
  * dz terms (3 N V), d_hidden value/err/mag/emag/rnd (5 N H), d_weight value/err/mag/emag/rnd (5 Vp H), plus
- * O(N + V) — with skip_mags: 1 V H + 1 N H + 2 N V + 1 N H + 1 Vp H; an untied case's d_embedding (its
- * prior, 4 Vp H or 1 Vp H, and the fp32 prior) unless skip_embedding. lce_ref64_device_bytes says how much;
- * untied, without d_embedding: (8192, 4096, 128256) ~52 GB, (4096, 4096, 262144) ~85 GB, (16384, 8192,
- * 152064) ~127 GB (with it 71, 124 and 172 GB; without magnitudes 27, 45 and 64 GB). */
+ * O(N + V) — with skip_mags: 1 V H + 1 N H + 2 N V + 1 N H + 1 Vp H. No d_embedding (its prior, judged
+ * against the inputs: lce_output_reference_count). lce_ref64_device_bytes says how much: (8192, 4096,
+ * 128256) ~52 GB, (4096, 4096, 262144) ~85 GB, (16384, 8192, 152064) ~127 GB (without magnitudes 25, 41
+ * and 54 GB); the untied embedding's arrays, kept before, made them 71, 124 and 172 GB. */
 #ifndef LCE_REF64_H
 #define LCE_REF64_H
 
@@ -64,8 +64,6 @@ extern "C" {
 
 typedef struct lce_ref64_options {
   int skip_mags; /* 1: values only (err, mag and emag NULL): half the memory, a third of the GEMMs */
-  int skip_embedding; /* 1: an untied case's embedding gradient (its prior, which the judge checks on the
-                       * host) is not kept: d_embedding's count 0, (per) Vp H doubles and Vp H floats less */
 } lce_ref64_options;
 
 /* One output in device memory; all arrays [count] doubles, NULL when skipped or not applicable. */

@@ -16,18 +16,13 @@
 
 extern "C" {
 
-/* Whether the untied embedding's gradient is kept on the device (lce_ref64_options.skip_embedding). */
-static int keeps_embedding(const lce_case *c, const lce_ref64_options *opt) {
-  return !c->tied && !(opt && opt->skip_embedding);
-}
-
 size_t lce_ref64_device_bytes(const lce_case *c, const lce_ref64_options *opt) {
-  const int mags = !(opt && opt->skip_mags), emb = keeps_embedding(c, opt);
+  const int mags = !(opt && opt->skip_mags);
   const size_t d = sizeof(double), nh = (size_t)(c->n * c->h), vh = (size_t)(c->v * c->h),
                nv = (size_t)(c->n * c->v), vph = (size_t)(c->vp * c->h), per = mags ? 4 : 1;
   size_t b = d * (vh * (mags ? 2 : 1) + nh * (mags ? 3 : 1) + nv * (mags ? 2 : 1));
-  b += d * (per * nh + per * vph + (emb ? per * vph : 0) + (mags ? 2 * nh + vph : 0)); /* M1 scratch; rnd */
-  b += sizeof(float) * vph * (emb ? 2 : 1) + (vh > nh ? vh : nh) * lce_dtype_size(c->dtype);
+  b += d * (per * nh + per * vph + (mags ? 2 * nh + vph : 0)); /* d_hidden, d_weight; M1 scratch; rnd */
+  b += sizeof(float) * vph + (vh > nh ? vh : nh) * lce_dtype_size(c->dtype);
   b += (size_t)(c->n + c->v) * 64 + (size_t)c->h * 3 * d + (size_t)(3 * c->n + c->v) * d;
   return b;
 }
@@ -84,8 +79,7 @@ static void host_constants(const lce_case *c, const lce_tensors *in, int mags, r
   }
 }
 
-static lce_code alloc_state(const lce_case *c, int mags, int emb, lce_ref64_device *ref, r64_state *x,
-                            lce_status *st) {
+static lce_code alloc_state(const lce_case *c, int mags, lce_ref64_device *ref, r64_state *x, lce_status *st) {
   const int64_t nh = c->n * c->h, vh = c->v * c->h, nv = c->n * c->v, vph = c->vp * c->h;
   R64_ALLOC(ref, x->hid, nh, "hidden");
   R64_ALLOC(ref, x->w, vh, "W");
@@ -100,7 +94,6 @@ static lce_code alloc_state(const lce_case *c, int mags, int emb, lce_ref64_devi
   LCE_TRY(lce_cuda_alloc(&x->raw, (size_t)(vh > nh ? vh : nh) * lce_dtype_size(c->dtype), "raw inputs",
                          &ref->device_bytes, "ref64", st));
   if (c->class_weights) R64_ALLOC(ref, x->class_weight, c->v, "class weights");
-  if (emb) R64_ALLOC(ref, x->prior_emb, vph, "the embedding prior");
   if (mags) {
     R64_ALLOC(ref, x->hid_abs, nh, "|hidden|");
     R64_ALLOC(ref, x->hid_cond, nh, "cond |hidden|");
@@ -114,7 +107,7 @@ static lce_code alloc_state(const lce_case *c, int mags, int emb, lce_ref64_devi
   }
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
     lce_ref64_dev_output *d = &ref->out[o];
-    d->count = o == LCE_OUT_D_EMBEDDING && !emb ? 0 : lce_output_count(c, (lce_output_id)o);
+    d->count = lce_output_reference_count(c, (lce_output_id)o);
     if (d->count == 0) continue;
     R64_ALLOC(ref, d->value, d->count, lce_output_name((lce_output_id)o));
     if (!mags) continue;
@@ -145,7 +138,6 @@ static lce_code upload_inputs(const lce_case *c, const lce_tensors *in, const do
   LCE_TRY(upload(x->g, g, (size_t)c->n * sizeof(double), s, st));
   if (c->class_weights) LCE_TRY(upload(x->class_weight, in->class_weight, (size_t)c->v * sizeof(float), s, st));
   LCE_TRY(upload(x->prior_w, lce_output_weight_prior(c, in), vph * sizeof(float), s, st));
-  if (x->prior_emb) LCE_TRY(upload(x->prior_emb, in->grad_embedding_prior, vph * sizeof(float), s, st));
   R64_CUDA_CHECK(st, cudaStreamSynchronize(s));
   return LCE_OK;
 }
@@ -248,7 +240,6 @@ static lce_code run_passes(const lce_case *c, const lce_tensors *in, r64_state *
   lce_ref64_dev_output *dw = &ref->out[LCE_OUT_D_WEIGHT];
   LCE_TRY(r64_launch_widen(x->prior_w, c->vp * H, dw->value, s, st));
   LCE_TRY(dgemm(x, CUBLAS_OP_N, CUBLAS_OP_T, H, V, N, x->hid, H, x->z, V, 1.0, dw->value, H, st));
-  if (x->prior_emb) LCE_TRY(r64_launch_widen(x->prior_emb, c->vp * H, ref->out[LCE_OUT_D_EMBEDDING].value, s, st));
   if (mags) { /* rnd: the same two GEMMs over the rounded d_logits, which replace dz in z (not read again) */
     LCE_TRY(r64_launch_dzr(x, c->dtype, lce_case_precision(c) == LCE_PREC_TF32, s, st));
     LCE_TRY(dgemm(x, CUBLAS_OP_N, CUBLAS_OP_N, H, N, V, x->w, H, x->z, V, 0.0, ref->out[LCE_OUT_D_HIDDEN].rnd, H, st));
@@ -294,7 +285,7 @@ static lce_code run_passes(const lce_case *c, const lce_tensors *in, r64_state *
 static void free_state(r64_state *x) {
   void *bufs[] = {x->hid, x->hid_abs, x->hid_cond, x->w, x->w_abs, x->z, x->term, x->labels, x->class_weight, x->g,
                   x->rows, x->bad_h, x->bad_w, x->vec_w_abs, x->vec_h_floor, x->vec_h_b, x->row_vec, x->scratch,
-                  x->prior_w, x->prior_emb, x->raw};
+                  x->prior_w, x->raw};
   if (x->stream) cudaStreamSynchronize(x->stream);
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) cudaFree(bufs[i]);
@@ -321,14 +312,14 @@ void lce_ref64_device_free(lce_ref64_device *ref) {
   memset(ref, 0, sizeof *ref);
 }
 
-static lce_code device_run(const lce_case *c, const lce_tensors *in, int emb, r64_state *x, double *g,
-                           lce_ref64_device *ref, lce_status *st) {
+static lce_code device_run(const lce_case *c, const lce_tensors *in, r64_state *x, double *g, lce_ref64_device *ref,
+                           lce_status *st) {
   R64_CUDA_CHECK(st, cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
   R64_CUBLAS_CHECK(st, cublasCreate(&x->blas));
   R64_CUBLAS_CHECK(st, cublasSetStream(x->blas, x->stream));
   /* Pedantic: no emulation, no reduced precision anywhere (the bound assumes IEEE fp64 GEMMs). */
   R64_CUBLAS_CHECK(st, cublasSetMathMode(x->blas, CUBLAS_PEDANTIC_MATH));
-  LCE_TRY(alloc_state(c, x->k.want_mags, emb, ref, x, st));
+  LCE_TRY(alloc_state(c, x->k.want_mags, ref, x, st));
   LCE_TRY(upload_inputs(c, in, g, x, ref, st));
   unsigned char *valid = (unsigned char *)malloc((size_t)c->n);
   LCE_ALLOC_CHECK(st, valid);
@@ -360,7 +351,7 @@ lce_code lce_ref64_device_run(const lce_case *c, const lce_tensors *in, const lc
   }
   ref->priv_ = x;
   host_constants(c, in, ref->has_mags, &x->k, g);
-  lce_code rc = device_run(c, in, keeps_embedding(c, opt), x, g, ref, st);
+  lce_code rc = device_run(c, in, x, g, ref, st);
   free(g);
   ref->seconds = lce_now_seconds() - t0;
   return rc;

@@ -113,7 +113,6 @@ typedef struct r64_state {
   double *row_vec;                   /* [3n + v]: cond_n, floor_n, b_n (active rows), then v ones */
   double *scratch;                   /* [n*h] d_hidden's M1 before it becomes err/mag/emag */
   float *prior_w;                    /* [vp*h] the output weight's prior */
-  float *prior_emb;                  /* [vp*h] untied: the embedding's prior (NULL when tied) */
   void *raw;                         /* staging for raw dtype uploads */
 } r64_state;
 

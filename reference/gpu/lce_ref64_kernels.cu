@@ -448,19 +448,15 @@ __global__ static void r64_fix_rows_kernel(const r64_consts k, const r64_row *ro
   for (int64_t j = threadIdx.x; j < k.h; j += blockDim.x) r64_set(dh, n * k.h + j, x, 0.0);
 }
 
-/* Gradient buffers: padded rows and non-finite priors are their prior; every real row NaN when a
- * valid token is poisoned; the untied embedding's gradient is its prior. */
-__global__ static void r64_fix_grads_kernel(const r64_consts k, const float *prior_w, const float *prior_emb,
-                                            int poisoned_grad, lce_ref64_dev_output dw, lce_ref64_dev_output de) {
+/* The output weight's gradient: padded rows and non-finite priors are their prior; every real row NaN
+ * when a valid token is poisoned. */
+__global__ static void r64_fix_grads_kernel(const r64_consts k, const float *prior_w, int poisoned_grad,
+                                            lce_ref64_dev_output dw) {
   const int64_t count = k.vp * k.h, real = k.v * k.h;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
     const double p = prior_w[i];
     if (i < real && poisoned_grad) r64_set(dw, i, NAN, 0.0);
     else if (i >= real || !isfinite(p)) r64_set(dw, i, p, isfinite(p) ? fabs(p) : 0.0);
-    if (prior_emb) {
-      const double q = prior_emb[i];
-      r64_set(de, i, q, isfinite(q) ? fabs(q) : 0.0);
-    }
   }
 }
 
@@ -470,7 +466,7 @@ lce_code r64_launch_fixups(const r64_state *x, lce_ref64_device *ref, int poison
                                                        ref->out[LCE_OUT_LOSS_TOKEN], ref->out[LCE_OUT_D_HIDDEN]);
   R64_LAUNCH_CHECK(st, "r64_fix_rows_kernel");
   r64_fix_grads_kernel<<<r64_blocks(x->k.vp * x->k.h, 256), 256, 0, s>>>(
-      x->k, x->prior_w, x->prior_emb, poisoned_grad, ref->out[LCE_OUT_D_WEIGHT], ref->out[LCE_OUT_D_EMBEDDING]);
+      x->k, x->prior_w, poisoned_grad, ref->out[LCE_OUT_D_WEIGHT]);
   R64_LAUNCH_CHECK(st, "r64_fix_grads_kernel");
   return LCE_OK;
 }

@@ -35,7 +35,6 @@ static lce_code ref64_prepare(const lce_case *c, const lce_tensors *in, lce_ref_
   size_t free_bytes = 0;
   LCE_TRY(lce_device_free_bytes(&free_bytes, st));
   lce_ref64_options opt = {0};
-  opt.skip_embedding = 1; /* no comparison reads it: the judge checks d_embedding against its prior */
   opt.skip_mags = lce_ref64_device_bytes(c, &opt) + REF64_TIER_HEADROOM > free_bytes;
   lce_ref64_device *dev = calloc(1, sizeof *dev);
   LCE_ALLOC_CHECK(st, dev);

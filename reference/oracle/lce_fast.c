@@ -396,7 +396,7 @@ static int64_t block_rows(const lce_case *c, const lce_fast_options *opt) {
 void lce_fast_estimate(const lce_case *c, const lce_fast_options *opt, lce_fast_cost *cost) {
   const double N = (double)c->n, H = (double)c->h, V = (double)c->v;
   double out = 0.0; /* the result: value, err, mag, emag, rounded and a flag per element */
-  for (int o = 0; o < LCE_OUT_COUNT; o++) out += (double)lce_output_count(c, (lce_output_id)o);
+  for (int o = 0; o < LCE_OUT_COUNT; o++) out += (double)lce_output_reference_count(c, (lce_output_id)o);
   /* the gradients' coherent d_logit rounding, rnd and flip (run_body, lce_fast_rnd.c) */
   const double grads = (double)(lce_output_count(c, LCE_OUT_D_HIDDEN) + lce_output_count(c, LCE_OUT_D_WEIGHT));
   int threads = 1;
@@ -495,7 +495,6 @@ static lce_code run_body(fast_work *w, const lce_fast_options *opt, lce_fast_sta
   run_loss(w, poisoned);
   fast_weight_finish(w, poisoned);
   put_priors(w, LCE_OUT_D_WEIGHT, V * H, lce_output_weight_prior(c, w->in)); /* the padded rows */
-  if (!c->tied) put_priors(w, LCE_OUT_D_EMBEDDING, 0, w->in->grad_embedding_prior);
   if (!poisoned) {
     const double t_refine = lce_now_seconds();
     const fast_refine_in refine = {c, w->in, &w->fin, w->active, opt->refine_all};

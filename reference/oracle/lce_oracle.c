@@ -88,7 +88,7 @@ void lce_oracle_mp_free(lce_oracle_mp *mp) {
 
 lce_code lce_oracle_result_alloc(const lce_case *c, lce_oracle_result *res, const char *who, lce_status *st) {
   for (int o = 0; o < LCE_OUT_COUNT; o++) {
-    int64_t n = lce_output_count(c, (lce_output_id)o);
+    int64_t n = lce_output_reference_count(c, (lce_output_id)o);
     if (n == 0) continue;
     lce_ref_output *r = &res->out[o];
     r->count = n;
@@ -356,7 +356,7 @@ double lce_oracle_bytes(const lce_case *c, int threads) {
   const mpfr_prec_t p = LCE_ORACLE_PREC, dp = lce_dtype_precision(c->dtype);
   const double N = (double)c->n, H = (double)c->h, V = (double)c->v;
   double out = 0.0;
-  for (int o = 0; o < LCE_OUT_COUNT; o++) out += (double)lce_output_count(c, (lce_output_id)o);
+  for (int o = 0; o < LCE_OUT_COUNT; o++) out += (double)lce_output_reference_count(c, (lce_output_id)o);
   const double jb = (double)lce_oracle_block_cols(c, c->n, p, 0);
   /* Inputs: doubles both ways and MPFR copies both ways; the result; per row the loss and the plan
    * (and with vocab blocks the kept state); the dz block of every row. */
@@ -406,13 +406,11 @@ static void run_loss(oracle_ctx *cx, oracle_work *w) {
   lce_oracle_finish(cx, LCE_OUT_LOSS, 0, cx->out, e, mag);
 }
 
-/* The padded rows of the output weight's gradient and the untied embedding's gradient: unchanged. */
+/* The padded rows of the output weight's gradient: unchanged. */
 static void exact_copies(oracle_ctx *cx, const lce_tensors *in) {
   const lce_case *c = cx->c;
   const float *prior = lce_output_weight_prior(c, in);
   for (int64_t i = c->v * c->h; i < c->vp * c->h; i++) lce_oracle_finish_exact(cx, LCE_OUT_D_WEIGHT, i, prior[i]);
-  if (!c->tied)
-    for (int64_t i = 0; i < c->vp * c->h; i++) lce_oracle_finish_exact(cx, LCE_OUT_D_EMBEDDING, i, in->grad_embedding_prior[i]);
 }
 
 static int any_flag(const unsigned char *flags, int64_t count) {

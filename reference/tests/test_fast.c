@@ -133,7 +133,7 @@ static void check_align(const lce_case *c, const lce_tensors *t, const lce_oracl
   }
   const int tensor_cores = lce_case_precision(c) != LCE_PREC_FP32;
   for (int o = 0; o < LCE_OUT_COUNT; o++)
-    EXPECT(!f->out[o].tcex == !(tensor_cores && any && f->out[o].count > 0 && o != LCE_OUT_LOSS && o != LCE_OUT_D_EMBEDDING),
+    EXPECT(!f->out[o].tcex == !(tensor_cores && any && f->out[o].count > 0 && o != LCE_OUT_LOSS),
            "%s tcex %s (tensor cores %d, a subnormal operand %d)", lce_output_name(o),
            f->out[o].tcex ? "kept" : "absent", tensor_cores, any);
   if (f->out[LCE_OUT_LSE].tcex != NULL) {
@@ -293,7 +293,7 @@ static void check_align_planted(void) {
 
 /* Every real element of two tier-0 subset runs with everything asked, bit for bit. */
 static void expect_same_real(const lce_case *c, const lce_oracle_result *a, const lce_oracle_result *b, const char *how) {
-  for (int o = 0; o < LCE_OUT_COUNT && o != LCE_OUT_D_EMBEDDING; o++)
+  for (int o = 0; o < LCE_OUT_COUNT; o++)
     for (int64_t i = 0; i < a->out[o].count && (o != LCE_OUT_D_WEIGHT || i < c->v * c->h); i++)
       EXPECT(same_bits(a->out[o].value[i], b->out[o].value[i]) && same_bits(a->out[o].err[i], b->out[o].err[i]) &&
              same_bits(a->out[o].mag[i], b->out[o].mag[i]) && same_bits(a->out[o].emag[i], b->out[o].emag[i]) &&
