@@ -50,8 +50,8 @@
  * dz terms (3 N V), d_hidden value/err/mag/emag/rnd (5 N H), d_weight value/err/mag/emag/rnd (5 Vp H), plus
  * O(N + V) — with skip_mags: 1 V H + 1 N H + 2 N V + 1 N H + 1 Vp H. No d_embedding (its prior, judged
  * against the inputs: lce_output_reference_count). lce_ref64_device_bytes says how much: (8192, 4096,
- * 128256) ~52 GB, (4096, 4096, 262144) ~85 GB, (16384, 8192, 152064) ~127 GB (without magnitudes 25, 41
- * and 54 GB); the untied embedding's arrays, kept before, made them 71, 124 and 172 GB. */
+ * 128256) ~52 GB, (4096, 4096, 262144) ~85 GB, (16384, 8192, 152064) ~127 GB (without magnitudes 21, 33
+ * and 50 GB); the untied embedding's arrays, kept before, made them 71, 124 and 172 GB. */
 #ifndef LCE_REF64_H
 #define LCE_REF64_H
 
