@@ -331,12 +331,14 @@ def load_golden(path):
     return g
 
 
-MAG_TERMS = ("cond", "cond/sqrtn", "cond*sqrtv", "cond*sqrth", "ms*cond/sqrtn", "cond*v", "cond*h")
+MAG_TERMS = ("cond", "cond/sqrtn", "cond*sqrtv", "cond*sqrth", "ms*cond/sqrtn", "cond*v", "cond*h",
+             "rnd", "rndn", "rnds", "flip", "flipn", "outr", "outv", "acc", "accn", "pertok", "pertokn")
 
 
 def needs_mags(entry):
-    """Whether an entry's bound scales with the reference's error magnitudes (lce_golden_needs_mags):
-    the cond form's b, or a model term of MAG_TERMS, with a non-zero coefficient."""
+    """Whether an entry's bound needs what a reference without error magnitudes cannot give
+    (lce_golden_needs_mags): the cond form's b, or a model term of MAG_TERMS (cond, the maxscaled bound,
+    the terms measured from the magnitudes or rnd), with a non-zero coefficient."""
     form, _a, b, _c, terms = entry
     if form in ("cond", "condk"):
         return b != 0.0

@@ -407,7 +407,7 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
       cli_json_number(f, ov->metrics.v[m]);
     }
     if (ov->metrics.judged > 0) json_metric_map(f, "tcx", ov->metrics.tcx); /* the tensor-core terms' scale per metric */
-    if (ov->metrics.no_mags) fputs(",\"no_mags\":true", f); /* cond reads 1: the reference kept no magnitudes */
+    fprintf(f, ",\"no_mags\":%s", ov->metrics.no_mags ? "true" : "false"); /* true: the reference kept no magnitudes */
     if (with_bounds) {
       json_metric_map(f, "bound", ov->bound);
       json_metric_map(f, "budget_pct", ov->budget_pct);

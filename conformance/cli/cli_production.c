@@ -24,12 +24,17 @@ static void print_output_row(const lce_prod_report *rep, const lce_prod_case_res
   cli_cell(brel, sizeof brel, bounded && !exact ? ov->bound[LCE_METRIC_RELERR] : NAN, "%.2e");
   cli_cell(bbias, sizeof bbias, bounded && !exact ? ov->bound[LCE_METRIC_BIAS] : NAN, "%.2e");
   double worst = -1.0;
-  for (int m = 0; bounded && !exact && m < LCE_METRIC_COUNT; m++)
-    if (!ov->metrics.undefined[m] && ov->budget_pct[m] > worst) worst = ov->budget_pct[m];
+  int unbounded = 0; /* bounds left out: the reference kept no magnitudes (lce_bounds_apply) */
+  for (int m = 0; bounded && !exact && m < LCE_METRIC_COUNT; m++) {
+    unbounded += ov->unbounded[m];
+    if (!ov->metrics.undefined[m] && !ov->unbounded[m] && ov->budget_pct[m] > worst) worst = ov->budget_pct[m];
+  }
   const char *word = !ov->class_ok ? "CLASS FAIL" : !bounded ? "measured" : ov->pass ? "pass" : "FAIL";
+  char extra[24] = "";
+  if (unbounded) snprintf(extra, sizeof extra, ", %d unbounded", unbounded);
   if (exact) snprintf(verdict, sizeof verdict, "%s (exact)", word);
-  else if (worst >= 0.0) snprintf(verdict, sizeof verdict, "%s %.0f%%", word, worst);
-  else snprintf(verdict, sizeof verdict, "%s", word);
+  else if (worst >= 0.0) snprintf(verdict, sizeof verdict, "%s %.0f%%%s", word, worst, extra);
+  else snprintf(verdict, sizeof verdict, "%s%s", word, extra);
   printf("%-18s %-6s %3d %-31s %-11s %7lld %10s %10s %9s/%-9s %s\n", shape, cr->c.tied ? "tied" : "untied", cr->c.tp,
          rep->cfg->subjects[j], lce_output_name(o), (long long)ov->inner, rel, bias, brel, bbias, verdict);
   if (!ov->class_ok) printf("%18s   %s\n", "", ov->class_msg);

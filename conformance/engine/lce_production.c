@@ -116,6 +116,8 @@ int lce_prod_mutant_killed(const lce_prod_report *rep, size_t i, int j) {
   if (r->error || r->skipped) return -1;
   if (class_failed(r)) return 1;
   if (rep->cfg->measure_only) return -1;
+  /* A pass with bounds left out for want of the reference's magnitudes says nothing about the mutant. */
+  if (r->verdict.pass && r->verdict.unbounded > 0) return -1;
   return !r->verdict.pass;
 }
 
@@ -131,6 +133,13 @@ int lce_prod_exit_status(const lce_prod_report *rep, char *why, size_t size) {
       }
       if (r->skipped) continue;
       if (rep->mutant[j]) {
+        if (cr->c.v >= LCE_PROD_MUTANT_MIN_V && !cfg->measure_only && lce_prod_mutant_killed(rep, i, j) < 0 &&
+            r->verdict.unbounded > 0) {
+          snprintf(why, size, "mutant %s on %s: no verdict: the reference kept no error magnitudes on this device, "
+                   "so %d metrics were left unbounded (a device with more memory gives them)", cfg->subjects[j], cr->id,
+                   r->verdict.unbounded);
+          return 1;
+        }
         if (cr->c.v >= LCE_PROD_MUTANT_MIN_V && lce_prod_mutant_killed(rep, i, j) == 0) {
           snprintf(why, size, "mutant %s survived %s (V >= %d): the bounds are too loose", cfg->subjects[j], cr->id,
                    LCE_PROD_MUTANT_MIN_V);

@@ -103,7 +103,7 @@ typedef struct lce_prod_report {
  * why receives the first reason for 1. */
 int lce_prod_exit_status(const lce_prod_report *rep, char *why, size_t size);
 /* For mutant subject j on case i: 1 killed (some output failed), 0 survived, -1 no verdict (measure
- * only, an error or a skip). */
+ * only, an error, a skip, or a pass with bounds left out for want of the reference's magnitudes). */
 int lce_prod_mutant_killed(const lce_prod_report *rep, size_t i, int j);
 
 /* Runs every case of rep->cfg for every subject through the engine (lce_engine.h) against the fp64

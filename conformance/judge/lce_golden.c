@@ -348,9 +348,10 @@ double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s) {
 int lce_golden_needs_mags(const lce_golden_entry *e) {
   if (e->form == LCE_FORM_COND || e->form == LCE_FORM_CONDK) return e->b != 0.0;
   if (e->form != LCE_FORM_MODEL) return 0;
-  static const lce_bound_term mags[] = {LCE_TERM_COND,   LCE_TERM_COND_RSQRTN,    LCE_TERM_COND_SQRTV,
-                                        LCE_TERM_COND_SQRTH, LCE_TERM_MS_COND_RSQRTN, LCE_TERM_COND_V,
-                                        LCE_TERM_COND_H};
+  static const lce_bound_term mags[] = {
+      LCE_TERM_COND, LCE_TERM_COND_RSQRTN, LCE_TERM_COND_SQRTV, LCE_TERM_COND_SQRTH, LCE_TERM_MS_COND_RSQRTN,
+      LCE_TERM_COND_V, LCE_TERM_COND_H, LCE_TERM_RND, LCE_TERM_RNDN, LCE_TERM_RNDS, LCE_TERM_FLIP, LCE_TERM_FLIPN,
+      LCE_TERM_OUTR, LCE_TERM_OUTV, LCE_TERM_ACC, LCE_TERM_ACCN, LCE_TERM_PERTOK, LCE_TERM_PERTOKN};
   for (size_t i = 0; i < sizeof mags / sizeof mags[0]; i++)
     if ((e->terms >> mags[i] & 1u) && e->coef[mags[i]] != 0.0) return 1;
   return 0;

@@ -352,8 +352,9 @@ lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const 
     const lce_golden_entry *e = lce_golden_find(g, subject_class, p, o, (lce_metric)m);
     LCE_CHECK(st, e != NULL, LCE_EINVAL, "no golden entry for class '%s' dtype %s output %s metric %s in '%s'",
               subject_class, lce_precision_name(p), lce_output_name(o), lce_metric_name((lce_metric)m), g->path);
-    /* Without the reference's magnitudes cond reads 1 and the maxscaled bound 0, each below what it
-     * stands for: such a bound would be too tight, and a correct kernel would fail it. */
+    /* Without the reference's magnitudes cond reads 1, the maxscaled bound and the rnd terms 0, each
+     * below what it stands for: such a bound would be too tight, and a correct kernel would fail it. */
+    ov->unbounded[m] = 0;
     if (ov->metrics.no_mags && lce_golden_needs_mags(e)) {
       ov->unbounded[m] = 1;
       ov->bound[m] = NAN;
@@ -421,17 +422,24 @@ static void summarize(const lce_case *c, int bounded, lce_verdict *v) {
   }
 }
 
+/* " (note)" after the summary, whole: the summary's own text is shortened where both do not fit. */
+static void append_note(lce_verdict *v, const char *note) {
+  const size_t room = sizeof v->summary - 1, len = strlen(note) + 3;
+  if (len > room) return;
+  size_t keep = strlen(v->summary);
+  if (keep + len > room) keep = room - len;
+  snprintf(v->summary + keep, sizeof v->summary - keep, " (%s)", note);
+}
+
 /* Metrics whose bound needs the magnitudes the reference did not keep (lce_bounds_apply) are counted,
  * and the summary says so: a pass then covers only the bounds that were evaluated. */
 static void name_unbounded(lce_verdict *v) {
   v->unbounded = 0;
   for (int o = 0; o < LCE_OUT_COUNT; o++)
     for (int m = 0; m < LCE_METRIC_COUNT; m++) v->unbounded += v->out[o].judged && v->out[o].unbounded[m];
-  if (v->unbounded == 0) return;
-  char summary[sizeof v->summary];
-  snprintf(summary, sizeof summary, "%.100s (%d metrics unbounded: the reference has no error magnitudes)", v->summary,
-           v->unbounded);
-  memcpy(v->summary, summary, sizeof summary);
+  char note[96];
+  snprintf(note, sizeof note, "%d metrics unbounded: the reference has no error magnitudes", v->unbounded);
+  if (v->unbounded > 0) append_note(v, note);
 }
 
 /* Outputs the subject does not produce are not judged; the summary names them, so that a pass
@@ -446,9 +454,9 @@ static void name_not_provided(const lce_case *c, const lce_outputs *out, unsigne
              lce_output_name((lce_output_id)o));
   }
   if (names[0] == '\0') return;
-  char summary[sizeof v->summary];
-  snprintf(summary, sizeof summary, "%.100s (%s not provided)", v->summary, names);
-  memcpy(v->summary, summary, sizeof summary);
+  char note[sizeof names + 16];
+  snprintf(note, sizeof note, "%s not provided", names);
+  append_note(v, note);
 }
 
 static lce_code check_shapes(const lce_case *c, const lce_oracle_result *ref, lce_status *st) {

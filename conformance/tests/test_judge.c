@@ -196,6 +196,21 @@ static void test_perfect(int tied) {
   teardown(&f);
 }
 
+/* The summary's notes stay whole: a long class message is shortened, not "(lse not provided)". */
+static void test_summary_notes(void) {
+  fixture f;
+  setup(&f, 0, LCE_RED_MEAN);
+  f.out.unusable |= 1u << LCE_OUT_D_HIDDEN;
+  memset(f.out.unusable_msg[LCE_OUT_D_HIDDEN], 'x', sizeof f.out.unusable_msg[0] - 1);
+  f.out.unusable_msg[LCE_OUT_D_HIDDEN][sizeof f.out.unusable_msg[0] - 1] = '\0';
+  f.out.not_provided |= 1u << LCE_OUT_LSE;
+  expect_fail(&f, "unusable d_hidden, lse not provided", "FAIL d_hidden class: xxx");
+  const size_t len = strlen(f.v.summary), tail = strlen(" (lse not provided)");
+  EXPECT(len > tail && strcmp(f.v.summary + len - tail, " (lse not provided)") == 0 && len > 200,
+         "summary '%s' (%zu characters)", f.v.summary, len);
+  teardown(&f);
+}
+
 static void test_class_failures(void) {
   fixture f;
   setup(&f, 0, LCE_RED_MEAN);
@@ -468,6 +483,7 @@ int main(void) {
   test_perfect(0);
   test_perfect(1);
   test_class_failures();
+  test_summary_notes();
   test_scaled_d_hidden(-0x1p-4);
   test_scaled_d_hidden(0x1p-4);
   test_bounds_and_errors();

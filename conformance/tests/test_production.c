@@ -134,7 +134,9 @@ static void test_verdict(void) {
                      "unfused-cuda bf16 loss relerr cond 0 1e-6\n"
                      "unfused-cuda bf16 loss maxscaled const 1\n"
                      "unfused-cuda bf16 lse relerr model 1=1e-6 cond=0 ms*cond/sqrtn=1\n"
-                     "unfused-cuda bf16 lse bias model 1=1e-6 cond=0x0.0p+0 k=1e-12\n";
+                     "unfused-cuda bf16 lse bias model 1=1e-6 cond=0x0.0p+0 k=1e-12\n"
+                     "unfused-cuda bf16 loss_token bias model flip=1 rndu=1\n"
+                     "unfused-cuda bf16 loss_token relerr model rndu=1\n";
   lce_golden g;
   EXPECT(lce_golden_parse(text, strlen(text), "test", &g, &st) == LCE_OK, "golden: %s", st.msg);
   lce_output_verdict r;
@@ -198,8 +200,12 @@ static void test_verdict(void) {
   const lce_golden_entry *lr = lce_golden_find(&g, "unfused-cuda", LCE_PREC_BF16, LCE_OUT_LSE, LCE_METRIC_RELERR),
                          *lb = lce_golden_find(&g, "unfused-cuda", LCE_PREC_BF16, LCE_OUT_LSE, LCE_METRIC_BIAS),
                          *dr = lce_golden_find(&g, "unfused-cuda", LCE_PREC_BF16, LCE_OUT_D_HIDDEN, LCE_METRIC_RELERR);
+  const lce_golden_entry *tb = lce_golden_find(&g, "unfused-cuda", LCE_PREC_BF16, LCE_OUT_LOSS_TOKEN, LCE_METRIC_BIAS),
+                         *tr = lce_golden_find(&g, "unfused-cuda", LCE_PREC_BF16, LCE_OUT_LOSS_TOKEN, LCE_METRIC_RELERR);
   EXPECT(lr && lb && dr && lce_golden_needs_mags(lr) && !lce_golden_needs_mags(lb) && !lce_golden_needs_mags(dr),
          "needs_mags: ms*cond/sqrtn 1 yes, cond 0 no, lineark no");
+  EXPECT(tb && tr && lce_golden_needs_mags(tb) && !lce_golden_needs_mags(tr),
+         "needs_mags: a term measured from rnd (flip) yes, rndu alone no");
 
   /* class checks come first, whatever the metrics */
   cmp = synthetic(0.0, 0.0, 1 << 20);
@@ -251,6 +257,15 @@ static void test_outcome(void) {
   snprintf(cases[0].subj[0].status.msg, sizeof cases[0].subj[0].status.msg, "boom");
   EXPECT(lce_prod_exit_status(&rep, why, sizeof why) == 1 && strstr(why, "boom"), "error: %s", why);
   cases[0].subj[0].error = 0;
+  set_out(&cases[1].subj[1], 1, 1); /* a pass with bounds left out (no magnitudes): no verdict on the mutant */
+  cases[1].subj[1].verdict.unbounded = 3;
+  EXPECT(lce_prod_mutant_killed(&rep, 1, 1) == -1 && lce_prod_exit_status(&rep, why, sizeof why) == 1 &&
+             strstr(why, "no verdict") && strstr(why, "magnitudes") && !strstr(why, "too loose"),
+         "a mutant passing with unbounded metrics: %s", why);
+  set_out(&cases[1].subj[1], 0, 1);
+  cases[1].subj[1].verdict.unbounded = 3; /* failing a bound that was evaluated: killed all the same */
+  EXPECT(lce_prod_mutant_killed(&rep, 1, 1) == 1 && lce_prod_exit_status(&rep, why, sizeof why) == 0,
+         "a mutant failing with some metrics unbounded: %s", why);
 
   cfg.measure_only = 1; /* no bounds: only class checks count, the mutant is unjudged */
   for (int i = 0; i < 2; i++)

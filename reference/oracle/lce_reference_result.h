@@ -1,5 +1,6 @@
 /* lce_reference_result.h — what a reference tier produces, whichever tier it is:
- *   lce_oracle_result  per-element reference values of every output, on the host (tier 0 always,
+ *   lce_oracle_result  per-element reference values of every output but d_embedding (its prior, which
+ *                      the judge checks against the inputs: lce_output_reference_count), on the host (tier 0 always,
  *                      tier 2 at shapes whose values fit the host);
  *   lce_comparison     what comparing one subject output with its reference yields, computed on the
  *                      host from per-element values (conformance/judge) or on the device from the
@@ -36,7 +37,7 @@ static inline double lce_dz_floor_of(double g_abs, double kmag, double unit) {
  * metrics take these and those lce_value_judgeable admits). emag[i] is the element's first-order error scale: mag weighted by the softmax condition
  * of the rows it depends on (1 + the largest logit's sum of |terms|, for gradients; equal to mag for
  * the forward outputs, whose mag already counts the logits' terms). Arrays are NULL and count 0
- * when the output does not apply to the case. rnd[i] (gradients only, NULL where the tier does not
+ * when the output does not apply to the case, and for d_embedding always. rnd[i] (gradients only, NULL where the tier does not
  * compute it): the element computed from the exact d_logits t = dz / g, each rounded to the format
  * the backward GEMMs read (the input dtype; tf32 after it), times g, everything else exact, in plain
  * double (no bound: it is the reference of the coherent d_logit rounding that every kernel storing
@@ -75,7 +76,7 @@ typedef struct lce_oracle_result {
   double rsum_rel;         /* the largest lce_softmax_sum_replay over the valid tokens (the judge's term rsum) */
 } lce_oracle_result;
 
-/* Allocates every applicable output's arrays of res (count from the case), zero arrays elsewhere; free
+/* Allocates every referenced output's arrays of res (lce_output_reference_count), zero arrays elsewhere; free
  * with lce_oracle_free (also after a failure). who names the tier in the out-of-memory message. */
 lce_code lce_oracle_result_alloc(const lce_case *c, lce_oracle_result *res, const char *who, lce_status *st);
 void lce_oracle_free(lce_oracle_result *res);

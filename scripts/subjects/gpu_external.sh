@@ -8,7 +8,8 @@
 #               one at a time, every adapter run over it (run_all.sh), each answer judged by the fp64
 #               GPU tier kept on the device against golden/sm_90/fused-cuda.golden (loss,
 #               d_hidden, d_weight, d_embedding: what production judges), and the lcecheck subjects of
-#               LCE_EXT_CHECKS (default "fused-cuda unfused-cuda"; "" for none) judged the same way on
+#               LCE_EXT_CHECKS (default "fused-cuda unfused-cuda"; "" for none; each against
+#               golden/sm_90/<subject>.golden) judged the same way on
 #               the same inputs; production_rows.py's table of them ends the stage (production-rows.json)
 #   matrix      the same over matrices, judged against golden/sm_90/fused-cuda.golden (the bounds
 #               fused-cuda is held to). LCE_EXT_MATRIX lists them, space-separated, each

@@ -7,15 +7,16 @@ time and peak extra memory (its meta.json), and whether the reference carried it
 lce_bounds_apply). The rows of conformance/external-production*.json. Glue only: it reads and prints,
 it judges nothing.
 
-    python3 scripts/subjects/production_rows.py RESULTS_DIR [RESULTS_DIR ...] [--golden NOTE]
-        [--version SUBJECT=TEXT ...] [--json FILE]
+    python3 scripts/subjects/production_rows.py RESULTS_DIR [RESULTS_DIR ...] [--version SUBJECT=TEXT ...]
+        [--note TEXT] [--json FILE]
 
 Each RESULTS_DIR is one unpacked results.tar of the stage: prod-K-SUBJECT.json (one `check` or `judge
---json` output, one case) and meta-prod-K-SUBJECT/*/out/meta.json for the adapters. A subject found in
-several directories keeps its first judged row per case (an unreadable file, a judge stopped at its
-limit, is an error row unless another directory judged it). --golden records which golden judged them; --version replaces an
-adapter's version text (e.g. a Megatron-LM tree without git metadata reports "unknown"). Exit status: 0
-done, 2 no or unreadable results."""
+--json` output, one case) and meta-prod-K-SUBJECT/0000-CASE/out/meta.json for the adapters. A subject
+found in several directories keeps its first judged (pass or fail) row per case; an unreadable file (a
+judge stopped at its limit) or a skip is kept only where no directory judged it. Each row records the
+golden its judge names; --version replaces an adapter's version text (e.g. a Megatron-LM tree without
+git metadata reports "unknown"); --note is recorded in every row (e.g. how to read verdicts made under
+an older judge). Exit status: 0 done, 2 no or unreadable results."""
 import argparse
 import glob
 import json
@@ -44,33 +45,48 @@ def read_json(path):
         raise UsageError(f"{path}: {e}")
 
 
-def meta_of(results, k, subject):
-    """The adapter's meta.json for this case (None for lcecheck's own subjects, which have none)."""
+def meta_path(results, k, subject):
+    """The adapter's meta.json for this case, or None (lcecheck's own subjects have none)."""
     found = glob.glob(os.path.join(results, f"meta-prod-{k}-{subject}", "*", "out", "meta.json"))
-    return read_json(found[0]) if found else None
+    return found[0] if found else None
+
+
+def case_of_meta(path):
+    """The case id in an adapter's result path (meta-prod-K-SUBJECT/0000-CASE/out/meta.json)."""
+    m = path and re.match(r"\d+-(.+)$", os.path.basename(os.path.dirname(os.path.dirname(path))))
+    return m.group(1) if m else None
 
 
 def has_mags(o):
-    """Whether the reference carried its error magnitudes for output o: said outright since lcecheck
-    reports no_mags, else read from the metrics (maxscaled exists only with them)."""
+    """Whether the reference carried its error magnitudes for output o (lcecheck's no_mags; in files from
+    before it was written, read from maxscaled, which exists only with them)."""
     if "no_mags" in o:
         return not o["no_mags"]
     return o.get("maxscaled") is not None or not o.get("judged")
 
 
-def row_of(results, k, subject, golden, versions):
-    path = os.path.join(results, f"prod-{k}-{subject}.json")
+def golden_of(d):
+    """The golden a judge's JSON names, from golden/ on (the path it ran with is the device's)."""
+    g = d.get("golden") or ""
+    return g[g.rfind("golden/"):] if "golden/" in g else g or None
+
+
+def row_of(results, k, subject, versions, note):
+    path, mp = os.path.join(results, f"prod-{k}-{subject}.json"), meta_path(results, k, subject)
+    head = {"subject": subject, "case": case_of_meta(mp)} if case_of_meta(mp) else {"subject": subject}
+    if note:
+        head["note"] = note
     try:
         d = read_json(path)
     except UsageError as e:  # a judge stopped at its time limit leaves an empty file
-        return {"subject": subject, "status": "error", "summary": f"unreadable: {e}"}
+        return dict(head, status="error", summary=f"unreadable: {e}")
     cases = d.get("cases") if isinstance(d, dict) else None
     if not isinstance(cases, list) or len(cases) != 1:
-        return {"subject": subject, "status": "error", "summary": (d or {}).get("message", "no case")}
-    c, meta = cases[0], meta_of(results, k, subject)
+        return dict(head, status="error", summary=d.get("message", "no case") if isinstance(d, dict) else "no case")
+    c, meta = cases[0], read_json(mp) if mp else None
     outs = c.get("outputs") or {}
-    row = {"subject": subject, "version": versions.get(subject, (meta or {}).get("version", "this tree")),
-           "setting": (meta or {}).get("setting", "—"), "case": c["id"], "golden": golden,
+    row = {**head, "version": versions.get(subject, (meta or {}).get("version", "this tree")),
+           "setting": (meta or {}).get("setting", "—"), "case": c["id"], "golden": golden_of(d),
            "status": c.get("status"), "summary": c.get("summary"),
            "reference_magnitudes": all(has_mags(outs[o]) for o in OUTPUTS if o in outs)}
     for o, key in (("d_hidden", "dh"), ("d_weight", "dw")):
@@ -90,19 +106,20 @@ def row_of(results, k, subject, golden, versions):
     return row
 
 
-def collect(dirs, golden, versions):
-    """One row per (case, subject): the first judged one, an error row only where none was. An error
-    row's case is that of the directory's other subjects with the same tag."""
+def collect(dirs, versions, note=None):
+    """One row per (case, subject): the first judged one (pass or fail), another only where none was.
+    A row without a case of its own (an unreadable judge file of lcecheck's own subject) takes that of
+    the directory's other subjects with the same tag."""
     rows = {}
     for results in dirs:
         found = [(m["k"], m["subject"]) for m in (NAME.match(os.path.basename(p))
                                                    for p in sorted(glob.glob(os.path.join(results, "prod-*.json")))) if m]
-        new = [row_of(results, k, subject, golden, versions) for k, subject in found]
+        new = [row_of(results, k, subject, versions, note) for k, subject in found]
         case_of = {k: r["case"] for (k, _), r in zip(found, new) if r.get("case")}
         for (k, subject), r in zip(found, new):
             r.setdefault("case", case_of.get(k, f"prod-{k} of {results}"))
             key = (r["case"], subject)
-            if key not in rows or rows[key]["status"] == "error":
+            if key not in rows or rows[key]["status"] not in ("pass", "fail"):
                 rows[key] = r
     if not rows:
         raise UsageError(f"no prod-K-SUBJECT.json in {', '.join(dirs)}")
@@ -133,9 +150,9 @@ def print_case(rows):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="+", help="unpacked results.tar of gpu_external.sh's production stage")
-    ap.add_argument("--golden", default="golden/sm_90/fused-cuda.golden", help="which golden judged them (recorded)")
     ap.add_argument("--version", action="append", default=[], metavar="SUBJECT=TEXT",
                     help="the version text of SUBJECT's row (repeatable)")
+    ap.add_argument("--note", help="recorded in every row")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     try:
@@ -144,7 +161,7 @@ def main(argv=None):
         print("production_rows.py: --version takes SUBJECT=TEXT", file=sys.stderr)
         return 2
     try:
-        rows = collect(args.results, args.golden, versions)
+        rows = collect(args.results, versions, args.note)
     except UsageError as e:
         print(f"production_rows.py: {e}", file=sys.stderr)
         return 2

@@ -514,10 +514,14 @@ class PolicyTest(unittest.TestCase):
         import lcecheck_golden_judge  # noqa: E402  (judge_run: the offline judge's rule)
         g = golden_entries(f"{CLASS} bf16 loss relerr cond 0 1e-6\n"
                            f"{CLASS} bf16 lse relerr model 1=1e-6 cond=0 ms*cond/sqrtn=1\n"
-                           f"{CLASS} bf16 lse bias model 1=1e-6 cond=0x0.0p+0 k=1e-12\n")
+                           f"{CLASS} bf16 lse bias model 1=1e-6 cond=0x0.0p+0 k=1e-12\n"
+                           f"{CLASS} bf16 d_hidden bias model flip=1 rndu=1\n"
+                           f"{CLASS} bf16 d_hidden relerr model rndu=1\n")
         self.assertTrue(lcecheck_golden.needs_mags(g[(CLASS, "bf16", "loss", "relerr")]))
         self.assertTrue(lcecheck_golden.needs_mags(g[(CLASS, "bf16", "lse", "relerr")]))
         self.assertFalse(lcecheck_golden.needs_mags(g[(CLASS, "bf16", "lse", "bias")]))  # its cond coefficient is 0
+        self.assertTrue(lcecheck_golden.needs_mags(g[(CLASS, "bf16", "d_hidden", "bias")]))  # flip: measured from rnd
+        self.assertFalse(lcecheck_golden.needs_mags(g[(CLASS, "bf16", "d_hidden", "relerr")]))  # rndu stands alone
         cid = "bf16.untied.tp1.n16.h32.v300.vp300.vc8.mean.ign0.fresh.normal.s1"
         loss = {"judged": 1, "inner": 300, "cond": 1.0, "relerr": 2e-6}
         run = {"golden_class": CLASS, "cases": [{"id": cid, "dtype": "bf16", "outputs": {"loss": loss}}]}

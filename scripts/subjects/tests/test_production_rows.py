@@ -27,13 +27,13 @@ def output(relerr, bias, no_mags=None, maxscaled=None):
     return o
 
 
-def write_judged(d, subject, no_mags=None, maxscaled=None, meta=None):
-    case = {"id": CASE, "status": "pass", "summary": "pass (max 40% d_hidden relerr)",
+def write_judged(d, subject, no_mags=None, maxscaled=None, meta=None, status="pass"):
+    case = {"id": CASE, "status": status, "summary": "pass (max 40% d_hidden relerr)",
             "outputs": {"loss": output(4e-6, None, no_mags, maxscaled),
                         "d_hidden": output(2e-3, 1.3e-3, no_mags, maxscaled),
                         "d_weight": output(2.1e-3, 1.2e-3, no_mags, maxscaled)}}
     with open(os.path.join(d, f"prod-1-{subject}.json"), "w") as f:
-        json.dump({"verb": "judge", "cases": [case]}, f)
+        json.dump({"verb": "judge", "golden": "/root/work/golden/sm_90/fused-cuda.golden", "cases": [case]}, f)
     if meta:
         m = os.path.join(d, f"meta-prod-1-{subject}", "0000-" + CASE, "out")
         os.makedirs(m)
@@ -90,6 +90,31 @@ class ProductionRowsTest(unittest.TestCase):
             with open(js) as f:
                 self.assertEqual(len(json.load(f)), 2)
             self.assertIn("v262144", text)
+
+    def test_a_judged_row_replaces_a_skip_and_an_unreadable_file_with_its_adapter_output(self):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            write_judged(a, "cce", status="skip")
+            open(os.path.join(a, "prod-1-liger.json"), "w").close()  # the only subject of its tag in a
+            m = os.path.join(a, "meta-prod-1-liger", "0000-" + CASE, "out")
+            os.makedirs(m)
+            with open(os.path.join(m, "meta.json"), "w") as f:
+                json.dump({"version": "liger-kernel 0.8.5"}, f)
+            with open(os.path.join(a, "prod-2-torch-eager.json"), "w") as f:
+                json.dump([1, 2], f)  # not a judge's output
+            write_judged(b, "cce")
+            write_judged(b, "liger", no_mags=False)
+            js = os.path.join(b, "rows.json")
+            rc, _ = run(a, b, "--note", "an older judge", "--json", js)
+            with open(js) as f:
+                rows = {(r["case"], r["subject"]): r for r in json.load(f)}
+            self.assertEqual(rc, 0)
+            self.assertEqual(rows[(CASE, "cce")]["status"], "pass")  # not the skip
+            self.assertEqual(rows[(CASE, "liger")]["status"], "pass")  # the error row took its case from meta
+            self.assertTrue(rows[(CASE, "liger")]["reference_magnitudes"])
+            self.assertEqual(rows[(CASE, "liger")]["golden"], "golden/sm_90/fused-cuda.golden")
+            self.assertEqual(rows[(CASE, "liger")]["note"], "an older judge")
+            self.assertEqual([r["status"] for k, r in rows.items() if k[1] == "torch-eager"], ["error"])
+            self.assertEqual(len(rows), 3)
 
     def test_unreadable_alone_is_an_error_row_and_nothing_is_exit_2(self):
         with tempfile.TemporaryDirectory() as a:
