@@ -133,14 +133,14 @@ int lce_prod_exit_status(const lce_prod_report *rep, char *why, size_t size) {
       }
       if (r->skipped) continue;
       if (rep->mutant[j]) {
-        if (cr->c.v >= LCE_PROD_MUTANT_MIN_V && !cfg->measure_only && lce_prod_mutant_killed(rep, i, j) < 0 &&
-            r->verdict.unbounded > 0) {
+        const int killed = cr->c.v >= LCE_PROD_MUTANT_MIN_V ? lce_prod_mutant_killed(rep, i, j) : 1;
+        if (killed < 0 && !cfg->measure_only && r->verdict.unbounded > 0) {
           snprintf(why, size, "mutant %s on %s: no verdict: the reference kept no error magnitudes on this device, "
                    "so %d metrics were left unbounded (a device with more memory gives them)", cfg->subjects[j], cr->id,
                    r->verdict.unbounded);
           return 1;
         }
-        if (cr->c.v >= LCE_PROD_MUTANT_MIN_V && lce_prod_mutant_killed(rep, i, j) == 0) {
+        if (killed == 0) {
           snprintf(why, size, "mutant %s survived %s (V >= %d): the bounds are too loose", cfg->subjects[j], cr->id,
                    LCE_PROD_MUTANT_MIN_V);
           return 1;

@@ -199,13 +199,6 @@ typedef struct lce_golden {
 } lce_golden;
 
 const char *lce_bound_form_name(lce_bound_form f);
-/* 1 when entry e's bound needs what a reference without error magnitudes (tier 2 on the device, dropped
- * for memory: no mag, emag or rnd) cannot give: cond (the cond form's b, a model's cond terms), the
- * maxscaled bound (ms*cond/sqrtn), or a term measured from the magnitudes or rnd (rnd, rndn, rnds,
- * flip, flipn, outr, outv, acc, accn, pertok, pertokn), each with a non-zero coefficient. Those scales
- * read 0 (or the case's u) there, below what they stand for; rndu does not cover the output's own
- * rounding that rnds carries, nor the kernel's fp32 terms. */
-int lce_golden_needs_mags(const lce_golden_entry *e);
 const char *lce_bound_term_name(lce_bound_term t); /* "1", "cond", "cond/sqrtn", ... */
 lce_code lce_golden_load(const char *path, lce_golden *g, lce_status *st);
 /* Parses text held in memory; name is used in messages ("name:line: ..."). */
@@ -218,6 +211,13 @@ const lce_golden_entry *lce_golden_find(const lce_golden *g, const char *subject
 double lce_bound_term_scale(lce_bound_term t, const lce_bound_scales *s);
 /* The bound of entry e on an output with scales s. */
 double lce_golden_bound(const lce_golden_entry *e, const lce_bound_scales *s);
+/* 1 when entry e's bound needs what a reference without error magnitudes (tier 2 on the device, dropped
+ * for memory: no mag, emag or rnd) cannot give: cond (the cond form's b, a model's cond terms), the
+ * maxscaled bound (ms*cond/sqrtn), or a term measured from the magnitudes or rnd (rnd, rndn, rnds,
+ * flip, flipn, outr, outv, acc, accn, pertok, pertokn), each with a non-zero coefficient. Those scales
+ * read 0 (or the case's u) there, below what they stand for; rndu does not cover the output's own
+ * rounding that rnds carries, nor the kernel's fp32 terms. */
+int lce_golden_needs_mags(const lce_golden_entry *e);
 void lce_golden_free(lce_golden *g);
 
 #endif

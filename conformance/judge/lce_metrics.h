@@ -118,8 +118,8 @@ typedef struct lce_metric_values {
                         * tensor-core terms (k, h, cond*h; golden/sm_90/policy.txt) scale with it */
   unsigned char undefined[LCE_METRIC_COUNT]; /* 1: too few elements, value NaN, not bounded */
   unsigned char no_mags; /* 1: the reference carries no error magnitudes (tier 2 on the device, dropped
-                          * for memory): cond and maxscaled do not exist, and no bound that scales with
-                          * them is evaluated (lce_bounds_apply) */
+                          * for memory): cond, maxscaled and the rnd terms do not exist, and no bound
+                          * that needs them is evaluated (lce_golden_needs_mags, lce_bounds_apply) */
   int64_t well_conditioned; /* judged elements entering ulpfrac */
 } lce_metric_values;
 

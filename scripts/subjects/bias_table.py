@@ -47,11 +47,7 @@ def read_case(path):
             d = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: {e}")
-    cases = d.get("cases") if isinstance(d, dict) else None
-    if not isinstance(cases, list) or len(cases) != 1:
-        status = d.get("message", "") if isinstance(d, dict) else ""
-        return None, f"no case in {os.path.basename(path)}{': ' + status if status else ''}"
-    return cases[0], None
+    return lx.judged_case(d, os.path.basename(path))
 
 
 def collect(results):

@@ -9,8 +9,8 @@
 #               GPU tier kept on the device against golden/sm_90/fused-cuda.golden (loss,
 #               d_hidden, d_weight, d_embedding: what production judges), and the lcecheck subjects of
 #               LCE_EXT_CHECKS (default "fused-cuda unfused-cuda"; "" for none; each against
-#               golden/sm_90/<subject>.golden) judged the same way on
-#               the same inputs; production_rows.py's table of them ends the stage (production-rows.json)
+#               golden/sm_90/<subject>.golden) judged the same way on the same inputs;
+#               production_rows.py's table of them ends the stage (production-rows.json)
 #   matrix      the same over matrices, judged against golden/sm_90/fused-cuda.golden (the bounds
 #               fused-cuda is held to). LCE_EXT_MATRIX lists them, space-separated, each
 #               NAME[@ORACLE][=SUBJECT[:JOBS],...]: the oracle the judge uses (fast: tier 1 on the CPU,

@@ -1,8 +1,9 @@
 """lce_exchange.py — the lcecheck exchange format v1 (EXCHANGE.md beside this file), standard library
 only: the .npy files (v1.0/v2.0, C order, little endian, descr <u2 <f2 <f4 <i8), the bf16/fp16/fp32
 rounding of doubles (straight from the double, never via float: bf16 double rounding is a trap), the
-manifest and case.json of an exported directory, and the files a runner writes into a case's out/
-(outputs, meta.json, skip.txt). Every reader rejects what it does not understand with the file named.
+manifest and case.json of an exported directory, the files a runner writes into a case's out/
+(outputs, meta.json, skip.txt), and the one case of what `lcecheck check|judge --json` answers about
+them. Every reader rejects what it does not understand with the file named.
 
 Used by reference_runner.py (CI, no packages) and lce_torch_common.py (GPU adapters)."""
 import array
@@ -346,3 +347,15 @@ class Case:
     def write_skip(self, reason):
         reason = " ".join(str(reason).split())
         _atomic_write(os.path.join(self.out_dir, "skip.txt"), (reason + "\n").encode())
+
+
+# ---- lcecheck's answer -------------------------------------------------------------------------
+
+def judged_case(doc, name):
+    """(case, None): the one case record of a `check` or `judge --json` output doc (file name: name), or
+    (None, why) where doc holds none (an error object's message, or anything else)."""
+    cases = doc.get("cases") if isinstance(doc, dict) else None
+    if isinstance(cases, list) and len(cases) == 1:
+        return cases[0], None
+    status = doc.get("message", "") if isinstance(doc, dict) else ""
+    return None, f"no case in {name}{': ' + status if status else ''}"

@@ -25,6 +25,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lce_exchange as lx  # noqa: E402
+
 NAME = re.compile(r"^prod-(?P<k>\d+)-(?P<subject>.+)\.json$")
 OUTPUTS = ("loss", "d_hidden", "d_weight")
 
@@ -80,10 +83,10 @@ def row_of(results, k, subject, versions, note):
         d = read_json(path)
     except UsageError as e:  # a judge stopped at its time limit leaves an empty file
         return dict(head, status="error", summary=f"unreadable: {e}")
-    cases = d.get("cases") if isinstance(d, dict) else None
-    if not isinstance(cases, list) or len(cases) != 1:
-        return dict(head, status="error", summary=d.get("message", "no case") if isinstance(d, dict) else "no case")
-    c, meta = cases[0], read_json(mp) if mp else None
+    c, why = lx.judged_case(d, os.path.basename(path))
+    if c is None:
+        return dict(head, status="error", summary=why)
+    meta = read_json(mp) if mp else None
     outs = c.get("outputs") or {}
     row = {**head, "version": versions.get(subject, (meta or {}).get("version", "this tree")),
            "setting": (meta or {}).get("setting", "—"), "case": c["id"], "golden": golden_of(d),
