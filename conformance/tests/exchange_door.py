@@ -166,6 +166,8 @@ def malformed(args):
         ("truncated", lambda c: truncate(out(c, "grad_weight.npy"), 5), 1,
          ["FAIL d_weight class: out/grad_weight.npy: <f4 [400, 24] needs 38400 data bytes, the file holds 38395 "
           "(truncated)"]),
+        ("not-npy", lambda c: open(out(c, "lse.npy"), "wb").write(b"not an array"), 1,
+         ["FAIL lse class: out/lse.npy: not a .npy file (bad magic or shorter than 10 bytes)"]),
         ("nan", lambda c: nan_first(out(c, "loss_token.npy")), 1,
          ["FAIL loss_token class: element 0: NaN (expected finite"]),
         ("input-altered", lambda c: flip_last_byte(os.path.join(c, "hidden.npy")), 1,

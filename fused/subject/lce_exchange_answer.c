@@ -17,37 +17,55 @@ static void path_of(char *buf, size_t size, const char *dir, const char *a, cons
   snprintf(buf, size, "%.*s/%.40s%.8s", LCE_EXCHANGE_MAX_PATH, dir, a, b);
 }
 
-/* Every input file bit-identical to the tensor regenerated from the case id. */
+/* Whether a file's dtype and shape are the tensor's. */
+static int same_shape(const lce_npy *a, const lce_exchange_tensor *t) {
+  int same = a->descr == t->descr && a->ndim == t->ndim;
+  for (int k = 0; same && k < a->ndim; k++) same = a->shape[k] == t->shape[k];
+  return same;
+}
+
+/* The first element at which n bytes of have and want differ (n when none), items of item bytes. */
+static size_t first_difference(const unsigned char *have, const unsigned char *want, size_t n, size_t item) {
+  size_t k = 0;
+  while (k < n / item && memcmp(have + k * item, want + k * item, item) == 0) k++;
+  return k;
+}
+
+/* Every input file bit-identical to the tensor regenerated from the case id, read a piece at a time
+ * (production inputs are gigabytes: the file is never held whole beside the tensor). */
 static lce_code check_inputs(const lce_exchange_case *e, const lce_case *c, const lce_tensors *in, lce_status *st) {
+  enum { PIECE = 16 << 20 };
   lce_exchange_tensor t[8];
   const size_t n = lce_exchange_inputs(c, in, t);
-  for (size_t i = 0; i < n; i++) {
+  unsigned char *piece = malloc(PIECE);
+  LCE_ALLOC_CHECK(st, piece);
+  lce_code rc = LCE_OK;
+  for (size_t i = 0; i < n && rc == LCE_OK; i++) {
     char path[1024], want_shape[64], have_shape[64];
     path_of(path, sizeof path, e->dir, t[i].name, ".npy");
-    lce_npy a;
-    LCE_TRY(lce_npy_read(path, &a, st));
-    const size_t item = lce_npy_item_size(t[i].descr);
-    size_t count = 1;
-    for (int k = 0; k < t[i].ndim; k++) count *= (size_t)t[i].shape[k];
-    int same_shape = a.descr == t[i].descr && a.ndim == t[i].ndim;
-    for (int k = 0; same_shape && k < a.ndim; k++) same_shape = a.shape[k] == t[i].shape[k];
-    if (!same_shape) {
-      lce_code rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "%s: %s %s where case %s has %s %s", path,
-                             lce_npy_descr_name(a.descr), lce_npy_shape_text(a.ndim, a.shape, have_shape, sizeof have_shape),
-                             e->id, lce_npy_descr_name(t[i].descr),
-                             lce_npy_shape_text(t[i].ndim, t[i].shape, want_shape, sizeof want_shape));
-      lce_npy_free(&a);
-      return rc;
+    lce_npy_file f;
+    if ((rc = lce_npy_open(path, &f, st)) != LCE_OK) break;
+    if (!same_shape(&f.meta, &t[i])) {
+      rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "%s: %s %s where case %s has %s %s", path,
+                    lce_npy_descr_name(f.meta.descr),
+                    lce_npy_shape_text(f.meta.ndim, f.meta.shape, have_shape, sizeof have_shape), e->id,
+                    lce_npy_descr_name(t[i].descr), lce_npy_shape_text(t[i].ndim, t[i].shape, want_shape, sizeof want_shape));
     }
-    size_t k = 0;
-    const unsigned char *have = a.data, *want = t[i].data;
-    while (k < count && memcmp(have + k * item, want + k * item, item) == 0) k++;
-    lce_npy_free(&a);
-    LCE_CHECK(st, k == count, LCE_EINVAL,
-              "%s: element %zu differs from the input regenerated from case id %s (the runner changed its inputs, "
-              "or the directory is stale)", path, k, e->id);
+    const size_t item = lce_npy_item_size(t[i].descr), step = PIECE / item * item;
+    const unsigned char *want = t[i].data;
+    for (size_t off = 0; rc == LCE_OK && off < f.meta.bytes; off += step) {
+      const size_t len = f.meta.bytes - off < step ? f.meta.bytes - off : step;
+      if ((rc = lce_npy_read_next(&f, piece, len, st)) != LCE_OK) break;
+      if (memcmp(piece, want + off, len) == 0) continue;
+      rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__,
+                    "%s: element %zu differs from the input regenerated from case id %s (the runner changed its "
+                    "inputs, or the directory is stale)", path, off / item + first_difference(piece, want + off, len, item),
+                    e->id);
+    }
+    lce_npy_close(&f);
   }
-  return LCE_OK;
+  free(piece);
+  return rc;
 }
 
 /* The first line of out/skip.txt into reason; 0 when the file does not exist. */
@@ -104,9 +122,31 @@ static void unusable(lce_outputs *out, lce_output_id o, const char *msg) {
   dst[len] = '\0';
 }
 
-/* One output file into its buffer. A NaN in the file is data, never the poison lce_outputs_alloc
- * filled the buffer with: one that has the poison's exact bits is given payload 1, so that the judge
- * reports a NaN where the oracle is finite as such instead of "not written". */
+/* Gives every element of the buffer that has exactly the poison's bits payload 1 (little endian: the
+ * lowest payload bit flipped), typed so that the scan runs at memory speed over a production output. */
+static void unpoison(unsigned char *dst, size_t count, lce_dtype fmt) {
+  unsigned char poison[4];
+  lce_store(fmt, poison, 0, NAN);
+  if (lce_dtype_size(fmt) == 2) {
+    uint16_t p, v;
+    memcpy(&p, poison, 2);
+    for (size_t i = 0; i < count; i++) {
+      memcpy(&v, dst + 2 * i, 2);
+      if (v == p) dst[2 * i] ^= 1;
+    }
+  } else {
+    uint32_t p, v;
+    memcpy(&p, poison, 4);
+    for (size_t i = 0; i < count; i++) {
+      memcpy(&v, dst + 4 * i, 4);
+      if (v == p) dst[4 * i] ^= 1;
+    }
+  }
+}
+
+/* One output file, read straight into its buffer. A NaN in the file is data, never the poison
+ * lce_outputs_alloc filled the buffer with (unpoison), so that the judge reports a NaN where the oracle
+ * is finite as such instead of "not written". */
 static void load_output(const lce_exchange_case *e, const lce_case *c, const lce_exchange_tensor *t, lce_outputs *out) {
   char path[1024], want_shape[64], have_shape[64], msg[768];
   snprintf(path, sizeof path, "%.*s/out/%.40s.npy", LCE_EXCHANGE_MAX_PATH, e->dir, t->name);
@@ -115,32 +155,27 @@ static void load_output(const lce_exchange_case *e, const lce_case *c, const lce
     snprintf(msg, sizeof msg, "out/%s.npy absent (and not declared missing in meta.json)", t->name);
     return unusable(out, t->output, msg);
   }
-  lce_npy a;
+  lce_npy_file f;
   lce_status st;
   lce_status_clear(&st);
-  if (lce_npy_read(path, &a, &st) != LCE_OK) {
+  const lce_dtype fmt = lce_output_format(c, t->output);
+  unsigned char *dst = lce_output_buffer(c, out, t->output);
+  int opened = lce_npy_open(path, &f, &st) == LCE_OK;
+  if (opened && !same_shape(&f.meta, t)) {
+    snprintf(msg, sizeof msg, "out/%s.npy is %s %s, expected %s %s (%s)", t->name, lce_npy_descr_name(f.meta.descr),
+             lce_npy_shape_text(f.meta.ndim, f.meta.shape, have_shape, sizeof have_shape), lce_npy_descr_name(t->descr),
+             lce_npy_shape_text(t->ndim, t->shape, want_shape, sizeof want_shape), t->dtype);
+    lce_npy_close(&f);
+    return unusable(out, t->output, msg);
+  }
+  if (!opened || lce_npy_read_next(&f, dst, f.meta.bytes, &st) != LCE_OK) {
     const size_t len = strlen(path); /* the message starts with the path: name the file as meta.json does */
     snprintf(msg, sizeof msg, "out/%s.npy%.600s", t->name, strncmp(st.msg, path, len) == 0 ? st.msg + len : st.msg);
+    lce_npy_close(&f);
     return unusable(out, t->output, msg);
   }
-  int same = a.descr == t->descr && a.ndim == t->ndim;
-  for (int k = 0; same && k < a.ndim; k++) same = a.shape[k] == t->shape[k];
-  if (!same) {
-    snprintf(msg, sizeof msg, "out/%s.npy is %s %s, expected %s %s (%s)", t->name, lce_npy_descr_name(a.descr),
-             lce_npy_shape_text(a.ndim, a.shape, have_shape, sizeof have_shape), lce_npy_descr_name(t->descr),
-             lce_npy_shape_text(t->ndim, t->shape, want_shape, sizeof want_shape), t->dtype);
-    lce_npy_free(&a);
-    return unusable(out, t->output, msg);
-  }
-  const lce_dtype fmt = lce_output_format(c, t->output);
-  const size_t item = lce_npy_item_size(t->descr), count = a.bytes / item;
-  unsigned char poison[4];
-  lce_store(fmt, poison, 0, NAN);
-  unsigned char *dst = lce_output_buffer(c, out, t->output);
-  memcpy(dst, a.data, a.bytes);
-  for (size_t i = 0; i < count; i++)
-    if (memcmp(dst + i * item, poison, item) == 0) dst[i * item] ^= 1; /* little endian: the lowest payload bit */
-  lce_npy_free(&a);
+  unpoison(dst, f.meta.bytes / lce_npy_item_size(t->descr), fmt);
+  lce_npy_close(&f);
 }
 
 lce_code lce_exchange_load_answer(const lce_exchange_case *e, const lce_case *c, const lce_tensors *in,

@@ -1,4 +1,5 @@
 /* lce_npy.c — the strict .npy reader and writer of lce_npy.h. */
+#define _XOPEN_SOURCE 700 /* fseeko, off_t, fileno */
 #include "lce_npy.h"
 #include "lce_file.h"
 
@@ -7,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const DESCR_NAMES[] = {"<u2", "<f2", "<f4", "<i8"};
 static const size_t ITEM_SIZES[] = {2, 2, 4, 8};
@@ -118,51 +120,59 @@ static lce_code parse_header(const char *path, const char *text, size_t len, lce
   return LCE_OK;
 }
 
+/* The magic and version in the first len bytes of a .npy file of total bytes: where its header starts
+ * and how long it is. */
+static lce_code parse_prefix(const char *path, const unsigned char *buf, size_t len, size_t total, size_t *start,
+                             size_t *hlen, lce_status *st) {
+  *start = 10, *hlen = 0;
+  LCE_CHECK(st, len >= 10 && memcmp(buf, MAGIC, 6) == 0, LCE_EPARSE,
+            "%s: not a .npy file (bad magic or shorter than 10 bytes)", path);
+  if (buf[6] == 1 && buf[7] == 0) {
+    *hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+  } else if (buf[6] == 2 && buf[7] == 0 && len >= 12) {
+    *start = 12;
+    *hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+  } else {
+    return lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: unsupported .npy version %u.%u", path, buf[6], buf[7]);
+  }
+  LCE_CHECK(st, *start + *hlen <= total, LCE_EPARSE,
+            "%s: truncated: the .npy header (%zu bytes) runs past the end of the file", path, *hlen);
+  return LCE_OK;
+}
+
+/* a->bytes from a's shape, which must be exactly the have data bytes the file holds. */
+static lce_code check_size(const char *path, lce_npy *a, size_t have, lce_status *st) {
+  /* The element count in a size_t, refusing a shape whose byte size would not fit in one (a wrapped
+   * product could otherwise match a short file). */
+  size_t count = 1;
+  const size_t limit = SIZE_MAX / 8;
+  for (int i = 0; i < a->ndim; i++) {
+    LCE_CHECK(st, a->shape[i] == 0 || count <= limit / (size_t)a->shape[i], LCE_EPARSE,
+              "%s: the shape's element count overflows", path);
+    count *= (size_t)a->shape[i];
+  }
+  const size_t want = count * ITEM_SIZES[a->descr];
+  char shape[96];
+  LCE_CHECK(st, have == want, LCE_EPARSE, "%s: %s %s needs %zu data bytes, the file holds %zu%s", path,
+            DESCR_NAMES[a->descr], lce_npy_shape_text(a->ndim, a->shape, shape, sizeof shape), want, have,
+            have < want ? " (truncated)" : "");
+  a->bytes = want;
+  return LCE_OK;
+}
+
 /* Parses the .npy bytes in raw (len bytes, malloc'd; owned from here on: kept as a->data on success,
  * freed otherwise); path names the source in messages. */
 static lce_code parse_owned(const char *path, char *raw, size_t len, lce_npy *a, lce_status *st) {
   memset(a, 0, sizeof *a);
   unsigned char *buf = (unsigned char *)raw;
-  lce_code rc = LCE_OK;
-  size_t start = 10, hlen = 0;
-  if (len < 10 || memcmp(buf, MAGIC, 6) != 0) {
-    rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: not a .npy file (bad magic or shorter than 10 bytes)", path);
-  } else if (buf[6] == 1 && buf[7] == 0) {
-    hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
-  } else if (buf[6] == 2 && buf[7] == 0 && len >= 12) {
-    start = 12;
-    hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-  } else {
-    rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: unsupported .npy version %u.%u", path, buf[6], buf[7]);
-  }
-  if (rc == LCE_OK && start + hlen > len)
-    rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: truncated: the .npy header (%zu bytes) runs past the end of the file",
-                  path, hlen);
+  size_t start, hlen;
+  lce_code rc = parse_prefix(path, buf, len, len, &start, &hlen, st);
   if (rc == LCE_OK) rc = parse_header(path, (const char *)buf + start, hlen, a, st);
-  size_t count = 1;
+  if (rc == LCE_OK) rc = check_size(path, a, len - start - hlen, st);
   if (rc == LCE_OK) {
-    /* The element count in a size_t, refusing a shape whose byte size would not fit in one (a wrapped
-     * product could otherwise match a short file). */
-    size_t limit = SIZE_MAX / 8;
-    for (int i = 0; i < a->ndim && rc == LCE_OK; i++) {
-      if (a->shape[i] != 0 && count > limit / (size_t)a->shape[i])
-        rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: the shape's element count overflows", path);
-      count *= (size_t)a->shape[i];
-    }
-  }
-  if (rc == LCE_OK) {
-    const size_t want = count * ITEM_SIZES[a->descr], have = len - start - hlen;
-    char shape[96];
-    if (have != want)
-      rc = lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: %s %s needs %zu data bytes, the file holds %zu%s", path,
-                    DESCR_NAMES[a->descr], lce_npy_shape_text(a->ndim, a->shape, shape, sizeof shape), want, have,
-                    have < want ? " (truncated)" : "");
-    else {
-      a->bytes = want;
-      memmove(buf, buf + start + hlen, want);
-      a->data = buf;
-      return LCE_OK;
-    }
+    memmove(buf, buf + start + hlen, a->bytes);
+    a->data = buf;
+    return LCE_OK;
   }
   free(buf);
   return rc;
@@ -186,6 +196,56 @@ lce_code lce_npy_read(const char *path, lce_npy *a, lce_status *st) {
   size_t len;
   LCE_TRY(lce_file_read(path, &raw, &len, st));
   return parse_owned(path, raw, len, a, st);
+}
+
+lce_code lce_npy_open(const char *path, lce_npy_file *f, lce_status *st) {
+  memset(f, 0, sizeof *f);
+  f->path = path;
+  LCE_CHECK(st, host_is_little_endian(), LCE_EINTERNAL, "%s: .npy reading needs a little-endian host", path);
+  FILE *fp = fopen(path, "rb");
+  LCE_CHECK(st, fp != NULL, LCE_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  unsigned char pre[12];
+  size_t got = 0, start = 0, hlen = 0;
+  char *text = NULL;
+  lce_code rc = LCE_OK;
+  if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode))
+    rc = lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: not a regular file", path);
+  else {
+    got = fread(pre, 1, sizeof pre, fp);
+    rc = parse_prefix(path, pre, got, (size_t)sb.st_size, &start, &hlen, st);
+  }
+  if (rc == LCE_OK && (text = malloc(hlen + 1)) == NULL)
+    rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "%s: out of memory", path);
+  if (rc == LCE_OK && (fseeko(fp, (off_t)start, SEEK_SET) != 0 || fread(text, 1, hlen, fp) != hlen))
+    rc = lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: read error", path);
+  if (rc == LCE_OK) {
+    text[hlen] = '\0';
+    rc = parse_header(path, text, hlen, &f->meta, st);
+  }
+  if (rc == LCE_OK) rc = check_size(path, &f->meta, (size_t)sb.st_size - start - hlen, st);
+  free(text);
+  if (rc != LCE_OK) {
+    fclose(fp);
+    memset(f, 0, sizeof *f);
+    return rc;
+  }
+  f->fp = fp;
+  return LCE_OK;
+}
+
+lce_code lce_npy_read_next(lce_npy_file *f, void *dst, size_t bytes, lce_status *st) {
+  LCE_CHECK(st, f->fp != NULL && f->done + bytes <= f->meta.bytes, LCE_EINTERNAL,
+            "%s: reading %zu bytes past the %zu data bytes", f->path, f->done + bytes, f->meta.bytes);
+  LCE_CHECK(st, bytes == 0 || fread(dst, 1, bytes, f->fp) == bytes, LCE_EIO,
+            "%s: read error (or the file shrank while it was read)", f->path);
+  f->done += bytes;
+  return LCE_OK;
+}
+
+void lce_npy_close(lce_npy_file *f) {
+  if (f->fp != NULL) fclose(f->fp);
+  memset(f, 0, sizeof *f);
 }
 
 lce_code lce_npy_write(const char *path, lce_npy_descr d, int ndim, const int64_t *shape, const void *data,

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "lce_status.h"
 
@@ -31,6 +32,18 @@ char *lce_npy_shape_text(int ndim, const int64_t *shape, char *buf, size_t size)
 lce_code lce_npy_read(const char *path, lce_npy *out, lce_status *st);
 /* The same from len bytes in memory (copied); name stands for the file in messages. */
 lce_code lce_npy_parse(const void *data, size_t len, const char *name, lce_npy *out, lce_status *st);
+/* A .npy file read in pieces, for arrays too large to hold twice (the judge's production inputs and
+ * outputs): lce_npy_open parses the header, refuses what lce_npy_read refuses (with the same messages)
+ * and leaves the file at its data; lce_npy_read_next reads the next bytes of it into dst. */
+typedef struct lce_npy_file {
+  lce_npy meta; /* descr, ndim, shape, bytes; data stays NULL */
+  const char *path; /* the caller's, for messages */
+  FILE *fp;
+  size_t done; /* data bytes read so far */
+} lce_npy_file;
+lce_code lce_npy_open(const char *path, lce_npy_file *f, lce_status *st);
+lce_code lce_npy_read_next(lce_npy_file *f, void *dst, size_t bytes, lce_status *st);
+void lce_npy_close(lce_npy_file *f);
 /* Writes a v1.0 file whose header is padded to a multiple of 64 bytes, as numpy does. */
 lce_code lce_npy_write(const char *path, lce_npy_descr d, int ndim, const int64_t *shape, const void *data,
                        lce_status *st);
