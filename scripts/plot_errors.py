@@ -8,7 +8,8 @@ production shape.
     scripts/plot_errors.py render [--data DIR] [--out DIR] [--only NAME,...] [--json]
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
         (conformance/external-production.json), external-262144.png (conformance/external-production-262144.json:
-        the golden bounds drawn over the bars), bias-scale.png (conformance/external-scale-experiment.json),
+        the golden bounds drawn over the bars), external-h200-262144.png and external-h200-152064.png
+        (conformance/external-production-h200.json: judged with the reference's magnitudes), bias-scale.png (conformance/external-scale-experiment.json),
         bias-nvalid.png (conformance/external-bias.json),
         converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants),
         converge-sm90.png (DIR/sm_90/converge-*.json: fused-cuda and its two mutants at 64 x 4096 x 128256)
@@ -169,11 +170,13 @@ def render_reduction(plt, data_dir):
                         model=("sm_90 truncation model 1.16e-9 K", lambda k: 1.16e-9 * k))
 
 
-def external_figure(plt, rows_file, shape, bias_scale):
+def external_figure(plt, rows_file, shape, bias_scale, case_part=None):
     """The field's kernels at one production shape: d_hidden and d_weight relerr and bias per subject (bias
     signed on a linear axis, or |bias| on a log axis), each row's verdict, and the golden bound where the rows
-    carry it (a black tick: the bar must stay left of it)."""
-    rows = sorted(load(os.path.join(ROOT, "conformance", rows_file)), key=lambda r: r["dh_relerr"])
+    carry it (a black tick: the bar must stay left of it). case_part: only the rows whose case id holds it
+    (a rows file of several cases)."""
+    rows = [r for r in load(os.path.join(ROOT, "conformance", rows_file)) if case_part is None or case_part in r["case"]]
+    rows = sorted(rows, key=lambda r: r["dh_relerr"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     names = [r["subject"] for r in rows]
     for ax, key in zip(axes, ("relerr", "bias")):
@@ -211,6 +214,12 @@ def render_external(plt, _data_dir):
 
 def render_external_262144(plt, _data_dir):
     return external_figure(plt, "external-production-262144.json", "4096 x 4096 x 262144", "log")
+
+
+def render_external_h200(case_part, shape):
+    """The rows an H200 judged with the reference's error magnitudes (external-production-h200.json) at one
+    shape."""
+    return lambda plt, _data_dir: external_figure(plt, "external-production-h200.json", shape, "log", case_part)
 
 
 def render_bias_scale(plt, _data_dir):
@@ -393,6 +402,8 @@ def bias_plot(args):
 
 FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": render_external,
            "external-262144": render_external_262144,
+           "external-h200-262144": render_external_h200(".v262144.", "4096 x 4096 x 262144"),
+           "external-h200-152064": render_external_h200(".v152064.", "16384 x 8192 x 152064"),
            "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid, "converge": render_converge,
            "converge-sm90": render_converge_sm90}
 
