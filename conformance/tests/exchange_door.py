@@ -22,6 +22,8 @@ import lce_exchange as lx  # noqa: E402
 
 # Small, untied (so grad_weight and the untouched grad_embedding are both there), bf16.
 CASE = "bf16.untied.tp1.n4.h24.v400.vp400.vc1.mean.ign0.fresh.normal.s9"
+# An embedding of 17.9 MB: the judge compares inputs 16 MiB at a time, so an element past the first piece.
+BIG_CASE = "bf16.tied.tp1.n4.h128.v70000.vp70000.vc4096.mean.ign0.fresh.normal.s9"
 
 
 class Failed(Exception):
@@ -148,6 +150,16 @@ def flip_last_byte(path):
         f.write(bytes(blob))
 
 
+def flip_element(path, index, item):
+    """Flips the lowest bit of element index (item bytes each) of a .npy file's data."""
+    with open(path, "r+b") as f:
+        head = f.read(10)
+        f.seek(10 + int.from_bytes(head[8:10], "little") + index * item)
+        b = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([b[0] ^ 1]))
+
+
 def malformed(args):
     """Every way a runner's answer or an export can be wrong is named: class failures for outputs,
     errors for the case, exit 2 for a corrupted export."""
@@ -198,6 +210,12 @@ def malformed(args):
         with open(os.path.join(c, "case.json"), "w") as f:
             f.write(text.replace('"n": 4', '"n": 5'))
     judge(args, mutate(args, base, "case-edit", edit), 2, "case.json: field n is not what case", stream="stderr")
+    print("--- an input altered past the first piece the judge reads", flush=True)
+    big = os.path.join(args.work, "malformed-big")
+    export(args, big, "--case", BIG_CASE)
+    flip_element(os.path.join(big, lx.load_manifest(big)[0][1].split(os.sep)[-1], "embedding.npy"), 8_400_001, 2)
+    judge(args, big, 1, "embedding.npy: element 8400001 differs from the input regenerated from case id", "error 1")
+    shutil.rmtree(big)
     j = judge(args, d, 2, extra=("--json",), json_object=True)
     if j["status"] != "usage" or j["exit"] != 2 or "case.json:" not in j["message"]:
         raise Failed(f"judge --json on a corrupted case.json: {j}")
