@@ -40,7 +40,9 @@
 #               and through tests/test_fused_sm90 (LCE_FUSED_SM90_SCHEDULE=pingpong)
 #   bench-sm90  lcecheck bench at 8192x4096x128256 once per fused-sm90 schedule (cooperative, pingpong:
 #               LCE_FUSED_SM90_SCHEDULE) at the default token chunk, then once per backward token chunk
-#               in LCE_SM90_BENCH_CHUNKS (default "1024 4096"): its memory against its time
+#               in LCE_SM90_BENCH_CHUNKS (default "1024 4096"), per cuBLAS workspace in
+#               LCE_SM90_BENCH_WORKSPACES (MiB, default "8 2": LCE_CUBLAS_WORKSPACE_MIB) and per vocab chunk
+#               in LCE_SM90_BENCH_VOCAB_CHUNKS (default "4096"): its memory against its time
 #   sanitizers-sm90  compute-sanitizer memcheck over tests/test_fused_sm90 (the TMA/wgmma kernels and
 #               their direct d_logits stores), then racecheck over it judged by scripts/gpu_racecheck.sh
 #               (0 hazards in fs_*/fc_* kernels; shared-memory hazards inside the wgmma mainloop's
@@ -199,6 +201,14 @@ if has_stage bench-sm90; then
   for chunk in ${LCE_SM90_BENCH_CHUNKS:-1024 4096}; do
     sm90_step "bench 8192x4096x128256, fused-sm90 token chunk $chunk" pass 90 env LCE_FUSED_SM90_TOKEN_CHUNK="$chunk" \
       "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
+  done
+  for mib in ${LCE_SM90_BENCH_WORKSPACES:-8 2}; do
+    sm90_step "bench 8192x4096x128256, cuBLAS workspace $mib MiB" pass 90 env LCE_CUBLAS_WORKSPACE_MIB="$mib" \
+      "$LCECHECK" bench --shapes 8192x4096x128256 --reps 10 --warmup 2
+  done
+  for vc in ${LCE_SM90_BENCH_VOCAB_CHUNKS:-4096}; do
+    sm90_step "bench 8192x4096x128256, vocab chunk $vc" pass 90 "$LCECHECK" bench --shapes 8192x4096x128256 \
+      --vocab-chunk "$vc" --reps 10 --warmup 2
   done
 fi
 if has_stage sm90-matrix; then

@@ -5,6 +5,9 @@
 #ifndef FUSED_CUDA_DRIVER_CUH
 #define FUSED_CUDA_DRIVER_CUH
 
+#include <errno.h>
+#include <stdlib.h>
+
 #include "fused_cuda_kernels.cuh"
 
 extern "C" {
@@ -74,10 +77,21 @@ static inline cublasComputeType_t fc_compute_type(const lce_case *c) {
   return c->gemm == LCE_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
 }
 
-#define FC_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+/* The cuBLAS workspace of fused-cuda and fused-sm90: 32 MiB, what cuBLAS itself keeps on Hopper, or
+ * $LCE_CUBLAS_WORKSPACE_MIB MiB (1 to 1024), so that the bench can weigh a smaller one's memory against
+ * the GEMMs it leaves cuBLAS; 0 when the variable is anything else (refused by fc_blas_create). */
+#define FC_CUBLAS_WORKSPACE_MIB_DEFAULT 32
+static inline size_t fc_cublas_workspace_bytes(void) {
+  const char *env = getenv("LCE_CUBLAS_WORKSPACE_MIB");
+  if (env == NULL) return (size_t)FC_CUBLAS_WORKSPACE_MIB_DEFAULT << 20;
+  char *end;
+  errno = 0;
+  const long v = strtol(env, &end, 10);
+  return end != env && *end == '\0' && errno == 0 && v >= 1 && v <= 1024 ? (size_t)v << 20 : 0;
+}
 
 /* The cuBLAS handle of a device algorithm (fused-cuda, fused-sm90) on stream, with a workspace of its
- * own (*blas_ws, FC_CUBLAS_WORKSPACE_BYTES counted into *bytes, so that a run's extra memory includes
+ * own (*blas_ws, fc_cublas_workspace_bytes() counted into *bytes, so that a run's extra memory includes
  * it) and no reduced-precision reductions. The workspace is zeroed once: cuBLAS's split-K reduction
  * (cublasLt::splitKreduce_kernel) reads words of it that its GEMM did not write, which
  * compute-sanitizer initcheck reports as uninitialised reads; zeroed, initcheck's reports are about
@@ -85,11 +99,14 @@ static inline cublasComputeType_t fc_compute_type(const lce_case *c) {
  * *blas and *blas_ws for the caller to free. */
 static inline lce_code fc_blas_create(cublasHandle_t *blas, void **blas_ws, size_t *bytes, cudaStream_t stream,
                                       const char *who, lce_status *st) {
-  LCE_TRY(lce_cuda_alloc(blas_ws, FC_CUBLAS_WORKSPACE_BYTES, "the cuBLAS workspace", bytes, who, st));
-  LCE_CUDA_ON_ERROR(st, who, cudaMemsetAsync(*blas_ws, 0, FC_CUBLAS_WORKSPACE_BYTES, stream), return lce_rc_);
+  const size_t ws = fc_cublas_workspace_bytes();
+  LCE_CHECK(st, ws > 0, LCE_EINVAL, "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in [1, 1024]", who,
+            getenv("LCE_CUBLAS_WORKSPACE_MIB"));
+  LCE_TRY(lce_cuda_alloc(blas_ws, ws, "the cuBLAS workspace", bytes, who, st));
+  LCE_CUDA_ON_ERROR(st, who, cudaMemsetAsync(*blas_ws, 0, ws, stream), return lce_rc_);
   LCE_CUBLAS_ON_ERROR(st, who, cublasCreate(blas), return lce_rc_);
   LCE_CUBLAS_ON_ERROR(st, who, cublasSetStream(*blas, stream), return lce_rc_);
-  LCE_CUBLAS_ON_ERROR(st, who, cublasSetWorkspace(*blas, *blas_ws, FC_CUBLAS_WORKSPACE_BYTES), return lce_rc_);
+  LCE_CUBLAS_ON_ERROR(st, who, cublasSetWorkspace(*blas, *blas_ws, ws), return lce_rc_);
   LCE_CUBLAS_ON_ERROR(st, who,
                       cublasSetMathMode(*blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
                                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),

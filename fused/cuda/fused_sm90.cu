@@ -417,7 +417,7 @@ static lce_code fs_bench_create(void **ws, const lce_case *c, cudaStream_t s, si
   *bytes = w->bytes;
   snprintf(note, note_size, "%s, token chunk %lld, vocab chunk %lld, cuBLAS workspace %zu MiB",
            w->pingpong ? "pingpong" : "cooperative", (long long)w->tok_chunk, (long long)w->plan.rows_max,
-           FC_CUBLAS_WORKSPACE_BYTES >> 20);
+           fc_cublas_workspace_bytes() >> 20);
   return LCE_OK;
 }
 static lce_code fs_bench_forward(void *ws, const fc_problem *p, lce_status *st) { return fs_forward((fs_workspace *)ws, p, st); }
