@@ -48,7 +48,8 @@
 #   rounding vanishes), LCE_EXT_BIAS_SUBJECTS (default torch-eager,liger,cce,megatron-fused-lce),
 #   LCE_EXT_RC_SUBJECTS (default torch-eager,megatron-vocab-parallel,te-parallel-ce), LCE_EXT_RC_DEVICE (default
 #   cuda; cpu for a dry run: te-parallel-ce then needs TRITON_INTERPRET=1), LCE_GPU_BUILD (default
-#   build-gpu), LCE_GPU_DEADLINE_S (default 560 s: every step runs under it).
+#   build-gpu), LCE_GPU_DEADLINE_S (default 560 s: every step runs under it), LCE_WHEEL_WAIT_S (site_wheels.sh: how
+#   long an install waits for the parts of a split wheel; under scripts/gpu_detached.sh).
 # Exit status: 0 when every step met its expectation, 1 otherwise.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
