@@ -176,6 +176,8 @@ def external_figure(plt, rows_file, shape, bias_scale, case_part=None):
     carry it (a black tick: the bar must stay left of it). case_part: only the rows whose case id holds it
     (a rows file of several cases)."""
     rows = [r for r in load(os.path.join(ROOT, "conformance", rows_file)) if case_part is None or case_part in r["case"]]
+    if not rows:
+        raise UsageError(f"conformance/{rows_file}: no rows" + (f" of a case with {case_part}" if case_part else ""))
     rows = sorted(rows, key=lambda r: r["dh_relerr"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     names = [r["subject"] for r in rows]

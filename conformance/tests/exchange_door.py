@@ -150,6 +150,11 @@ def flip_last_byte(path):
         f.write(bytes(blob))
 
 
+def write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def flip_element(path, index, item):
     """Flips the lowest bit of element index (item bytes each) of a .npy file's data."""
     with open(path, "r+b") as f:
@@ -178,7 +183,7 @@ def malformed(args):
         ("truncated", lambda c: truncate(out(c, "grad_weight.npy"), 5), 1,
          ["FAIL d_weight class: out/grad_weight.npy: <f4 [400, 24] needs 38400 data bytes, the file holds 38395 "
           "(truncated)"]),
-        ("not-npy", lambda c: open(out(c, "lse.npy"), "wb").write(b"not an array"), 1,
+        ("not-npy", lambda c: write_bytes(out(c, "lse.npy"), b"\x93NUMPY"), 1,
          ["FAIL lse class: out/lse.npy: not a .npy file (bad magic or shorter than 10 bytes)"]),
         ("nan", lambda c: nan_first(out(c, "loss_token.npy")), 1,
          ["FAIL loss_token class: element 0: NaN (expected finite"]),

@@ -320,6 +320,7 @@ static lce_code fused_cuda_run_g(const lce_case *c, const lce_tensors *in, lce_o
   LCE_TRY(lce_case_validate(c, st));
   LCE_TRY(lce_tensors_validate(c, in, st));
   LCE_TRY(lce_fused_check_outputs(c, out, name, st));
+  LCE_TRY(fc_check_workspace_env(name, st));
   char why[256];
   LCE_CHECK(st, lce_device_query(NULL, why, sizeof why), LCE_ENODEV, "%s: %s", name, why);
   const float weight_sum = lce_fused_weight_sum(c, in);

@@ -97,11 +97,18 @@ static inline size_t fc_cublas_workspace_bytes(void) {
  * compute-sanitizer initcheck reports as uninitialised reads; zeroed, initcheck's reports are about
  * the subject's own buffers. who names the subject in error messages. On failure what was made is in
  * *blas and *blas_ws for the caller to free. */
+/* The refusal of a malformed $LCE_CUBLAS_WORKSPACE_MIB, naming who: run() asks before its device query
+ * (a refusal on any machine), fc_blas_create again (the bench's path). */
+static inline lce_code fc_check_workspace_env(const char *who, lce_status *st) {
+  LCE_CHECK(st, fc_cublas_workspace_bytes() > 0, LCE_EINVAL, "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in "
+            "[1, 1024]", who, getenv("LCE_CUBLAS_WORKSPACE_MIB"));
+  return LCE_OK;
+}
+
 static inline lce_code fc_blas_create(cublasHandle_t *blas, void **blas_ws, size_t *bytes, cudaStream_t stream,
                                       const char *who, lce_status *st) {
+  LCE_TRY(fc_check_workspace_env(who, st));
   const size_t ws = fc_cublas_workspace_bytes();
-  LCE_CHECK(st, ws > 0, LCE_EINVAL, "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in [1, 1024]", who,
-            getenv("LCE_CUBLAS_WORKSPACE_MIB"));
   LCE_TRY(lce_cuda_alloc(blas_ws, ws, "the cuBLAS workspace", bytes, who, st));
   LCE_CUDA_ON_ERROR(st, who, cudaMemsetAsync(*blas_ws, 0, ws, stream), return lce_rc_);
   LCE_CUBLAS_ON_ERROR(st, who, cublasCreate(blas), return lce_rc_);

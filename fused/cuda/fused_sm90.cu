@@ -46,9 +46,9 @@
  * recomputed logits (~59 ms, the forward's GEMM) + the two gradient GEMMs (the floor's backward, ~136 ms)
  * + the fp32 weight gradient (5.0 GB) read and written once per token chunk, 8 chunks of 2048 where one
  * pass would do: 70 GB more, ~21 ms at the H100's 3.35 TB/s; ~216 ms against 209 measured (H100), where
- * fused-cuda (one token chunk, an n·h fp32 d_hidden: 1.4 GB) takes 185. A chunk of T tokens adds
- * 8·V·H bytes per 6·T·V·H flops of GEMM, 1.33·R/(T·B) of the GEMM time (R the GEMM rate, B the
- * bandwidth: 14% at T = 2048, 7% at 4096), whatever the shape. What approaches them: (a) keep with T ~ 700-1000 fp32 (0.36-0.5 GB):
+ * fused-cuda's backward (one token chunk, an n·h fp32 d_hidden of 0.54 GB) takes 185. A chunk of T tokens
+ * adds 8·V·H bytes per 6·T·V·H flops of GEMM, 1.33·R/(T·B) of the GEMM time, whatever the shape (R the
+ * GEMM rate, B the bandwidth: with the floor's 640 TFLOP/s at this shape, 12% at T = 2048, 6% at 4096). What approaches them: (a) keep with T ~ 700-1000 fp32 (0.36-0.5 GB):
  * ~1.1x at 4-5x the memory target (a chunk's d_hidden is complete, no n·h accumulator); (b) recompute at
  * FlashAttention-3-class efficiency within 0.1 GB: pingpong consumer warp groups (one group's softmax
  * epilogue under the other's wgmma), a persistent tile scheduler, 2x1 clusters multicasting W tiles,

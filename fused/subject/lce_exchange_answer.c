@@ -125,7 +125,7 @@ static void unusable(lce_outputs *out, lce_output_id o, const char *msg) {
 /* Gives every element of the buffer that has exactly the poison's bits payload 1 (little endian: the
  * lowest payload bit flipped), typed so that the scan runs at memory speed over a production output. */
 static void unpoison(unsigned char *dst, size_t count, lce_dtype fmt) {
-  unsigned char poison[4];
+  unsigned char poison[8];
   lce_store(fmt, poison, 0, NAN);
   if (lce_dtype_size(fmt) == 2) {
     uint16_t p, v;
@@ -174,8 +174,15 @@ static void load_output(const lce_exchange_case *e, const lce_case *c, const lce
     lce_npy_close(&f);
     return unusable(out, t->output, msg);
   }
-  unpoison(dst, f.meta.bytes / lce_npy_item_size(t->descr), fmt);
+  const size_t bytes = f.meta.bytes;
   lce_npy_close(&f);
+  /* The file's items are the buffer's elements (the exchange's descr of each output format). */
+  if (lce_npy_item_size(t->descr) != lce_dtype_size(fmt)) {
+    snprintf(msg, sizeof msg, "out/%s.npy: %s items for a %zu-byte output format (internal)", t->name,
+             lce_npy_descr_name(t->descr), lce_dtype_size(fmt));
+    return unusable(out, t->output, msg);
+  }
+  unpoison(dst, bytes / lce_dtype_size(fmt), fmt);
 }
 
 lce_code lce_exchange_load_answer(const lce_exchange_case *e, const lce_case *c, const lce_tensors *in,

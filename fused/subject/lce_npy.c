@@ -1,7 +1,6 @@
 /* lce_npy.c — the strict .npy reader and writer of lce_npy.h. */
-#define _XOPEN_SOURCE 700 /* fseeko, off_t, fileno */
+#define _XOPEN_SOURCE 700 /* fileno */
 #include "lce_npy.h"
-#include "lce_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -135,8 +134,10 @@ static lce_code parse_prefix(const char *path, const unsigned char *buf, size_t 
   } else {
     return lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "%s: unsupported .npy version %u.%u", path, buf[6], buf[7]);
   }
-  LCE_CHECK(st, *start + *hlen <= total, LCE_EPARSE,
+  LCE_CHECK(st, *start <= total && *hlen <= total - *start, LCE_EPARSE,
             "%s: truncated: the .npy header (%zu bytes) runs past the end of the file", path, *hlen);
+  LCE_CHECK(st, *hlen <= LCE_NPY_MAX_HEADER, LCE_EPARSE, "%s: a .npy header of %zu bytes (at most %d are read)", path,
+            *hlen, LCE_NPY_MAX_HEADER);
   return LCE_OK;
 }
 
@@ -181,21 +182,12 @@ static lce_code parse_owned(const char *path, char *raw, size_t len, lce_npy *a,
 lce_code lce_npy_parse(const void *data, size_t len, const char *name, lce_npy *a, lce_status *st) {
   memset(a, 0, sizeof *a);
   LCE_CHECK(st, host_is_little_endian(), LCE_EINTERNAL, "%s: .npy reading needs a little-endian host", name);
-  /* NUL-terminated like lce_file_read's buffer: the header's error messages print it with %.80s. */
+  /* NUL-terminated: the header's error messages print it with %.80s. */
   char *copy = malloc(len + 1);
   LCE_ALLOC_CHECK(st, copy);
   if (len) memcpy(copy, data, len);
   copy[len] = '\0';
   return parse_owned(name, copy, len, a, st);
-}
-
-lce_code lce_npy_read(const char *path, lce_npy *a, lce_status *st) {
-  memset(a, 0, sizeof *a);
-  LCE_CHECK(st, host_is_little_endian(), LCE_EINTERNAL, "%s: .npy reading needs a little-endian host", path);
-  char *raw;
-  size_t len;
-  LCE_TRY(lce_file_read(path, &raw, &len, st));
-  return parse_owned(path, raw, len, a, st);
 }
 
 lce_code lce_npy_open(const char *path, lce_npy_file *f, lce_status *st) {
@@ -209,15 +201,19 @@ lce_code lce_npy_open(const char *path, lce_npy_file *f, lce_status *st) {
   size_t got = 0, start = 0, hlen = 0;
   char *text = NULL;
   lce_code rc = LCE_OK;
-  if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode))
+  if (fstat(fileno(fp), &sb) != 0)
+    rc = lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: cannot stat: %s", path, strerror(errno));
+  else if (!S_ISREG(sb.st_mode))
     rc = lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: not a regular file", path);
+  else if ((uintmax_t)sb.st_size > SIZE_MAX)
+    rc = lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: larger than this build can address", path);
   else {
     got = fread(pre, 1, sizeof pre, fp);
     rc = parse_prefix(path, pre, got, (size_t)sb.st_size, &start, &hlen, st);
   }
   if (rc == LCE_OK && (text = malloc(hlen + 1)) == NULL)
     rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "%s: out of memory", path);
-  if (rc == LCE_OK && (fseeko(fp, (off_t)start, SEEK_SET) != 0 || fread(text, 1, hlen, fp) != hlen))
+  if (rc == LCE_OK && (fseek(fp, (long)start, SEEK_SET) != 0 || fread(text, 1, hlen, fp) != hlen))
     rc = lce_fail(st, LCE_EIO, __FILE__, __LINE__, "%s: read error", path);
   if (rc == LCE_OK) {
     text[hlen] = '\0';
@@ -235,8 +231,8 @@ lce_code lce_npy_open(const char *path, lce_npy_file *f, lce_status *st) {
 }
 
 lce_code lce_npy_read_next(lce_npy_file *f, void *dst, size_t bytes, lce_status *st) {
-  LCE_CHECK(st, f->fp != NULL && f->done + bytes <= f->meta.bytes, LCE_EINTERNAL,
-            "%s: reading %zu bytes past the %zu data bytes", f->path, f->done + bytes, f->meta.bytes);
+  LCE_CHECK(st, f->fp != NULL && bytes <= f->meta.bytes - f->done, LCE_EINTERNAL,
+            "%s: reading %zu bytes after %zu of the %zu data bytes", f->path, bytes, f->done, f->meta.bytes);
   LCE_CHECK(st, bytes == 0 || fread(dst, 1, bytes, f->fp) == bytes, LCE_EIO,
             "%s: read error (or the file shrank while it was read)", f->path);
   f->done += bytes;

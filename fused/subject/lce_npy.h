@@ -29,12 +29,15 @@ size_t lce_npy_item_size(lce_npy_descr d);
 /* "[16, 32]" of a shape, into buf. */
 char *lce_npy_shape_text(int ndim, const int64_t *shape, char *buf, size_t size);
 
-lce_code lce_npy_read(const char *path, lce_npy *out, lce_status *st);
-/* The same from len bytes in memory (copied); name stands for the file in messages. */
+/* The largest header read (numpy writes tens of bytes; its own reader stops at 10,000). */
+#define LCE_NPY_MAX_HEADER 65536
+
+/* A .npy file's bytes in memory (len bytes, copied); name stands for the file in messages. */
 lce_code lce_npy_parse(const void *data, size_t len, const char *name, lce_npy *out, lce_status *st);
-/* A .npy file read in pieces, for arrays too large to hold twice (the judge's production inputs and
- * outputs): lce_npy_open parses the header, refuses what lce_npy_read refuses (with the same messages)
- * and leaves the file at its data; lce_npy_read_next reads the next bytes of it into dst. */
+/* A .npy file, read in pieces (the judge's production inputs and outputs are gigabytes: never held
+ * twice): lce_npy_open parses the header, refuses what lce_npy_parse refuses (with the same messages)
+ * and anything but a regular file, and leaves the file at its data; lce_npy_read_next reads the next
+ * bytes of it into dst. */
 typedef struct lce_npy_file {
   lce_npy meta; /* descr, ndim, shape, bytes; data stays NULL */
   const char *path; /* the caller's, for messages */

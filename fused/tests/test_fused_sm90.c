@@ -4,8 +4,8 @@
  *   without a GPU: run() returns LCE_ENODEV naming fused-sm90, the outputs stay poisoned, exit 77;
  *   capabilities and refusals: every dtype is supported (tf32 GEMMs through the tf32 wgmma, IEEE fp32
  *     through fused-cuda's passes); a malformed $LCE_FUSED_SM90_TOKEN_CHUNK is LCE_EINVAL, without
- *     writing, and so is a malformed $LCE_CUBLAS_WORKSPACE_MIB (on the GPU: the workspace is made
- *     there), while a 1 MiB one gives results beside fused-host's and fused-cuda's;
+ *     writing, and so is a malformed $LCE_CUBLAS_WORKSPACE_MIB (for fused-cuda too), while a 1 MiB one
+ *     gives results beside fused-host's and fused-cuda's (on the GPU);
  *   accuracy: the GPU subjects' case list (fused_test_gpu.h; bf16, fp16, fp32 and tf32: every base
  *     semantic and option) plus shapes that reach the kernel's tiling — several 128-token tiles and
  *     256-row vocab tiles, partial tiles at both ends, several CTA vocab ranges (the split partials), h
@@ -69,6 +69,19 @@ static void test_refusals(void) {
   expect_refusal(&lce_fused_sm90_subject, &c, LCE_EINVAL, "LCE_FUSED_SM90_TOKEN_CHUNK=64k is not a positive");
   if (set) setenv("LCE_FUSED_SM90_TOKEN_CHUNK", prev, 1);
   else unsetenv("LCE_FUSED_SM90_TOKEN_CHUNK");
+  /* A malformed cuBLAS workspace size (fused_cuda_driver.cuh, shared with fused-cuda) is an error naming it. */
+  set = getenv("LCE_CUBLAS_WORKSPACE_MIB");
+  snprintf(prev, sizeof prev, "%s", set ? set : "");
+  const char *const bad[] = {"0", "1025", "8x", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char say[96];
+    snprintf(say, sizeof say, "LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in [1, 1024]", bad[i]);
+    setenv("LCE_CUBLAS_WORKSPACE_MIB", bad[i], 1);
+    expect_refusal(&lce_fused_sm90_subject, &c, LCE_EINVAL, say);
+    expect_refusal(&lce_fused_cuda_subject, &c, LCE_EINVAL, say);
+  }
+  if (set) setenv("LCE_CUBLAS_WORKSPACE_MIB", prev, 1);
+  else unsetenv("LCE_CUBLAS_WORKSPACE_MIB");
   lce_test_set_case(NULL);
 }
 
@@ -105,17 +118,14 @@ static void compare_with_twins(const lce_case *c) {
   fused_run_free(&h);
 }
 
-/* $LCE_CUBLAS_WORKSPACE_MIB (fc_blas_create, shared with fused-cuda): anything but 1..1024 is an error
- * naming it, not the default workspace; 1 MiB still gives fused-sm90 and fused-cuda their results (the
- * variable only narrows cuBLAS's choice of kernels). */
+/* $LCE_CUBLAS_WORKSPACE_MIB = 1 (the smallest): fused-sm90 and fused-cuda still give their results beside
+ * fused-host's (the variable only narrows cuBLAS's choice of kernels). */
 static void test_workspace_env(void) {
   lce_case c = gpu_test_base_case();
   lce_test_set_case(&c);
   const char *set = getenv("LCE_CUBLAS_WORKSPACE_MIB");
   char prev[64];
   snprintf(prev, sizeof prev, "%s", set ? set : "");
-  setenv("LCE_CUBLAS_WORKSPACE_MIB", "0", 1);
-  expect_refusal(&lce_fused_sm90_subject, &c, LCE_EINVAL, "LCE_CUBLAS_WORKSPACE_MIB=0 is not a number of MiB in [1, 1024]");
   setenv("LCE_CUBLAS_WORKSPACE_MIB", "1", 1);
   printf("cuBLAS workspace 1 MiB:\n");
   compare_with_twins(&c);
