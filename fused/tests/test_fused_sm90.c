@@ -49,6 +49,25 @@ int main(void) {
 
 static const char *const NAME = "test_fused_sm90";
 
+/* An environment variable set for a test, and put back as it was (unset when it was). */
+typedef struct saved_env {
+  const char *name;
+  int was_set;
+  char value[256];
+} saved_env;
+
+static saved_env env_set(const char *name, const char *value) {
+  saved_env e = {name, getenv(name) != NULL, ""};
+  if (e.was_set) snprintf(e.value, sizeof e.value, "%s", getenv(name));
+  setenv(name, value, 1);
+  return e;
+}
+
+static void env_restore(const saved_env *e) {
+  if (e->was_set) setenv(e->name, e->value, 1);
+  else unsetenv(e->name);
+}
+
 /* ---- without a GPU, and the refusals ----------------------------------------------------------- */
 
 static void test_refusals(void) {
@@ -62,26 +81,19 @@ static void test_refusals(void) {
   /* A malformed token-chunk override is an error, not the default chunk. */
   lce_case c = gpu_test_base_case();
   lce_test_set_case(&c);
-  const char *set = getenv("LCE_FUSED_SM90_TOKEN_CHUNK");
-  char prev[64];
-  snprintf(prev, sizeof prev, "%s", set ? set : "");
-  setenv("LCE_FUSED_SM90_TOKEN_CHUNK", "64k", 1);
+  saved_env e = env_set("LCE_FUSED_SM90_TOKEN_CHUNK", "64k");
   expect_refusal(&lce_fused_sm90_subject, &c, LCE_EINVAL, "LCE_FUSED_SM90_TOKEN_CHUNK=64k is not a positive");
-  if (set) setenv("LCE_FUSED_SM90_TOKEN_CHUNK", prev, 1);
-  else unsetenv("LCE_FUSED_SM90_TOKEN_CHUNK");
+  env_restore(&e);
   /* A malformed cuBLAS workspace size (fused_cuda_driver.cuh, shared with fused-cuda) is an error naming it. */
-  set = getenv("LCE_CUBLAS_WORKSPACE_MIB");
-  snprintf(prev, sizeof prev, "%s", set ? set : "");
   const char *const bad[] = {"0", "1025", "8x", ""};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char say[96];
     snprintf(say, sizeof say, "LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in [1, 1024]", bad[i]);
-    setenv("LCE_CUBLAS_WORKSPACE_MIB", bad[i], 1);
+    e = env_set("LCE_CUBLAS_WORKSPACE_MIB", bad[i]);
     expect_refusal(&lce_fused_sm90_subject, &c, LCE_EINVAL, say);
     expect_refusal(&lce_fused_cuda_subject, &c, LCE_EINVAL, say);
+    env_restore(&e);
   }
-  if (set) setenv("LCE_CUBLAS_WORKSPACE_MIB", prev, 1);
-  else unsetenv("LCE_CUBLAS_WORKSPACE_MIB");
   lce_test_set_case(NULL);
 }
 
@@ -123,14 +135,10 @@ static void compare_with_twins(const lce_case *c) {
 static void test_workspace_env(void) {
   lce_case c = gpu_test_base_case();
   lce_test_set_case(&c);
-  const char *set = getenv("LCE_CUBLAS_WORKSPACE_MIB");
-  char prev[64];
-  snprintf(prev, sizeof prev, "%s", set ? set : "");
-  setenv("LCE_CUBLAS_WORKSPACE_MIB", "1", 1);
+  const saved_env e = env_set("LCE_CUBLAS_WORKSPACE_MIB", "1");
   printf("cuBLAS workspace 1 MiB:\n");
   compare_with_twins(&c);
-  if (set) setenv("LCE_CUBLAS_WORKSPACE_MIB", prev, 1);
-  else unsetenv("LCE_CUBLAS_WORKSPACE_MIB");
+  env_restore(&e);
   lce_test_set_case(NULL);
 }
 
