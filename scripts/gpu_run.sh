@@ -20,6 +20,8 @@
 #   production-measure  lcecheck production --measure-only on its small shapes (a smoke test)
 #   production  lcecheck production (gpu;slow): the four production shapes, tied/untied, tp 1 and 8,
 #               judged against golden/sm_90/ (the mutant must fail at V >= 128k)
+#   sm90-production  the same for fused-sm90 and mutant-sm90/bf16-dhidden-accum (CUTLASS builds), and
+#               fused-sm90 on the medium matrix (fp64-gpu oracle), judged by fused-cuda's goldens as on default and wide
 #   regen       goldens of LCE_REGEN_SUBJECTS (default fused-cuda unfused-cuda: per-architecture,
 #               --arch sm_90; fused-host, fused-host-sm90: golden/) from this device's measurements
 #               over the default, wide and medium (fp64-gpu) matrices, written in this machine's
@@ -144,6 +146,14 @@ if has_stage production; then
   for tp in ${LCE_PROD_TP:-1 8}; do
     step "production (judged, tp $tp)" pass 280 "${TO[@]}" "$RES/production-tp$tp.json" "$LCECHECK" production \
       --tp "$tp" --shapes "${LCE_PROD_SHAPES:-all}" --json
+  done
+fi
+if has_stage sm90-production; then
+  sm90_step "check fused-sm90 (medium, fp64-gpu oracle)" pass 150 "${TO[@]}" "$RES/medium-fused-sm90.json" "$LCECHECK" \
+    check --subject fused-sm90 --matrix medium --oracle fp64-gpu --json
+  for tp in ${LCE_PROD_TP:-1 8}; do
+    sm90_step "production fused-sm90 (judged, tp $tp)" pass 280 "${TO[@]}" "$RES/production-sm90-tp$tp.json" "$LCECHECK" \
+      production --subjects fused-sm90,mutant-sm90/bf16-dhidden-accum --tp "$tp" --shapes "${LCE_PROD_SHAPES:-all}" --json
   done
 fi
 # regen_class <policy> <subject> <arch args...>: one regeneration from this device's measurements over
