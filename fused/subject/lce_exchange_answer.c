@@ -24,7 +24,7 @@ static int same_shape(const lce_npy *a, const lce_exchange_tensor *t) {
   return same;
 }
 
-/* The first element at which n bytes of have and want differ (n when none), items of item bytes. */
+/* The first element (of item bytes) at which n bytes of have and want differ; n / item when none does. */
 static size_t first_difference(const unsigned char *have, const unsigned char *want, size_t n, size_t item) {
   size_t k = 0;
   while (k < n / item && memcmp(have + k * item, want + k * item, item) == 0) k++;
