@@ -4,6 +4,7 @@ exit status; a wheel split into parts installs only once every part is there."""
 import base64
 import hashlib
 import os
+import signal
 import subprocess
 import tarfile
 import tempfile
@@ -31,7 +32,15 @@ class GpuDetached(unittest.TestCase):
                         LCE_DETACHED_SOURCE=self.src, OUT=os.path.join(self.tmp.name, "out"))
 
     def tearDown(self):
-        subprocess.run(["pkill", "-f", "later/part"], capture_output=True)
+        # Only this test's detached commands (another copy of this test may run beside it): each runs in a
+        # session of its own, led by the pid it recorded.
+        root = os.path.join(self.tmp.name, "root")
+        for name in os.listdir(root) if os.path.isdir(root) else []:
+            try:
+                with open(os.path.join(root, name, "pid")) as f:
+                    os.killpg(int(f.read()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass  # ended, or never started
         self.tmp.cleanup()
 
     def run_script(self, *args):
