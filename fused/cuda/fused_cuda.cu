@@ -85,7 +85,7 @@ static lce_code workspace_create(fc_workspace *ws, const lce_case *c, cudaStream
   ws->stats.s = ws->stats.m + tpn, ws->stats.sw = ws->stats.s + tpn, ws->stats.d = ws->stats.sw + tpn;
   FC_ALLOC(ws, (void **)&ws->z_target, 2 * n * sizeof(float), "the per-token values");
   ws->smooth_a = ws->z_target + n;
-  return fc_blas_create(&ws->blas, &ws->blas_ws, &ws->bytes, stream, "fused-cuda", st);
+  return fc_blas_create(&ws->blas, &ws->blas_ws, &ws->bytes, FC_CUBLAS_WORKSPACE_MIB_DEFAULT, stream, "fused-cuda", st);
 }
 
 /* Frees whatever workspace_create got to; errors here cannot be acted on and are not reported. */

@@ -77,13 +77,14 @@ static inline cublasComputeType_t fc_compute_type(const lce_case *c) {
   return c->gemm == LCE_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
 }
 
-/* The cuBLAS workspace of fused-cuda and fused-sm90: 32 MiB, what cuBLAS itself keeps on Hopper, or
- * $LCE_CUBLAS_WORKSPACE_MIB MiB (1 to 1024), so that the bench can weigh a smaller one's memory against
- * the GEMMs it leaves cuBLAS; 0 when the variable is anything else (refused by fc_blas_create). */
+/* The cuBLAS workspace of a device algorithm: default_mib MiB (fused-cuda 32, what cuBLAS itself keeps on
+ * Hopper; fused-sm90 FS_CUBLAS_WORKSPACE_MIB), or $LCE_CUBLAS_WORKSPACE_MIB MiB (1 to 1024) for both, so
+ * that the bench can weigh a smaller one's memory against the GEMMs it leaves cuBLAS; 0 when the variable
+ * is anything else (refused by fc_blas_create). */
 #define FC_CUBLAS_WORKSPACE_MIB_DEFAULT 32
-static inline size_t fc_cublas_workspace_bytes(void) {
+static inline size_t fc_cublas_workspace_bytes(size_t default_mib) {
   const char *env = getenv("LCE_CUBLAS_WORKSPACE_MIB");
-  if (env == NULL) return (size_t)FC_CUBLAS_WORKSPACE_MIB_DEFAULT << 20;
+  if (env == NULL) return default_mib << 20;
   char *end;
   errno = 0;
   const long v = strtol(env, &end, 10);
@@ -91,7 +92,7 @@ static inline size_t fc_cublas_workspace_bytes(void) {
 }
 
 /* The cuBLAS handle of a device algorithm (fused-cuda, fused-sm90) on stream, with a workspace of its
- * own (*blas_ws, fc_cublas_workspace_bytes() counted into *bytes, so that a run's extra memory includes
+ * own of fc_cublas_workspace_bytes(default_mib) (*blas_ws, counted into *bytes, so that a run's extra memory includes
  * it) and no reduced-precision reductions. The workspace is zeroed once: cuBLAS's split-K reduction
  * (cublasLt::splitKreduce_kernel) reads words of it that its GEMM did not write, which
  * compute-sanitizer initcheck reports as uninitialised reads; zeroed, initcheck's reports are about
@@ -100,15 +101,15 @@ static inline size_t fc_cublas_workspace_bytes(void) {
 /* The refusal of a malformed $LCE_CUBLAS_WORKSPACE_MIB, naming who: run() asks before its device query
  * (a refusal on any machine), fc_blas_create again (the bench's path). */
 static inline lce_code fc_check_workspace_env(const char *who, lce_status *st) {
-  LCE_CHECK(st, fc_cublas_workspace_bytes() > 0, LCE_EINVAL, "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in "
+  LCE_CHECK(st, fc_cublas_workspace_bytes(FC_CUBLAS_WORKSPACE_MIB_DEFAULT) > 0, LCE_EINVAL, "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in "
             "[1, 1024]", who, getenv("LCE_CUBLAS_WORKSPACE_MIB"));
   return LCE_OK;
 }
 
-static inline lce_code fc_blas_create(cublasHandle_t *blas, void **blas_ws, size_t *bytes, cudaStream_t stream,
-                                      const char *who, lce_status *st) {
+static inline lce_code fc_blas_create(cublasHandle_t *blas, void **blas_ws, size_t *bytes, size_t default_mib,
+                                      cudaStream_t stream, const char *who, lce_status *st) {
   LCE_TRY(fc_check_workspace_env(who, st));
-  const size_t ws = fc_cublas_workspace_bytes();
+  const size_t ws = fc_cublas_workspace_bytes(default_mib);
   LCE_TRY(lce_cuda_alloc(blas_ws, ws, "the cuBLAS workspace", bytes, who, st));
   LCE_CUDA_ON_ERROR(st, who, cudaMemsetAsync(*blas_ws, 0, ws, stream), return lce_rc_);
   LCE_CUBLAS_ON_ERROR(st, who, cublasCreate(blas), return lce_rc_);
