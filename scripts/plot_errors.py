@@ -9,7 +9,8 @@ production shape.
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
         (conformance/external-production.json), external-262144.png (conformance/external-production-262144.json:
         the golden bounds drawn over the bars), external-h200-262144.png and external-h200-152064.png
-        (conformance/external-production-h200.json: judged with the reference's magnitudes), bias-scale.png (conformance/external-scale-experiment.json),
+        (conformance/external-production-h200.json: judged with the reference's magnitudes), external-h100-152064.png
+        (conformance/external-production-h100-152064.json), bias-scale.png (conformance/external-scale-experiment.json),
         bias-nvalid.png (conformance/external-bias.json),
         converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants),
         converge-sm90.png (DIR/sm_90/converge-*.json: fused-cuda and its two mutants at 64 x 4096 x 128256)
@@ -218,10 +219,10 @@ def render_external_262144(plt, _data_dir):
     return external_figure(plt, "external-production-262144.json", "4096 x 4096 x 262144", "log")
 
 
-def render_external_h200(case_part, shape):
-    """The rows an H200 judged with the reference's error magnitudes (external-production-h200.json) at one
-    shape."""
-    return lambda plt, _data_dir: external_figure(plt, "external-production-h200.json", shape, "log", case_part)
+def render_external_rows(rows_file, case_part, shape):
+    """The rows of one case judged with the reference's error magnitudes (external-production-h200.json: two
+    shapes; external-production-h100-152064.json), on a log axis."""
+    return lambda plt, _data_dir: external_figure(plt, rows_file, shape, "log", case_part)
 
 
 def render_bias_scale(plt, _data_dir):
@@ -404,8 +405,10 @@ def bias_plot(args):
 
 FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": render_external,
            "external-262144": render_external_262144,
-           "external-h200-262144": render_external_h200(".v262144.", "4096 x 4096 x 262144"),
-           "external-h200-152064": render_external_h200(".v152064.", "16384 x 8192 x 152064"),
+           "external-h200-262144": render_external_rows("external-production-h200.json", ".v262144.", "4096 x 4096 x 262144"),
+           "external-h200-152064": render_external_rows("external-production-h200.json", ".v152064.", "16384 x 8192 x 152064"),
+           "external-h100-152064": render_external_rows("external-production-h100-152064.json", ".n8192.h4096.v152064.",
+                                                        "8192 x 4096 x 152064"),
            "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid, "converge": render_converge,
            "converge-sm90": render_converge_sm90}
 

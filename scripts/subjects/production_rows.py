@@ -8,7 +8,7 @@ lce_bounds_apply). The rows of conformance/external-production*.json. Glue only:
 it judges nothing.
 
     python3 scripts/subjects/production_rows.py RESULTS_DIR [RESULTS_DIR ...] [--version SUBJECT=TEXT ...]
-        [--note TEXT] [--json FILE]
+        [--note TEXT] [--golden-dir DIR] [--json FILE]
 
 Each RESULTS_DIR is one unpacked results.tar of the stage: prod-K-SUBJECT.json (one `check` or `judge
 --json` output, one case) and meta-prod-K-SUBJECT/0000-CASE/out/meta.json for the adapters. A subject
@@ -16,7 +16,11 @@ found in several directories keeps its first judged (pass or fail) row per case;
 judge stopped at its limit) or a skip is kept only where no directory judged it. Each row records the
 golden its judge names; --version replaces an adapter's version text (e.g. a Megatron-LM tree without
 git metadata reports "unknown"); --note is recorded in every row (e.g. how to read verdicts made under
-an older judge). Exit status: 0 done, 2 no or unreadable results."""
+an older judge). --golden-dir DIR judges every row again, offline, against DIR/<class>.golden
+(lcecheck_golden_judge.judge_run: the bounds evaluated at the scales the judge's JSON recorded, as
+`lcecheck_golden.py judge` does): its bounds, budgets, status and summary are then those, its `golden` names
+that file and `judged_on_device` keeps what the device's judge said (for goldens regenerated after the run).
+Exit status: 0 done, 2 no or unreadable results, or a row's class has no golden in DIR."""
 import argparse
 import glob
 import json
@@ -26,7 +30,10 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lce_exchange as lx  # noqa: E402
+from lcecheck_golden_files import load_golden  # noqa: E402
+from lcecheck_golden_judge import judge_run  # noqa: E402
 
 NAME = re.compile(r"^prod-(?P<k>\d+)-(?P<subject>.+)\.json$")
 OUTPUTS = ("loss", "d_hidden", "d_weight")
@@ -109,7 +116,40 @@ def row_of(results, k, subject, versions, note):
     return row
 
 
-def collect(dirs, versions, note=None):
+def rejudge(row, d, golden_dir):
+    """row judged again against golden_dir's golden of the judge's class (the offline judge's rule: a
+    metric above its bound fails; a class check that failed on the device still fails)."""
+    cls = d.get("golden_class")
+    path = os.path.join(golden_dir, f"{cls}.golden")
+    if not cls or not os.path.exists(path):
+        raise UsageError(f"{row['subject']}: no golden {path} for class {cls}")
+    c, _ = lx.judged_case(d, row["subject"])
+    results = judge_run({"golden_class": cls, "cases": [c]}, load_golden(path)["entries"])
+    class_failed = any(not (o or {}).get("class_ok", True) for o in (c.get("outputs") or {}).values())
+    row["judged_on_device"] = {k: row[k] for k in ("golden", "status", "summary", "bound", "budget")}
+    row["golden"] = golden_of({"golden": os.path.abspath(path)})
+    row["bound"] = {o: {} for o in OUTPUTS}
+    row["budget"] = {o: {} for o in OUTPUTS}
+    for r in results:
+        if r["output"] in OUTPUTS and finite(r["bound"]):
+            row["bound"][r["output"]][r["metric"]] = r["bound"]
+            if r["pct"] > 0:
+                row["budget"][r["output"]][r["metric"]] = round(r["pct"], 1)
+    bounded = [r for r in results if finite(r["bound"])]
+    worst = max(bounded, key=lambda r: r["pct"], default=None)
+    if class_failed:
+        row["status"] = "fail"
+    elif worst is not None and worst["pct"] > 100.0:
+        row["status"] = "fail"
+        row["summary"] = (f"FAIL {worst['output']} {worst['metric']} {worst['pct']:.0f}% of budget "
+                          f"(|{worst['value']:.1e}| > {worst['bound']:.1e})")
+    else:
+        row["status"] = "pass"
+        row["summary"] = f"pass (max {worst['pct']:.0f}% {worst['output']} {worst['metric']})" if worst else "pass"
+    return row
+
+
+def collect(dirs, versions, note=None, golden_dir=None):
     """One row per (case, subject): the first judged one (pass or fail), another only where none was.
     A row without a case of its own (an unreadable judge file of lcecheck's own subject) takes that of
     the directory's other subjects with the same tag."""
@@ -118,6 +158,9 @@ def collect(dirs, versions, note=None):
         found = [(m["k"], m["subject"]) for m in (NAME.match(os.path.basename(p))
                                                    for p in sorted(glob.glob(os.path.join(results, "prod-*.json")))) if m]
         new = [row_of(results, k, subject, versions, note) for k, subject in found]
+        if golden_dir:
+            new = [rejudge(r, read_json(os.path.join(results, f"prod-{k}-{subject}.json")), golden_dir)
+                   if r.get("status") in ("pass", "fail") else r for (k, subject), r in zip(found, new)]
         case_of = {k: r["case"] for (k, _), r in zip(found, new) if r.get("case")}
         for (k, subject), r in zip(found, new):
             r.setdefault("case", case_of.get(k, f"prod-{k} of {results}"))
@@ -156,6 +199,7 @@ def main(argv=None):
     ap.add_argument("--version", action="append", default=[], metavar="SUBJECT=TEXT",
                     help="the version text of SUBJECT's row (repeatable)")
     ap.add_argument("--note", help="recorded in every row")
+    ap.add_argument("--golden-dir", metavar="DIR", help="judge every row again against DIR/<class>.golden (offline)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     try:
@@ -164,7 +208,7 @@ def main(argv=None):
         print("production_rows.py: --version takes SUBJECT=TEXT", file=sys.stderr)
         return 2
     try:
-        rows = collect(args.results, versions, args.note)
+        rows = collect(args.results, versions, args.note, args.golden_dir)
     except UsageError as e:
         print(f"production_rows.py: {e}", file=sys.stderr)
         return 2

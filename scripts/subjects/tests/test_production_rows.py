@@ -2,7 +2,9 @@
 its metrics from the judge's JSON and its time and memory from the adapter's meta.json; an unreadable
 judge file (a judge stopped at its limit) is an error row unless a later directory judged the subject;
 a reference without its error magnitudes is said outright (no_mags) or read from the missing maxscaled;
---version replaces an adapter's version text; no results at all is exit 2."""
+--version replaces an adapter's version text; no results at all is exit 2; --golden-dir judges a real
+judge's JSON (torch eager at 8192 x 4096 x 152064 on an H100, tests/data/) again against another golden,
+which can turn its verdict, and refuses a directory without the class's golden."""
 import contextlib
 import io
 import json
@@ -14,6 +16,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import production_rows  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+TORCH_152064 = os.path.join(HERE, "data", "judge-torch-eager-n8192-v152064.json")
 
 CASE = "bf16.untied.tp1.n16384.h8192.v152064.vp152064.vc4096.mean.ign5.fresh.normal.s1"
 
@@ -125,6 +130,41 @@ class ProductionRowsTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as a:
             with contextlib.redirect_stderr(io.StringIO()):
                 self.assertEqual(run(a)[0], 2)
+
+    def test_golden_dir_judges_again(self):
+        with tempfile.TemporaryDirectory() as res, tempfile.TemporaryDirectory() as loose:
+            with open(TORCH_152064) as f, open(os.path.join(res, "prod-1-torch-eager.json"), "w") as g:
+                g.write(f.read())
+            # the committed golden: the folded mean factor's bias fails, and so does the weight gradient's relerr
+            js = os.path.join(res, "rows.json")
+            rc, _ = run(res, "--golden-dir", os.path.join(REPO, "golden", "sm_90"), "--json", js)
+            self.assertEqual(rc, 0)
+            with open(js) as f:
+                row = json.load(f)[0]
+            self.assertEqual(row["status"], "fail")
+            self.assertGreater(row["budget"]["d_weight"]["bias"], 100.0)
+            self.assertEqual(row["golden"], "golden/sm_90/fused-cuda.golden")
+            self.assertEqual(row["judged_on_device"]["status"], "fail")
+            # a golden 1000 times looser in every gradient entry passes the same measurements
+            with open(os.path.join(REPO, "golden", "sm_90", "fused-cuda.golden")) as f:
+                lines = f.read().split("\n")
+            scaled = [" ".join(t.split("=")[0] + "=" + float.hex(1000 * float.fromhex(t.split("=")[1])) if "=" in t else t
+                               for t in ln.split(" ")) if " d_" in ln and not ln.startswith("#") else ln for ln in lines]
+            with open(os.path.join(loose, "fused-cuda.golden"), "w") as f:
+                f.write("\n".join(scaled))
+            rc, text = run(res, "--golden-dir", loose, "--json", js)
+            with open(js) as f:
+                row = json.load(f)[0]
+            self.assertEqual((rc, row["status"]), (0, "pass"))
+            self.assertEqual(row["judged_on_device"]["status"], "fail")
+            self.assertIn("pass (max", row["summary"])
+            # no golden of the class there: exit 2, nothing written over
+            os.remove(os.path.join(loose, "fused-cuda.golden"))
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                self.assertEqual(run(res, "--golden-dir", loose, "--json", js)[0], 2)
+            self.assertIn("no golden", err.getvalue())
+            with open(js) as f:
+                self.assertEqual(json.load(f)[0]["status"], "pass")
 
 
 if __name__ == "__main__":
