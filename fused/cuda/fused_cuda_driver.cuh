@@ -92,8 +92,8 @@ static inline size_t fc_cublas_workspace_bytes(size_t default_mib) {
 }
 
 /* The cuBLAS handle of a device algorithm (fused-cuda, fused-sm90) on stream, with a workspace of its
- * own of fc_cublas_workspace_bytes(default_mib) (*blas_ws, counted into *bytes, so that a run's extra memory includes
- * it) and no reduced-precision reductions. The workspace is zeroed once: cuBLAS's split-K reduction
+ * own, fc_cublas_workspace_bytes(default_mib) (*blas_ws, counted into *bytes, so that a run's extra memory
+ * includes it), and no reduced-precision reductions. The workspace is zeroed once: cuBLAS's split-K reduction
  * (cublasLt::splitKreduce_kernel) reads words of it that its GEMM did not write, which
  * compute-sanitizer initcheck reports as uninitialised reads; zeroed, initcheck's reports are about
  * the subject's own buffers. who names the subject in error messages. On failure what was made is in
@@ -101,8 +101,9 @@ static inline size_t fc_cublas_workspace_bytes(size_t default_mib) {
 /* The refusal of a malformed $LCE_CUBLAS_WORKSPACE_MIB, naming who: run() asks before its device query
  * (a refusal on any machine), fc_blas_create again (the bench's path). */
 static inline lce_code fc_check_workspace_env(const char *who, lce_status *st) {
-  LCE_CHECK(st, fc_cublas_workspace_bytes(FC_CUBLAS_WORKSPACE_MIB_DEFAULT) > 0, LCE_EINVAL, "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in "
-            "[1, 1024]", who, getenv("LCE_CUBLAS_WORKSPACE_MIB"));
+  /* any default: only a malformed variable gives 0 */
+  LCE_CHECK(st, fc_cublas_workspace_bytes(FC_CUBLAS_WORKSPACE_MIB_DEFAULT) > 0, LCE_EINVAL,
+            "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in [1, 1024]", who, getenv("LCE_CUBLAS_WORKSPACE_MIB"));
   return LCE_OK;
 }
 

@@ -24,7 +24,7 @@
  * tok_chunk·vocab_chunk·es, the fp32 d_hidden chunk tok_chunk·h·4, partials 32·n·16, statistics
  * tp·n·16 + n·8, cuBLAS's workspace FS_CUBLAS_WORKSPACE_MIB = 8 MiB; at (8192, 4096, 128256) with vocab
  * chunks of 8192 and token chunks of 2048: 33.6 + 33.6 + 4.2 + 0.2 + 8.4 MB = 0.080 GB (with cuBLAS's
- * own 32 MiB 0.105 GB; token chunks of 1024 0.071 GB but 11% slower; fused-cuda: 0.57 GB, its fp32
+ * own 32 MiB: 0.105 GB, or 0.071 GB at token chunks of 1024, 11% slower; fused-cuda: 0.57 GB, its fp32
  * logits tile and an n·h fp32 d_hidden buffer).
  *
  * The target's arithmetic (<= 1.15x the three-GEMM floor F, 3 GEMMs of 2·N·H·V flops, and <= 0.1 GB

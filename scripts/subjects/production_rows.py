@@ -4,8 +4,8 @@ every production case, the verdict, the failing or worst metric, relerr and bias
 weight gradient, the loss's relerr, each output's % of budget and bound, the adapter's forward+backward
 time and peak extra memory (its meta.json), and whether the reference carried its error magnitudes
 (without them, tier 2 on a card too small for them, the bounds that scale with cond are left unbounded:
-lce_bounds_apply). The rows of conformance/external-production*.json. Glue only: it reads and prints,
-it judges nothing.
+lce_bounds_apply). The rows of conformance/external-production*.json. Glue only: it reads and prints;
+what it judges again (--golden-dir) the offline judge of lcecheck_golden.py judges.
 
     python3 scripts/subjects/production_rows.py RESULTS_DIR [RESULTS_DIR ...] [--version SUBJECT=TEXT ...]
         [--note TEXT] [--golden-dir DIR] [--json FILE]
