@@ -170,6 +170,12 @@ def judge_run(run, entries):
     return rows
 
 
+def misses_and_worst(rows):
+    """judge_run's rows over their bound (a metric without a golden entry among them: its use is infinite)
+    and the row that uses the most of its budget (None without rows)."""
+    return [r for r in rows if r["pct"] > 100.0], max(rows, key=lambda r: r["pct"], default=None)
+
+
 def cmd_judge(args):
     """Measurements made elsewhere (lcecheck production --json, measure --json) judged offline against
     the committed golden of each run's class: how goldens fitted on some cases hold on others (the
@@ -193,10 +199,9 @@ def cmd_judge(args):
         if not cls or not os.path.exists(path):
             raise ToolError(f"{run['file']}: run of {run.get('subject')}: no golden {path} for class {cls}")
         rows = judge_run(run, load_golden(path)["entries"])
-        misses = [r for r in rows if r["pct"] > 100.0]
+        misses, worst = misses_and_worst(rows)
         mutant = bool(run.get("mutant"))
         verdict = ("killed" if misses else "SURVIVED") if mutant else ("pass" if not misses else "MISS")
-        worst = max(rows, key=lambda r: r["pct"], default=None)
         results.append({"file": run["file"], "subject": run.get("subject"), "golden": os.path.relpath(path, REPO),
                         "mutant": mutant, "metrics": len(rows), "misses": misses, "worst": worst,
                         "verdict": verdict})

@@ -77,18 +77,33 @@ static inline cublasComputeType_t fc_compute_type(const lce_case *c) {
   return c->gemm == LCE_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC;
 }
 
-/* The cuBLAS workspace of a device algorithm: default_mib MiB (fused-cuda 32, what cuBLAS itself keeps on
- * Hopper; fused-sm90 FS_CUBLAS_WORKSPACE_MIB), or $LCE_CUBLAS_WORKSPACE_MIB MiB (1 to 1024) for both, so
- * that the bench can weigh a smaller one's memory against the GEMMs it leaves cuBLAS; 0 when the variable
- * is anything else (refused by fc_blas_create). */
-#define FC_CUBLAS_WORKSPACE_MIB_DEFAULT 32
-static inline size_t fc_cublas_workspace_bytes(size_t default_mib) {
+/* $LCE_CUBLAS_WORKSPACE_MIB, the cuBLAS workspace of fused-cuda and fused-sm90 alike, so that the bench can
+ * weigh a smaller one's memory against the GEMMs it leaves cuBLAS: -1 unset, its MiB (1 to 1024), or 0 when
+ * it is anything else (refused by fc_check_workspace_env). */
+static inline long fc_cublas_workspace_env_mib(void) {
   const char *env = getenv("LCE_CUBLAS_WORKSPACE_MIB");
-  if (env == NULL) return default_mib << 20;
+  if (env == NULL) return -1;
   char *end;
   errno = 0;
   const long v = strtol(env, &end, 10);
-  return end != env && *end == '\0' && errno == 0 && v >= 1 && v <= 1024 ? (size_t)v << 20 : 0;
+  return end != env && *end == '\0' && errno == 0 && v >= 1 && v <= 1024 ? v : 0;
+}
+
+/* A device algorithm's cuBLAS workspace in bytes: $LCE_CUBLAS_WORKSPACE_MIB where set, else default_mib
+ * (fused-cuda FC_CUBLAS_WORKSPACE_MIB_DEFAULT, what cuBLAS itself keeps on Hopper; fused-sm90
+ * FS_CUBLAS_WORKSPACE_MIB); 0 for a malformed variable. */
+#define FC_CUBLAS_WORKSPACE_MIB_DEFAULT 32
+static inline size_t fc_cublas_workspace_bytes(size_t default_mib) {
+  const long v = fc_cublas_workspace_env_mib();
+  return (v < 0 ? default_mib : (size_t)v) << 20;
+}
+
+/* The refusal of a malformed $LCE_CUBLAS_WORKSPACE_MIB, naming who: run() asks before its device query
+ * (a refusal on any machine), fc_blas_create again (the bench's path). */
+static inline lce_code fc_check_workspace_env(const char *who, lce_status *st) {
+  LCE_CHECK(st, fc_cublas_workspace_env_mib() != 0, LCE_EINVAL,
+            "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in [1, 1024]", who, getenv("LCE_CUBLAS_WORKSPACE_MIB"));
+  return LCE_OK;
 }
 
 /* The cuBLAS handle of a device algorithm (fused-cuda, fused-sm90) on stream, with a workspace of its
@@ -98,15 +113,6 @@ static inline size_t fc_cublas_workspace_bytes(size_t default_mib) {
  * compute-sanitizer initcheck reports as uninitialised reads; zeroed, initcheck's reports are about
  * the subject's own buffers. who names the subject in error messages. On failure what was made is in
  * *blas and *blas_ws for the caller to free. */
-/* The refusal of a malformed $LCE_CUBLAS_WORKSPACE_MIB, naming who: run() asks before its device query
- * (a refusal on any machine), fc_blas_create again (the bench's path). */
-static inline lce_code fc_check_workspace_env(const char *who, lce_status *st) {
-  /* any default: only a malformed variable gives 0 */
-  LCE_CHECK(st, fc_cublas_workspace_bytes(FC_CUBLAS_WORKSPACE_MIB_DEFAULT) > 0, LCE_EINVAL,
-            "%s: LCE_CUBLAS_WORKSPACE_MIB=%s is not a number of MiB in [1, 1024]", who, getenv("LCE_CUBLAS_WORKSPACE_MIB"));
-  return LCE_OK;
-}
-
 static inline lce_code fc_blas_create(cublasHandle_t *blas, void **blas_ws, size_t *bytes, size_t default_mib,
                                       cudaStream_t stream, const char *who, lce_status *st) {
   LCE_TRY(fc_check_workspace_env(who, st));

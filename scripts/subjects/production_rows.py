@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lce_exchange as lx  # noqa: E402
 from lcecheck_golden_files import load_golden  # noqa: E402
-from lcecheck_golden_judge import judge_run  # noqa: E402
+from lcecheck_golden_judge import judge_run, misses_and_worst  # noqa: E402
 
 NAME = re.compile(r"^prod-(?P<k>\d+)-(?P<subject>.+)\.json$")
 OUTPUTS = ("loss", "d_hidden", "d_weight")
@@ -81,7 +81,7 @@ def golden_of(d):
     return g[g.rfind("golden/"):] if "golden/" in g else g or None
 
 
-def row_of(results, k, subject, versions, note):
+def row_of(results, k, subject, versions, note, golden_dir=None):
     path, mp = os.path.join(results, f"prod-{k}-{subject}.json"), meta_path(results, k, subject)
     head = {"subject": subject, "case": case_of_meta(mp)} if case_of_meta(mp) else {"subject": subject}
     if note:
@@ -113,18 +113,19 @@ def row_of(results, k, subject, versions, note):
     if meta:
         row["ms"] = round(1000 * meta["seconds"], 1) if finite(meta.get("seconds")) else None
         row["peak_extra_gb"] = round(meta["peak_extra_bytes"] / 1e9, 2) if finite(meta.get("peak_extra_bytes")) else None
-    return row
+    return rejudge(row, d, c, golden_dir) if golden_dir and row["status"] in ("pass", "fail") else row
 
 
-def rejudge(row, d, golden_dir):
-    """row judged again against golden_dir's golden of the judge's class (the offline judge's rule: a
-    metric above its bound fails; a class check that failed on the device still fails)."""
+def rejudge(row, d, c, golden_dir):
+    """row (case c of the judge's JSON d) judged again against golden_dir's golden of the judge's class by
+    the offline judge's rule (misses_and_worst: a metric above its bound, or without an entry, fails); a
+    class check that failed on the device still fails."""
     cls = d.get("golden_class")
     path = os.path.join(golden_dir, f"{cls}.golden")
     if not cls or not os.path.exists(path):
         raise UsageError(f"{row['subject']}: no golden {path} for class {cls}")
-    c, _ = lx.judged_case(d, row["subject"])
     results = judge_run({"golden_class": cls, "cases": [c]}, load_golden(path)["entries"])
+    misses, worst = misses_and_worst(results)
     class_failed = any(not (o or {}).get("class_ok", True) for o in (c.get("outputs") or {}).values())
     row["judged_on_device"] = {k: row[k] for k in ("golden", "status", "summary", "bound", "budget")}
     row["golden"] = golden_of({"golden": os.path.abspath(path)})
@@ -135,16 +136,14 @@ def rejudge(row, d, golden_dir):
             row["bound"][r["output"]][r["metric"]] = r["bound"]
             if r["pct"] > 0:
                 row["budget"][r["output"]][r["metric"]] = round(r["pct"], 1)
-    bounded = [r for r in results if finite(r["bound"])]
-    worst = max(bounded, key=lambda r: r["pct"], default=None)
+    row["status"] = "fail" if class_failed or misses else "pass"
     if class_failed:
-        row["status"] = "fail"
-    elif worst is not None and worst["pct"] > 100.0:
-        row["status"] = "fail"
-        row["summary"] = (f"FAIL {worst['output']} {worst['metric']} {worst['pct']:.0f}% of budget "
-                          f"(|{worst['value']:.1e}| > {worst['bound']:.1e})")
+        return row  # the device's summary names the class check
+    if misses:
+        row["summary"] = (f"FAIL {worst['output']} {worst['metric']} without a golden entry" if worst.get("no_entry")
+                          else f"FAIL {worst['output']} {worst['metric']} {worst['pct']:.0f}% of budget "
+                               f"(|{worst['value']:.1e}| > {worst['bound']:.1e})")
     else:
-        row["status"] = "pass"
         row["summary"] = f"pass (max {worst['pct']:.0f}% {worst['output']} {worst['metric']})" if worst else "pass"
     return row
 
@@ -157,10 +156,7 @@ def collect(dirs, versions, note=None, golden_dir=None):
     for results in dirs:
         found = [(m["k"], m["subject"]) for m in (NAME.match(os.path.basename(p))
                                                    for p in sorted(glob.glob(os.path.join(results, "prod-*.json")))) if m]
-        new = [row_of(results, k, subject, versions, note) for k, subject in found]
-        if golden_dir:
-            new = [rejudge(r, read_json(os.path.join(results, f"prod-{k}-{subject}.json")), golden_dir)
-                   if r.get("status") in ("pass", "fail") else r for (k, subject), r in zip(found, new)]
+        new = [row_of(results, k, subject, versions, note, golden_dir) for k, subject in found]
         case_of = {k: r["case"] for (k, _), r in zip(found, new) if r.get("case")}
         for (k, subject), r in zip(found, new):
             r.setdefault("case", case_of.get(k, f"prod-{k} of {results}"))
