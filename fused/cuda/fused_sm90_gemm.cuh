@@ -15,14 +15,6 @@
 
 #include "fused_cuda_kernels.cuh"
 
-/* The namespace of the GEMM's kernels and launchers. A mutant whose bug lives in this GEMM
- * (fused/cuda/cuda.cmake: LCE_FS_NS=lce_fs_<mutant>) compiles fused_sm90_gemm.cu and its driver into a
- * namespace of its own, so that its kernels never collide with production's at link time, nor replace
- * them (the __global__ templates would otherwise be one symbol in both archives). */
-#ifdef LCE_FS_NS
-#define lce_fs LCE_FS_NS
-#endif
-
 typedef enum fs_epilogue {
   FS_STATS,   /* online-softmax partials per (token, CTA's vocab range): no tile in memory */
   FS_DLOGITS  /* d_logits in the input dtype into ds (the backward's recomputation) */
@@ -50,6 +42,21 @@ typedef struct fs_gemm {
 
 /* The vocab tile (columns per CTA tile) and the token tile. */
 enum { FS_TILE_N = 256, FS_TILE_M = 128 };
+
+/* Production's GEMM launcher (below), declared under a name no mutant build renames: a mutant whose bug
+ * lives in one epilogue launches the other through it (fused_sm90_gemm.cu, FS_WITH_DLOGITS). */
+namespace lce_fs {
+lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lce_status *st);
+}
+namespace lce_fs_production = lce_fs;
+
+/* The namespace of the GEMM's kernels and launchers. A mutant whose bug lives in this GEMM
+ * (fused/cuda/cuda.cmake: LCE_FS_NS=lce_fs_<mutant>) compiles fused_sm90_gemm.cu and its driver into a
+ * namespace of its own, so that its kernels never collide with production's at link time, nor replace
+ * them (the __global__ templates would otherwise be one symbol in both archives). */
+#ifdef LCE_FS_NS
+#define lce_fs LCE_FS_NS
+#endif
 
 namespace lce_fs {
 
