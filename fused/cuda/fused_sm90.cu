@@ -64,9 +64,10 @@
  * built with mutants only): the seed bugs and the mean factor in this subject's own code —
  *   bf16-dhidden-accum      the d_hidden chunk buffer in the dtype: cuBLAS rounds it after every vocab
  *                           chunk's beta = 1 GEMM (Megatron-LM PR #2739, seed bug 2);
- *   running-max-zero-init   the FS_STATS epilogue's running max from 0 (fused_sm90_gemm.cu, compiled
- *                           again in a namespace of its own): rows whose logits are all below -87 sum
- *                           only underflowed exps, lse = -inf;
+ *   running-max-zero-init   the FS_STATS epilogue's running max from 0 (fused_sm90_gemm.cu's FS_STATS
+ *                           kernels compiled again in a namespace of its own; its d_logits GEMM is
+ *                           production's): rows whose logits are all below -87 sum only underflowed
+ *                           exps, lse = -inf;
  *   mean-factor-in-dlogits  fs_passes folds the whole g into d_logits (dl = g, alpha = rho = 1) instead of
  *                           the split, as every bf16 peer of conformance/EXTERNAL.md does.
  * Seed bug 1 (the embedding table as the output weight when untied) is not one of them: the output
