@@ -20,7 +20,8 @@ Subcommands:
                      grad_output U(-0.1, 0.1); its verdict, to report beside lcecheck's
 
     python3 scripts/subjects/megatron_fused_lce.py run --megatron PATH DIR
-    python3 scripts/subjects/megatron_fused_lce.py unit-test --megatron PATH [--problems small|all] [--json F]"""
+    python3 scripts/subjects/megatron_fused_lce.py unit-test --megatron PATH [--problems small|all]
+        [--dtypes bf16,fp16] [--json F]"""
 import argparse
 import json
 import os
@@ -155,13 +156,19 @@ def unit_test_main(argv):
     ap.add_argument("--megatron", required=True, metavar="PATH", help="Megatron-LM tree of PR 3345")
     ap.add_argument("--problems", choices=("small", "all"), default="all",
                     help="small: the two 80-token problems only (default %(default)s)")
+    ap.add_argument("--dtypes", default="bf16,fp16", metavar="LIST",
+                    help="which of upstream's two dtypes to run, comma-separated: bf16, fp16 (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before each test (default %(default)s)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args(argv)
+    names = [d for d in args.dtypes.split(",") if d]
+    unknown = [d for d in names if d not in ("bf16", "fp16")]
+    if unknown or not names:
+        ap.error(f"--dtypes {args.dtypes!r}: a comma-separated list of bf16 and fp16")
     import torch
     lce = load_linear_cross_entropy(args.megatron)
     results = []
-    for dtype in (torch.bfloat16, torch.float16):
+    for dtype in [{"bf16": torch.bfloat16, "fp16": torch.float16}[d] for d in names]:
         for problem in (SMALL if args.problems == "small" else PROBLEMS):
             for reduction in ("none", "mean", "sum"):
                 for ignore_index in (-100, 4):

@@ -52,6 +52,15 @@ class HelpTest(unittest.TestCase):
         p = subprocess.run(["bash", os.path.join(SUBJECTS, "run_all.sh"), "--help"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
 
+    def test_unit_test_dtypes_refused(self):
+        """A --dtypes outside upstream's two is bad usage (exit 2, named), before torch or Megatron is loaded."""
+        for bad in ("fp8", "", "bf16,fp32"):
+            with self.subTest(bad):
+                p = subprocess.run([sys.executable, os.path.join(SUBJECTS, "megatron_fused_lce.py"), "unit-test",
+                                    "--megatron", "/nonexistent", "--dtypes", bad], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("--dtypes", p.stderr)
+
 
 class SkipRuleTest(unittest.TestCase):
     def reasons(self, adapter, **kw):
