@@ -56,7 +56,10 @@
  * and a backward kernel that keeps each recomputed tile on chip (d_logits as the register A operand of
  * the d_hidden wgmma; d_weight with its W tile stationary over token tiles, written once) — 1.2-1.3x
  * at best. The target's 1.15x of three GEMMs and 0.1 GB cannot both hold without a GEMM faster than
- * cuBLAS's by 16%.
+ * cuBLAS's by 16%. For the same reason no kernel within 0.1 GB outruns a peer that keeps all N·V logits in
+ * bf16 (torch.compile, TransformerEngine's parallel cross-entropy: 2-12 GB at these shapes): three GEMMs
+ * at cuBLAS's rate plus fused elementwise passes, 1.04-1.22x F (conformance/EXTERNAL.md), bought with
+ * the bf16 logits' error in every forward output.
  *
  * Build: fused/cuda/cuda.cmake (LCE_WITH_SM90). Run: build/lcecheck check --subject fused-sm90;
  * build/lcecheck bench (fused-sm90's row beside fused-cuda's). Versions: 1 (this), and one mutant per
