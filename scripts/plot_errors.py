@@ -10,7 +10,8 @@ production shape.
         (conformance/external-production.json), external-262144.png (conformance/external-production-262144.json:
         the golden bounds drawn over the bars), external-h200-262144.png and external-h200-152064.png
         (conformance/external-production-h200.json: judged with the reference's magnitudes), external-h100-152064.png
-        (conformance/external-production-h100-152064.json), bias-scale.png (conformance/external-scale-experiment.json),
+        (conformance/external-production-h100-152064.json), bench-h100.png (conformance/external-bench-h100-quiet.json:
+        each kernel's time over its floor against its extra memory, the target region shaded), bias-scale.png (conformance/external-scale-experiment.json),
         bias-nvalid.png (conformance/external-bias.json),
         converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants),
         converge-sm90.png (DIR/sm_90/converge-*.json: fused-cuda and its two mutants at 64 x 4096 x 128256)
@@ -247,6 +248,44 @@ def render_bias_scale(plt, _data_dir):
     return fig
 
 
+def bench_figure(plt, bench_file, target_ratio=1.15, target_gb=0.1):
+    """`lcecheck bench --peers --json` rows: per shape, each subject's time over its own process's three-GEMM floor
+    against its extra device memory (log), the issue's target region shaded (<= target_ratio x the floor within
+    target_gb): where each kernel sits between speed and memory. Rows without a time or a memory are left out."""
+    d = load(os.path.join(ROOT, "conformance", bench_file))
+    rows = [r for r in d.get("rows", []) if r.get("role") == "subject" and r.get("status") == "ran"
+            and r.get("ratio_to_floor") and r.get("extra_bytes")]
+    if not rows:
+        raise UsageError(f"conformance/{bench_file}: no subject row with a time and an extra memory")
+    shapes = list(dict.fromkeys((r["n"], r["h"], r["v"]) for r in rows))
+    fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4.6), squeeze=False)
+    for ax, shape in zip(axes[0], shapes):
+        here = [r for r in rows if (r["n"], r["h"], r["v"]) == shape]
+        ax.fill_between([1e-4, target_gb], 1.0, target_ratio, color="green", alpha=0.18,
+                        label=f"target: <= {target_ratio}x, <= {target_gb} GB")
+        top = 2.0  # the region that matters; slower rows sit on the top edge as triangles, their ratio printed
+        for k, r in enumerate(sorted(here, key=lambda r: r["ratio_to_floor"])):
+            ours, gb, ratio = r["process"] == "lcecheck", r["extra_bytes"] / 1e9, r["ratio_to_floor"]
+            y = min(ratio, top - 0.02)
+            ax.scatter(gb, y, marker=("o" if ours else "s") if ratio < top else "^", color="C0" if ours else "C1",
+                       zorder=3)
+            ax.annotate(f"{r['subject']} {ratio:.2f}x", (gb, y), fontsize=7, textcoords="offset points",
+                        xytext=(5, -10 if k % 2 else 3))
+        ax.set_xscale("log")
+        ax.set_xlim(1e-3, 100)
+        ax.set_ylim(1.0, top)
+        ax.set_xlabel("extra device memory, GB (log)")
+        ax.set_ylabel("forward + backward / three-GEMM floor")
+        ax.set_title(f"{shape[0]} x {shape[1]} x {shape[2]}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="upper right")
+    fig.suptitle(f"speed against memory, bf16 mean, {d.get('device', 'GPU')}\n"
+                 "(circles: lcecheck's kernels beside cuBLAS's floor; squares: the peers beside torch.matmul's)",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def converge_figure(plt, files, where):
     """Per subject of lcecheck converge --json files: the held-out loss of its run and the reference's, the
     parameter drift, and d_hidden's gradient relerr (where the seed bug shows), bounds drawn where judged."""
@@ -409,6 +448,7 @@ FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": r
            "external-h200-152064": render_external_rows("external-production-h200.json", ".v152064.", "16384 x 8192 x 152064"),
            "external-h100-152064": render_external_rows("external-production-h100-152064.json", ".n8192.h4096.v152064.",
                                                         "8192 x 4096 x 152064"),
+           "bench-h100": lambda plt, _data_dir: bench_figure(plt, "external-bench-h100-quiet.json"),
            "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid, "converge": render_converge,
            "converge-sm90": render_converge_sm90}
 
