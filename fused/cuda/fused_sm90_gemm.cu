@@ -437,6 +437,9 @@ template <bool kPingpong> static lce_code fs_launch_schedule(const fs_gemm *g, f
 }
 
 lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lce_status *st) {
+#if !FS_WITH_DLOGITS
+  if (e == FS_DLOGITS) return lce_fs_production::fs_launch_gemm(g, e, stream, st); /* its checks are production's */
+#endif
   LCE_CHECK(st, g->m >= 1 && g->n >= 1 && g->k >= 1 && g->m <= INT32_MAX && g->n <= INT32_MAX && g->k % 8 == 0 &&
                     ((g->m + FS_TILE_M - 1) / FS_TILE_M) * ((g->n + FS_TILE_N - 1) / FS_TILE_N) <= INT32_MAX,
             LCE_EINVAL, "fused-sm90: logits GEMM shape %lld x %lld x %lld out of range", (long long)g->m, (long long)g->n,
@@ -444,9 +447,6 @@ lce_code fs_launch_gemm(const fs_gemm *g, fs_epilogue e, cudaStream_t stream, lc
   LCE_CHECK(st, !g->o.tf32 || g->dtype == LCE_FP32, LCE_EINTERNAL,
             "fused-sm90: tf32 d_logits (%d) for a %s logits GEMM: the epilogue rounds to tf32 exactly the fp32 ones",
             g->o.tf32, lce_dtype_name(g->dtype));
-#if !FS_WITH_DLOGITS
-  if (e == FS_DLOGITS) return lce_fs_production::fs_launch_gemm(g, e, stream, st);
-#endif
   if (g->pingpong) return fs_launch_schedule<true>(g, e, stream, st);
   return fs_launch_schedule<false>(g, e, stream, st);
 }
