@@ -24,8 +24,9 @@
 #   bench       `lcecheck bench --peers` (the carried wheels installed first): fused-cuda and the external
 #               kernels side by side, each beside its process's three-GEMM floor; bench.json, its table
 #   bias        the production stage's judging at one shape and seed twice, with no ignored label
-#               (n_valid = N, a power of two) and with 5% ignored, for fused-cuda and the external kernels
-#               of LCE_EXT_BIAS_SUBJECTS; bias_table.py prints d_hidden and d_weight relerr and bias per
+#               (n_valid = N, a power of two) and with 5% ignored, for the lcecheck subjects of
+#               LCE_EXT_BIAS_CHECKS (default "fused-cuda fused-sm90") and the external kernels of
+#               LCE_EXT_BIAS_SUBJECTS; bias_table.py prints d_hidden and d_weight relerr and bias per
 #               subject and n_valid and writes bias.json (scripts/plot_errors.py bias draws it)
 #   rootcause   scripts/subjects/root_cause.py on the GPU: the default matrix exported, and for each subject
 #               of LCE_EXT_RC_SUBJECTS (default torch-eager,megatron-vocab-parallel,te-parallel-ce; torch-compile
@@ -45,7 +46,7 @@
 #   LCE_EXT_BENCH_PEERS (default all), LCE_EXT_BENCH_ARGS (more bench options, e.g. "--shapes 8192x4096x128256
 #   --reps 10"), LCE_EXT_BIAS_SHAPE (default n8192.h4096.v128256.vp128256), LCE_EXT_BIAS_SEED (default 98: its
 #   grad_output 0.98048 makes go/8192 a bf16 number to 1.1e-5, so that at n_valid = 8192 the folded factor's
-#   rounding vanishes), LCE_EXT_BIAS_SUBJECTS (default torch-eager,liger,cce,megatron-fused-lce),
+#   rounding vanishes), LCE_EXT_BIAS_SUBJECTS (default torch-eager,liger,cce,megatron-fused-lce), LCE_EXT_BIAS_CHECKS,
 #   LCE_EXT_RC_SUBJECTS (default torch-eager,megatron-vocab-parallel,te-parallel-ce), LCE_EXT_RC_DEVICE (default
 #   cuda; cpu for a dry run: te-parallel-ce then needs TRITON_INTERPRET=1), LCE_GPU_BUILD (default
 #   build-gpu), LCE_GPU_DEADLINE_S (default 560 s: every step runs under it), LCE_WHEEL_WAIT_S (site_wheels.sh: how
@@ -95,15 +96,17 @@ fi
 
 # judge_case <tag> <case id> <run_all.sh subjects> <lcecheck subjects...>: the case exported, every
 # adapter run over it, each answer judged by the fp64 GPU tier kept on the device against the production
-# golden, and the lcecheck subjects checked the same way on the same inputs; results $RES/<tag>-<subject>.json.
+# golden, and the lcecheck subjects checked the same way on the same inputs, each against its own class's
+# golden in this tree's golden/sm_90/ (check's default lookup under LCE_GOLDEN_DIR: fused-sm90 is judged by
+# fused-cuda.golden); results $RES/<tag>-<subject>.json.
 judge_case() {
   local tag=$1 case=$2 subjects=$3 s
   shift 3
   step "export $case" pass 120 "$LCECHECK" export --case "$case" --dir "$WORK/$tag" --quiet
   step "adapters ($tag)" any "${LCE_EXT_ADAPTERS_S:-240}" bash "$ROOT/scripts/subjects/run_all.sh" --subjects "$subjects" "$WORK/$tag"
   for s in "$@"; do
-    step "check $s ($tag)" any 90 "${TO[@]}" "$RES/$tag-$s.json" "$LCECHECK" check --subject "$s" --case "$case" \
-      --golden "$ROOT/golden/sm_90/$s.golden" --oracle fp64-gpu --on-device \
+    step "check $s ($tag)" any 90 "${TO[@]}" "$RES/$tag-$s.json" env LCE_GOLDEN_DIR="$ROOT/golden" "$LCECHECK" check \
+      --subject "$s" --case "$case" --oracle fp64-gpu --on-device \
       --outputs loss,d_hidden,d_weight,d_embedding --quiet --json
   done
   judge_all "$tag" "$WORK/$tag" "$ROOT/golden/sm_90/fused-cuda.golden" "$subjects" --oracle fp64-gpu \
@@ -126,7 +129,7 @@ if has_stage bias; then
   for ign in 0 5; do
     tag=bias-ign$ign
     judge_case "$tag" "bf16.untied.tp1.${LCE_EXT_BIAS_SHAPE:-n8192.h4096.v128256.vp128256}.vc4096.mean.ign$ign.fresh.normal.s${LCE_EXT_BIAS_SEED:-98}" \
-      "$BIAS_SUBJECTS" fused-cuda
+      "$BIAS_SUBJECTS" ${LCE_EXT_BIAS_CHECKS-fused-cuda fused-sm90}
     find "$WORK/$tag" -name grad_output.npy -exec cp {} "$RES/$tag-grad_output.npy" \; # go, for the table
     rm -rf "${WORK:?}/$tag" "$WORK/$tag.results"
   done
