@@ -12,7 +12,8 @@ production shape.
         (conformance/external-production-h200.json: judged with the reference's magnitudes), external-h100-152064.png
         (conformance/external-production-h100-152064.json), bench-h100.png (conformance/external-bench-h100-quiet.json:
         each kernel's time over its floor against its extra memory, the target region shaded), bias-scale.png (conformance/external-scale-experiment.json),
-        bias-nvalid.png (conformance/external-bias.json),
+        bias-nvalid.png (conformance/external-bias.json), bias-nvalid-h100.png (conformance/external-bias-h100.json:
+        fused-sm90 beside fused-cuda and the peers),
         converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants),
         converge-sm90.png (DIR/sm_90/converge-*.json: fused-cuda and its two mutants at 64 x 4096 x 128256)
     scripts/plot_errors.py check FILE.json [--out FILE.png] [--metric relerr]
@@ -428,9 +429,11 @@ def bias_figure(plt, d, source):
     return fig
 
 
-def render_bias_nvalid(plt, _data_dir):
-    path = os.path.join(ROOT, "conformance", "external-bias.json")
-    return bias_figure(plt, load(path), path)
+def render_bias_nvalid(name):
+    def render(plt, _data_dir):
+        path = os.path.join(ROOT, "conformance", name)
+        return bias_figure(plt, load(path), path)
+    return render
 
 
 def bias_plot(args):
@@ -449,7 +452,8 @@ FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": r
            "external-h100-152064": render_external_rows("external-production-h100-152064.json", ".n8192.h4096.v152064.",
                                                         "8192 x 4096 x 152064"),
            "bench-h100": lambda plt, _data_dir: bench_figure(plt, "external-bench-h100-quiet.json"),
-           "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid, "converge": render_converge,
+           "bias-scale": render_bias_scale, "bias-nvalid": render_bias_nvalid("external-bias.json"),
+           "bias-nvalid-h100": render_bias_nvalid("external-bias-h100.json"), "converge": render_converge,
            "converge-sm90": render_converge_sm90}
 
 
