@@ -9,7 +9,8 @@ production shape.
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
         (conformance/external-production.json), external-262144.png (conformance/external-production-262144.json:
         the golden bounds drawn over the bars), external-h200-262144.png and external-h200-152064.png
-        (conformance/external-production-h200.json: judged with the reference's magnitudes), external-h100-152064.png
+        (conformance/external-production-h200.json: judged with the reference's magnitudes), external-h200-152064-todays.png
+        (conformance/external-production-h200-todays-golden.json), external-h100-152064.png
         (conformance/external-production-h100-152064.json), bench-h100.png (conformance/external-bench-h100-quiet.json:
         each kernel's time over its floor against its extra memory, the target region shaded), bias-scale.png (conformance/external-scale-experiment.json),
         bias-nvalid.png (conformance/external-bias.json), bias-nvalid-h100.png (conformance/external-bias-h100.json:
@@ -449,6 +450,8 @@ FIGURES = {"chunks": render_chunks, "reduction": render_reduction, "external": r
            "external-262144": render_external_262144,
            "external-h200-262144": render_external_rows("external-production-h200.json", ".v262144.", "4096 x 4096 x 262144"),
            "external-h200-152064": render_external_rows("external-production-h200.json", ".v152064.", "16384 x 8192 x 152064"),
+           "external-h200-152064-todays": render_external_rows("external-production-h200-todays-golden.json", ".n16384.",
+                                                               "16384 x 8192 x 152064, today's golden"),
            "external-h100-152064": render_external_rows("external-production-h100-152064.json", ".n8192.h4096.v152064.",
                                                         "8192 x 4096 x 152064"),
            "bench-h100": lambda plt, _data_dir: bench_figure(plt, "external-bench-h100-quiet.json"),
