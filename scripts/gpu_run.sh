@@ -39,7 +39,9 @@
 #               fused-cuda on the default matrix, fused-sm90 on the default and wide ones (fused-cuda's
 #               goldens), and each of fused-sm90's own mutants (mutant-sm90/*) failing cases of the
 #               default matrix with no errors; then fused-sm90's pingpong schedule on the default matrix
-#               and through tests/test_fused_sm90 (LCE_FUSED_SM90_SCHEDULE=pingpong)
+#               and through tests/test_fused_sm90 (LCE_FUSED_SM90_SCHEDULE=pingpong); then the compare stage's
+#               prediction for fused-sm90: fused-host-sm90 vs fused-sm90 on the default matrix, within
+#               LCE_PREDICT_FACTOR on every tensor-core case (compare-predict-sm90.json)
 #   bench-sm90  lcecheck bench at 8192x4096x128256 once per fused-sm90 schedule (cooperative, pingpong:
 #               LCE_FUSED_SM90_SCHEDULE) at the default token chunk, then once per backward token chunk
 #               in LCE_SM90_BENCH_CHUNKS (default "1024 4096"), per cuBLAS workspace in
@@ -229,6 +231,9 @@ if has_stage sm90-matrix; then
     "$LCECHECK" check --subject fused-sm90 --matrix default --quiet
   sm90_step "fused-sm90 pingpong: tests/test_fused_sm90" pass 240 env LCE_FUSED_SM90_SCHEDULE=pingpong \
     "$BUILD/tests/test_fused_sm90"
+  sm90_step "compare fused-host-sm90,fused-sm90 (predict x$PREDICT_FACTOR)" pass 200 \
+    "${TO[@]}" "$RES/compare-predict-sm90.json" "$LCECHECK" compare --subjects fused-host-sm90,fused-sm90 --matrix default \
+    --predict-factor "$PREDICT_FACTOR" --predict-outputs d_hidden,d_weight --predict-precisions bf16,fp16,tf32 --json
 fi
 if has_stage fuzz; then
   step "gpu_fuzz.sh (replay + campaigns)" pass "$(left)" env LCE_GPU_DEADLINE_S=$(($(left) - 10)) \
