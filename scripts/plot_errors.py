@@ -9,10 +9,11 @@ production shape.
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
         (conformance/external-production.json), external-262144.png (conformance/external-production-262144.json:
         the golden bounds drawn over the bars), external-h200-262144.png and external-h200-152064.png
-        (conformance/external-production-h200.json: judged with the reference's magnitudes), external-h200-152064-todays.png
-        (conformance/external-production-h200-todays-golden.json), external-h100-152064.png
-        (conformance/external-production-h100-152064.json), bench-h100.png (conformance/external-bench-h100-quiet.json:
-        each kernel's time over its floor against its extra memory, the target region shaded), bias-scale.png (conformance/external-scale-experiment.json),
+        (conformance/external-production-h200.json: judged with the reference's magnitudes),
+        external-h200-152064-todays.png (conformance/external-production-h200-todays-golden.json),
+        external-h100-152064.png (conformance/external-production-h100-152064.json), bench-h100.png
+        (conformance/external-bench-h100-quiet.json: each kernel's time over its floor against its extra memory, the
+        target region shaded), bias-scale.png (conformance/external-scale-experiment.json),
         bias-nvalid.png (conformance/external-bias.json), bias-nvalid-h100.png (conformance/external-bias-h100.json:
         fused-sm90 beside fused-cuda and the peers),
         converge.png (DIR/converge-*.json: lcecheck converge --json of fused-host and the two seed-bug mutants),
