@@ -63,7 +63,7 @@ foreach(_line IN LISTS _lines)
     "static const lce_subject lce_mutant_${_ident} = {\n"
     "    \"mutant/${_name}\", \"fused-host\",\n"
     "    \"${_desc}\",\n"
-    "    LCE_CAP_ALL_SEMANTICS | LCE_CAP_MUTANT, ${_run}, lce_inner_chunked, NULL, NULL, NULL};\n")
+    "    LCE_CAP_ALL_SEMANTICS | LCE_CAP_MUTANT, ${_run}, lce_inner_chunked, NULL, NULL, NULL, NULL};\n")
   string(APPEND _entries " &lce_mutant_${_ident},")
 endforeach()
 if(NOT _names)

@@ -93,13 +93,13 @@ static void print_failing_outputs(FILE *f, const lce_verdict *v) {
 }
 
 static void write_report(FILE *f, const lce_fuzz_session *s, const lce_case_result *r, const char *kind,
-                         const char *detail, const char *repro) {
+                         const char *detail) {
   fprintf(f, "lce-fuzz violation: %s\n", kind);
   fprintf(f, "case: %s\n", r->id);
   fprintf(f, "subject: %s (golden %s)\n", s->subject->name, s->golden.path);
   fprintf(f, "summary: %s\n", detail);
   if (!r->error && !r->skipped && !r->verdict.pass) print_failing_outputs(f, &r->verdict);
-  fprintf(f, "repro: %s\n", repro);
+  fprintf(f, "repro: %s\n", r->repro);
   if (s->input_values)
     fprintf(f, "values: %zu tensor elements come from the input, not from the case id: replay the .input with "
                "fuzz_replay_subject\n", s->input_values);
@@ -108,9 +108,8 @@ static void write_report(FILE *f, const lce_fuzz_session *s, const lce_case_resu
 /* stderr, <dir>/<id>.finding and <dir>/<id>.input (the bytes, to replay or add to the corpus). */
 static void report_violation(const lce_fuzz_session *s, const lce_case_result *r, const char *kind,
                              const char *detail, const uint8_t *data, size_t size) {
-  char repro[512], path[768];
-  lce_repro_line(&r->c, s->subject->name, repro, sizeof repro);
-  write_report(stderr, s, r, kind, detail, repro);
+  char path[768];
+  write_report(stderr, s, r, kind, detail);
   ensure_dir(s->findings_dir);
   snprintf(path, sizeof path, "%s/%s.finding", s->findings_dir, r->id);
   FILE *f = fopen(path, "w");
@@ -118,7 +117,7 @@ static void report_violation(const lce_fuzz_session *s, const lce_case_result *r
     fprintf(stderr, "lce-fuzz: cannot write %s: %s\n", path, strerror(errno));
     return;
   }
-  write_report(f, s, r, kind, detail, repro);
+  write_report(f, s, r, kind, detail);
   /* The file also gets every output's metrics, scales and bound terms: a case whose values came from
    * the input cannot be measured again from its id (lcecheck measure), and this is what triage needs. */
   if (!r->error && !r->skipped) lce_verdict_explain(f, "detail: ", &s->golden, s->subject->golden_class, &r->c, &r->verdict);

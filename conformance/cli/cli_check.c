@@ -164,7 +164,7 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
       if (shown++ == 0) printf("\nfailures:\n");
       if (shown > 20) continue;
       if (r->error) printf("  ERROR %s: %s\n", r->id, r->status.msg);
-      else printf("  %s: %s\n    repro: %s\n", r->id, r->verdict.summary, r->verdict.repro);
+      else printf("  %s: %s\n    repro: %s\n", r->id, r->verdict.summary, r->repro);
     }
     if (shown > 20) printf("  ... and %zu more\n", shown - 20);
     printf("\ncases%s: %zu  pass %zu  fail %zu  skip %zu  error %zu  inconclusive oracle elements: %lld\n", shard, n, c.pass,

@@ -259,6 +259,19 @@ int cli_parse_args(cli_args *a) {
 const lce_subject *cli_subject(const cli_args *a) {
   lce_status st;
   lce_status_clear(&st);
+  if (a->dir || a->subject_name || a->golden_class) { /* the exchange door: judge, repro */
+    if (a->subject) {
+      cli_fail(CLI_USAGE, "give --subject S or --dir D --subject-name NAME --golden-class C, not both");
+      return NULL;
+    }
+    if (a->dir == NULL || a->subject_name == NULL || a->golden_class == NULL) {
+      cli_fail(CLI_USAGE, "--dir D, --subject-name NAME and --golden-class C are required");
+      return NULL;
+    }
+    const lce_subject *s = lce_subject_resolve_exchange(a->dir, a->subject_name, a->golden_class, &st);
+    if (s == NULL) cli_fail(CLI_USAGE, "%s", st.msg); /* a malformed manifest.json or case.json */
+    return s;
+  }
   const lce_subject *s = lce_subject_resolve(a->subject ? a->subject : "fused-host", &st);
   if (s == NULL) cli_fail(CLI_USAGE, "%s", st.msg);
   return s;
@@ -367,7 +380,7 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
   fprintf(f, ",\"n_valid\":%lld,\"inconclusive\":%lld,\"subject_seconds\":%.6f,\"oracle_seconds\":%.6f",
           (long long)r->n_valid, (long long)v->inconclusive, r->subject_seconds, r->oracle_seconds);
   cli_json_member(f, "summary", v->summary);
-  cli_json_member(f, "repro", v->repro);
+  cli_json_member(f, "repro", r->repro);
   if (v->not_provided) { /* outputs the subject does not produce: not judged */
     fputs(",\"not_provided\":[", f);
     for (int o = 0, k = 0; o < LCE_OUT_COUNT; o++)

@@ -95,9 +95,9 @@ typedef struct cli_args {
   int on_device;        /* --on-device: the reference stays on the GPU and outputs are compared there */
   unsigned outputs;     /* --outputs O,...: a bit per lce_output_id to judge; 0: every output */
   const char *oracle;   /* --oracle fast|mpfr|fp64-gpu (lce_reference_tier_find); NULL: fast */
-  const char *dir;           /* --dir D: an exchange directory (export, judge) */
-  const char *subject_name;  /* judge --subject-name NAME */
-  const char *golden_class;  /* judge --golden-class C */
+  const char *dir;           /* --dir D: an exchange directory (export, judge, repro) */
+  const char *subject_name;  /* judge, repro --subject-name NAME */
+  const char *golden_class;  /* judge, repro --golden-class C */
   /* --shard I/N: only the matrix cases whose index i has i % N == I, so that N processes (one per
    * core: the MPFR oracle is single-threaded) share a matrix. shard_count 0: none. */
   unsigned long shard_index, shard_count;
@@ -107,8 +107,9 @@ typedef struct cli_args {
  * id: repro's); CLI_USAGE, after cli_fail, on a bad value or a bad combination. */
 int cli_parse_args(cli_args *a);
 
-/* Finds subject a->subject (default "fused-host"); when unknown, cli_fail(CLI_USAGE) with the known
- * names and NULL. */
+/* Finds subject a->subject (default "fused-host"), or with --dir D --subject-name N --golden-class C
+ * (judge, repro) the exchange door's subject over D; when unknown or malformed, cli_fail(CLI_USAGE)
+ * naming the problem and NULL (the subjects are the resolver's: lce_subject_resolve). */
 const lce_subject *cli_subject(const cli_args *a);
 
 /* Loads a->golden or the default golden of the subject's class into g; path_used receives the path.

@@ -16,17 +16,12 @@ int cli_judge(void) {
   if (rc != CLI_PASS) return rc;
   if (a.dir == NULL || a.subject_name == NULL || a.golden_class == NULL)
     return cli_fail(CLI_USAGE, "--dir D, --subject-name NAME and --golden-class C are required");
-  lce_status st;
-  lce_status_clear(&st);
-  lce_subject *s = lce_exchange_subject_open(a.dir, a.subject_name, a.golden_class, &st);
-  if (s == NULL) return cli_fail(st.code == LCE_ENOMEM ? CLI_FAIL : CLI_USAGE, "%s", st.msg);
+  const lce_subject *s = cli_subject(&a);
+  if (s == NULL) return CLI_USAGE;
   lce_golden g;
   memset(&g, 0, sizeof g);
   char golden_path[512] = "";
-  if ((rc = cli_load_golden(&a, s, &g, golden_path, sizeof golden_path)) != CLI_PASS) {
-    lce_exec_subject_close(s);
-    return rc;
-  }
+  if ((rc = cli_load_golden(&a, s, &g, golden_path, sizeof golden_path)) != CLI_PASS) return rc;
   const lce_exchange_dir *d = lce_exchange_subject_dir(s);
   lce_case *cases = calloc(d->count ? d->count : 1, sizeof *cases);
   if (cases == NULL) rc = cli_fail(CLI_FAIL, "out of memory");
@@ -36,6 +31,5 @@ int cli_judge(void) {
   }
   free(cases);
   lce_golden_free(&g);
-  lce_exec_subject_close(s);
   return rc;
 }

@@ -1,5 +1,7 @@
-/* cli_repro.c — `lcecheck repro [--subject S] ID`: one case in full detail — the case, the oracle's
- * certification, and for every output the class check, each metric, its bound and budget. */
+/* cli_repro.c — `lcecheck repro [--subject S | --dir D --subject-name N --golden-class C] ID`: one case in
+ * full detail — the case, the oracle's certification, and for every output the class check, each
+ * metric, its bound and budget. With --dir the subject is a runner's answer in an exported directory
+ * (the exchange door, as `judge` reads it): the repro line of a failing `judge` case. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +101,7 @@ int cli_repro(void) {
         }
       }
       printf("\n%s\n", r.verdict.summary);
-      if (!r.verdict.pass) printf("repro: %s\n", r.verdict.repro);
+      if (!r.verdict.pass) printf("repro: %s\n", r.repro);
     }
   }
   free(cases);

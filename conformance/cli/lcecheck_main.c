@@ -49,7 +49,15 @@ static const cli_option MEASURE_OPTIONS[] = {
     OPT_SUBJECT, OPT_MATRIX, OPT_CASE, OPT_SHARD, OPT_ORACLE, OPT_ON_DEVICE, OPT_OUTPUTS, OPT_QUIET, OPT_JSON,
     {NULL, NULL, NULL}};
 
-static const cli_option REPRO_OPTIONS[] = {OPT_SUBJECT, OPT_GOLDEN, OPT_ORACLE, OPT_JSON, {NULL, NULL, NULL}};
+static const cli_option REPRO_OPTIONS[] = {
+    OPT_SUBJECT,
+    {"--dir", "D", "instead of --subject: the case answered by a runner in this exported directory, as judge reads it"},
+    {"--subject-name", "NAME", "with --dir: the name the report gives the runner's kernel"},
+    {"--golden-class", "C", "with --dir: the golden class whose bounds judge it"},
+    OPT_GOLDEN,
+    OPT_ORACLE,
+    OPT_JSON,
+    {NULL, NULL, NULL}};
 
 static const cli_option COMPARE_OPTIONS[] = {
     {"--subjects", "A,B[,...]", "the subjects, at least two, run on the same inputs (required)"},
@@ -158,7 +166,8 @@ static const cli_verb VERBS[] = {
     {"measure", run_measure, "the same run with class checks and metrics but no bounds (golden regeneration)",
      NULL, "Give --matrix or --case, not both; --shard only with a matrix.", MEASURE_OPTIONS},
     {"repro", cli_repro, "one case in full detail: the case, the oracle's certification, every metric and budget",
-     "ID", "ID is a case id as check prints it (format: reference/case/lce_case.h).", REPRO_OPTIONS},
+     "ID", "ID is a case id as check prints it (format: reference/case/lce_case.h). A failing case of check, judge or "
+     "a fuzz finding prints the repro command that reruns it, quoted for the shell.", REPRO_OPTIONS},
     {"compare", cli_compare, "several subjects on the same inputs and one oracle: goldens, pairwise distances",
      NULL, "Give --matrix or --case, not both (default: the default matrix).", COMPARE_OPTIONS},
     {"production", cli_production, "GPU: fused-cuda, its mutant and the baseline at production shapes vs fp64",

@@ -116,6 +116,7 @@ static int plan_case(const engine_state *es, case_slot *sl, size_t i, char *id, 
     lce_case_result *r = &sl->res[k];
     r->c = *c;
     snprintf(r->id, sizeof r->id, "%s", id);
+    lce_subject_repro_line(cfg->subjects[k], id, r->repro, sizeof r->repro);
     if (!valid) result_error(r, &st);
     else any |= sl->ran[k] = can_run(es, cfg->subjects[k], c, r);
   }
@@ -163,7 +164,7 @@ static void judge_case(const engine_state *es, case_slot *sl, size_t i, const lc
     lce_status jst;
     lce_status_clear(&jst);
     const double t0 = lce_now_seconds();
-    if (lce_judge(c, in, &sl->ref, &sl->out[k], g, s->name, s->golden_class, inner, cfg->outputs, &r->verdict, &jst) != LCE_OK)
+    if (lce_judge(c, in, &sl->ref, &sl->out[k], g, s->golden_class, inner, cfg->outputs, &r->verdict, &jst) != LCE_OK)
       result_error(r, &jst);
     r->judge_seconds = lce_now_seconds() - t0;
   }

@@ -20,6 +20,7 @@
 typedef struct lce_case_result {
   lce_case c;
   char id[192];
+  char repro[1280];       /* the command that reruns this case for this subject (lce_subject_repro_line) */
   int skipped;            /* the subject cannot run this case, or a device is missing; status says why */
   int error;              /* the subject, the reference or the judge returned an error; status says which */
   lce_status status;

@@ -605,13 +605,12 @@ static lce_code judge_checked(const lce_case *c, const lce_tensors *in, const lc
 }
 
 lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference *ref, const lce_outputs *out,
-                   const lce_golden *g, const char *subject_name, const char *subject_class, const int64_t *inner,
-                   unsigned outputs, lce_verdict *v, lce_status *st) {
-  LCE_CHECK(st, c != NULL && in != NULL && ref != NULL && out != NULL && v != NULL && subject_name != NULL,
-            LCE_EINVAL, "lce_judge: NULL argument");
+                   const lce_golden *g, const char *subject_class, const int64_t *inner, unsigned outputs,
+                   lce_verdict *v, lce_status *st) {
+  LCE_CHECK(st, c != NULL && in != NULL && ref != NULL && out != NULL && v != NULL, LCE_EINVAL,
+            "lce_judge: NULL argument");
   LCE_CHECK(st, g == NULL || subject_class != NULL, LCE_EINVAL, "lce_judge: a golden needs a subject class");
   memset(v, 0, sizeof *v);
-  lce_repro_line(c, subject_name, v->repro, sizeof v->repro);
   lce_code rc = judge_checked(c, in, ref, out, g, subject_class, inner, outputs, v, st);
   if (rc != LCE_OK) {
     v->pass = 0;
@@ -622,10 +621,4 @@ lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference
   name_unbounded(v);
   name_not_provided(c, out, outputs, v);
   return LCE_OK;
-}
-
-void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size) {
-  char id[192];
-  lce_case_format(c, id, sizeof id);
-  snprintf(buf, size, "build/lcecheck repro --subject %s %s", subject_name, id);
 }

@@ -40,10 +40,9 @@ typedef struct lce_verdict {
   int unbounded;               /* metrics left unbounded for want of the reference's magnitudes */
   unsigned not_provided;       /* a bit per output the subject does not produce (lce_outputs.not_provided) */
   char summary[256];           /* "FAIL d_hidden relerr 412% of budget" / "pass (max 38% d_hidden relerr)" */
-  char repro[512];             /* one-line repro command */
 } lce_verdict;
 
-/* Judges subject outputs out (produced by subject_name, bounded by golden class subject_class)
+/* Judges subject outputs out (bounded by golden class subject_class)
  * against reference ref: on the host from its per-element values, or, for a reference kept on the
  * device (LCE_REF_DEVICE), through its tier's compare. g may be NULL: class checks and metrics only,
  * no bounds (`lcecheck measure`, which feeds golden regeneration). inner[o] is the inner size K of the
@@ -52,8 +51,8 @@ typedef struct lce_verdict {
  * applies to the case); the others are left unjudged. Returns LCE_EINVAL when a golden entry is missing; the verdict
  * itself (pass/fail) is in v. */
 lce_code lce_judge(const lce_case *c, const lce_tensors *in, const lce_reference *ref, const lce_outputs *out,
-                   const lce_golden *g, const char *subject_name, const char *subject_class, const int64_t *inner,
-                   unsigned outputs, lce_verdict *v, lce_status *st);
+                   const lce_golden *g, const char *subject_class, const int64_t *inner, unsigned outputs,
+                   lce_verdict *v, lce_status *st);
 /* 1 for the outputs whose errors carry the softmax denominators' fp32 running sums (term rsum): lse
  * and loss_token absolutely (lse = m + log s), the gradients through every p_v = exp(z_v - lse). */
 int lce_output_has_rsum(lce_output_id o);
@@ -79,8 +78,5 @@ lce_code lce_bounds_apply(const lce_golden *g, const char *subject_class, const 
  * subject_class; g may be NULL), each term's coefficient, scale and contribution (lce_explain.c). */
 void lce_verdict_explain(FILE *f, const char *prefix, const lce_golden *g, const char *subject_class,
                          const lce_case *c, const lce_verdict *v);
-
-/* "build/lcecheck repro --subject S <case id>" */
-void lce_repro_line(const lce_case *c, const char *subject_name, char *buf, size_t size);
 
 #endif

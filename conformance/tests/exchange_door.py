@@ -9,6 +9,7 @@ does not answer as it must.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import struct
 import subprocess
@@ -76,23 +77,37 @@ def roundtrip(args):
         raise Failed(f"judge --json summary {s}")
 
 
+def rerun_repro(args, stdout, *patterns):
+    """The first failing case's repro line, pasted as printed (build/lcecheck being args.lcecheck): it
+    must rerun that one case and fail it again."""
+    lines = [line.split("repro: ", 1)[1] for line in stdout.splitlines() if "repro: " in line]
+    if not lines or not lines[0].startswith("build/lcecheck repro "):
+        raise Failed(f"no repro line in the report: {lines[:1]}")
+    argv = shlex.split(lines[0])
+    case_id = argv[-1]
+    run([args.lcecheck, *argv[1:]], 1, case_id, *patterns)
+
+
 def broken(args):
-    """The seeded bug (d_hidden accumulated in bf16 across vocab chunks) fails by d_hidden, no errors."""
-    d = os.path.join(args.work, "broken")
+    """The seeded bug (d_hidden accumulated in bf16 across vocab chunks) fails by d_hidden, no errors;
+    a failing case's repro line (the directory's name has a space) reruns it through repro --dir."""
+    d = os.path.join(args.work, "broken dir")
     export(args, d, "--matrix", "smoke")
     runner(d, "--bug", "bf16-dhidden-accum")
     p = judge(args, d, 1, "error 0", "FAIL d_hidden")
     failing = [line for line in p.stdout.splitlines() if ": FAIL " in line]
     if not failing or any("FAIL d_hidden" not in line for line in failing):
         raise Failed(f"expected failures on d_hidden only, got {failing}")
+    rerun_repro(args, p.stdout, "subject reference-runner (golden class fused-host)", "FAIL d_hidden")
 
 
 def exec_subject(args):
     """check --subject exec:CMD runs the runner itself: the correct one passes, the broken one fails."""
     cmd = f"{sys.executable} {RUNNER}"
     run([args.lcecheck, "check", "--subject", "exec:" + cmd, "--matrix", "smoke", "--quiet"], 0, "PASS")
-    run([args.lcecheck, "check", "--subject", f"exec:{cmd} --bug bf16-dhidden-accum", "--matrix", "smoke", "--quiet"],
-        1, "FAIL d_hidden", "error 0")
+    p = run([args.lcecheck, "check", "--subject", f"exec:{cmd} --bug bf16-dhidden-accum", "--matrix", "smoke",
+             "--quiet"], 1, "FAIL d_hidden", "error 0")
+    rerun_repro(args, p.stdout, "FAIL d_hidden")  # the command has spaces: quoted as one word
     j = run([args.lcecheck, "check", "--subject", "exec:" + cmd, "--case", CASE, "--json"], 0, json_object=True)
     if not j["summary"]["ok"] or j["cases"][0]["status"] != "pass":
         raise Failed(f"check --json with exec: {j['summary']}")

@@ -118,7 +118,7 @@ static void sink(void *ctx, const lce_engine_case *ec) {
     int64_t inner[LCE_OUT_COUNT];
     for (int o = 0; o < LCE_OUT_COUNT; o++) inner[o] = lce_subject_inner(s, ec->c, (lce_output_id)o);
     lce_verdict v0;
-    if (lce_judge(ec->c, ec->in, &r0, &ec->out[k], ts->goldens[k], s->name, s->golden_class, inner, 0, &v0, &st) !=
+    if (lce_judge(ec->c, ec->in, &r0, &ec->out[k], ts->goldens[k], s->golden_class, inner, 0, &v0, &st) !=
         LCE_OK) {
       fprintf(stderr, "FAIL %s: %s judged against tier 0: %s\n", ec->id, s->name, st.msg);
       ts->failures++;

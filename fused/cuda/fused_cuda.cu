@@ -364,26 +364,26 @@ extern "C" const lce_subject lce_mutant_cuda_bf16_dhidden_accum_subject = {
     "mutant-cuda/bf16-dhidden-accum", "fused-cuda",
     "Megatron-LM PR #2739 seed bug 2 on the GPU: d_hidden accumulated across vocab chunks and shards by cuBLAS "
     "(beta = 1) into a buffer of the input dtype instead of fp32",
-    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL};
+    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL, NULL};
 #elif defined(LCE_MUTANT_CUDA_TIED_WEIGHT_WHEN_UNTIED)
 extern "C" const lce_subject lce_mutant_cuda_tied_weight_when_untied_subject = {
     "mutant-cuda/tied-weight-when-untied", "fused-cuda",
     "Megatron-LM PR #2739 seed bug 1 on the GPU: untied embeddings use the input embedding table as the output "
     "weight and put its gradient in grad_embedding, leaving grad_weight without a gradient",
-    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL};
+    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL, NULL};
 #elif defined(LCE_MUTANT_CUDA_MEAN_FACTOR_IN_DLOGITS)
 extern "C" const lce_subject lce_mutant_cuda_mean_factor_in_dlogits_subject = {
     "mutant-cuda/mean-factor-in-dlogits", "fused-cuda",
     "the loss gradient g (grad_output / n_valid under mean) folded into d_logits before their rounding to the "
     "input dtype, as every bf16 peer in conformance/EXTERNAL.md does: d_hidden and d_weight scaled coherently by "
     "the rounding of g",
-    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL};
+    FC_CAPS | LCE_CAP_MUTANT, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL, NULL};
 #else
 extern "C" const lce_subject lce_fused_cuda_subject = {
     "fused-cuda", "fused-cuda",
     "the fused algorithm on the GPU: cuBLAS GEMMs (fp32 accumulate) per vocab chunk, CUDA kernels for the online "
     "softmax and d_logits in the input dtype, fp32 d_hidden buffer (beta = 1)",
-    FC_CAPS, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL};
+    FC_CAPS, fused_cuda_run, lce_inner_chunked, NULL, NULL, NULL, NULL};
 
 /* The driver with g folded into d_logits, for unfused-cuda (unfused_cuda.cu). */
 lce_code lce_fused_cuda_run_folded(const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st) {

@@ -396,20 +396,20 @@ extern "C" const lce_subject lce_mutant_sm90_bf16_dhidden_accum_subject = {
     "mutant-sm90/bf16-dhidden-accum", "fused-cuda",
     "Megatron-LM PR #2739 seed bug 2 in fused-sm90: each token chunk's d_hidden accumulated across vocab chunks "
     "and shards by cuBLAS (beta = 1) in a buffer of the input dtype instead of fp32",
-    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
+    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL, NULL};
 #elif defined(LCE_MUTANT_SM90_RUNNING_MAX_ZERO_INIT)
 extern "C" const lce_subject lce_mutant_sm90_running_max_zero_init_subject = {
     "mutant-sm90/running-max-zero-init", "fused-cuda",
     "fused-sm90's FS_STATS epilogue starts each row's running max at 0 instead of -inf: rows whose logits are "
     "all below -87 sum underflowed exps and get lse = -inf and non-finite losses and gradients",
-    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
+    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL, NULL};
 #elif defined(LCE_MUTANT_SM90_MEAN_FACTOR_IN_DLOGITS)
 extern "C" const lce_subject lce_mutant_sm90_mean_factor_in_dlogits_subject = {
     "mutant-sm90/mean-factor-in-dlogits", "fused-cuda",
     "fused-sm90 with the loss gradient g (grad_output / n_valid under mean) folded into the epilogue's d_logits "
     "before their rounding to the input dtype instead of the split (alpha and rho in fp32): d_hidden and d_weight "
     "scaled coherently by the rounding of g",
-    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
+    FS_CAPS | LCE_CAP_MUTANT, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL, NULL};
 #else
 extern "C" int64_t lce_fused_sm90_inner(const lce_case *c, lce_output_id o) {
   if (o == LCE_OUT_D_WEIGHT || o == LCE_OUT_D_EMBEDDING) return fs_token_chunk(c);
@@ -421,7 +421,7 @@ extern "C" const lce_subject lce_fused_sm90_subject = {
     "the fused algorithm with a Hopper logits GEMM (CUTLASS sm_90a, TMA + wgmma, warp-specialized) whose epilogue "
     "reduces the logits to online-softmax partials in registers (forward) or writes d_logits in the dtype "
     "(backward); cuBLAS d_hidden (fp32 buffer, beta = 1) and d_weight GEMMs",
-    FS_CAPS, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL};
+    FS_CAPS, fused_sm90_run, lce_fused_sm90_inner, NULL, NULL, NULL, NULL};
 
 /* ---- the bench's engine (fused_cuda_bench.cu) ------------------------------------------------- */
 

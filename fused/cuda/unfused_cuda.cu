@@ -53,4 +53,4 @@ extern "C" const lce_subject lce_unfused_cuda_subject = {
     "unfused LM head on the GPU: logits materialized per vocab shard by one cuBLAS GEMM (fp32), softmax "
     "cross-entropy in fp32 kernels, one GEMM per gradient (d_hidden K = Vp/tp, shards summed in fp32; "
     "d_weight K = N)",
-    LCE_CAP_ALL_SEMANTICS | LCE_CAP_NEEDS_GPU, unfused_cuda_run, lce_inner_unchunked, NULL, NULL, NULL};
+    LCE_CAP_ALL_SEMANTICS | LCE_CAP_NEEDS_GPU, unfused_cuda_run, lce_inner_unchunked, NULL, NULL, NULL, NULL};

@@ -15,6 +15,7 @@
 typedef struct exchange_subject {
   lce_subject subject; /* first: the lce_subject * handed out is this struct */
   char *name, *golden_class, *cmd, *dir;
+  char *repro_args;    /* the exchange door's: --dir D --subject-name N --golden-class C (lce_subject.h) */
   int temporary;       /* dir was made by prepare: removed at close */
   lce_exchange_dir export;
 } exchange_subject;
@@ -61,12 +62,25 @@ void lce_exec_subject_close(lce_subject *s) {
   free(x->golden_class);
   free(x->cmd);
   free(x->dir);
+  free(x->repro_args);
   free(x);
 }
 
 lce_subject *lce_exchange_subject_open(const char *dir, const char *name, const char *golden_class, lce_status *st) {
   exchange_subject *x = make(name, golden_class, st);
   if (x == NULL) return NULL;
+  char qdir[1100], qname[1100], qclass[300];
+  lce_shell_quote(dir, qdir, sizeof qdir);
+  lce_shell_quote(name, qname, sizeof qname);
+  lce_shell_quote(golden_class, qclass, sizeof qclass);
+  const size_t n = strlen(qdir) + strlen(qname) + strlen(qclass) + 48;
+  if ((x->repro_args = malloc(n)) == NULL) {
+    lce_exec_subject_close(&x->subject);
+    lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory making subject %s", name);
+    return NULL;
+  }
+  snprintf(x->repro_args, n, "--dir %s --subject-name %s --golden-class %s", qdir, qname, qclass);
+  x->subject.repro_args = x->repro_args;
   if (lce_exchange_open(dir, &x->export, st) != LCE_OK) {
     lce_exec_subject_close(&x->subject);
     return NULL;

@@ -57,6 +57,9 @@ typedef struct lce_subject {
   void *ctx;
   lce_code (*run_ctx)(void *ctx, const lce_case *c, const lce_tensors *in, lce_outputs *out, lce_status *st);
   lce_code (*prepare)(void *ctx, const lce_case *cases, size_t ncases, lce_status *st);
+  /* The options of `lcecheck repro` that make this subject again, shell-quoted; NULL: --subject NAME
+   * (the exchange door's subject: --dir D --subject-name N --golden-class C). */
+  const char *repro_args;
 } lce_subject;
 
 /* Runs subject s on case c (run, or run_ctx with its ctx). */
@@ -72,6 +75,17 @@ const lce_subject *lce_subject_find(const char *name); /* NULL when unknown */
  * lce_exec_subject.h). Subjects made at run time are owned by the
  * resolver and released at exit. NULL with st naming the problem (an unknown name lists the known). */
 const lce_subject *lce_subject_resolve(const char *spec, lce_status *st);
+/* The exchange door's subject (lce_exec_subject.h) over a directory a runner has answered, owned like
+ * the subjects above; NULL with st naming the problem (a malformed manifest.json or case.json). */
+const lce_subject *lce_subject_resolve_exchange(const char *dir, const char *name, const char *golden_class,
+                                                lce_status *st);
+/* The one-line command that reruns case case_id for subject s: build/lcecheck repro, s's options
+ * (repro_args, else --subject NAME), the id; shell-quoted, so that it can be pasted as printed (an
+ * exec: command has spaces). */
+void lce_subject_repro_line(const lce_subject *s, const char *case_id, char *buf, size_t size);
+/* s as one POSIX shell word: unchanged when every character is safe unquoted, else in single quotes
+ * (a quote inside written '\''). buf receives as much as fits. */
+void lce_shell_quote(const char *s, char *buf, size_t size);
 /* K of subject s for output o of case c (s->inner, or lce_inner_unchunked). */
 int64_t lce_subject_inner(const lce_subject *s, const lce_case *c, lce_output_id o);
 /* 1 when the subject can run case c; otherwise 0 and why (e.g. "no fp32 support"). */

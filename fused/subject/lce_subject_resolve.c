@@ -68,3 +68,43 @@ const lce_subject *lce_subject_resolve(const char *spec, lce_status *st) {
            known, mutants);
   return NULL;
 }
+
+const lce_subject *lce_subject_resolve_exchange(const char *dir, const char *name, const char *golden_class,
+                                                lce_status *st) {
+  return own(lce_exchange_subject_open(dir, name, golden_class, st), lce_exec_subject_close, st);
+}
+
+/* ---- the way back: a subject to the command that makes it again ----------------------------- */
+
+void lce_shell_quote(const char *s, char *buf, size_t size) {
+  if (size == 0) return;
+  const char *safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:,=+@%#";
+  if (*s != '\0' && strspn(s, safe) == strlen(s) && *s != '#') { /* '#' first would start a comment */
+    snprintf(buf, size, "%s", s);
+    return;
+  }
+  size_t o = 0;
+#define PUT(ch) (o + 1 < size ? (void)(buf[o++] = (ch)) : (void)0)
+  PUT('\'');
+  for (; *s; s++) {
+    if (*s == '\'') { /* close, an escaped quote, reopen */
+      PUT('\'');
+      PUT('\\');
+      PUT('\'');
+    }
+    PUT(*s);
+  }
+  PUT('\'');
+#undef PUT
+  buf[o] = '\0';
+}
+
+void lce_subject_repro_line(const lce_subject *s, const char *case_id, char *buf, size_t size) {
+  if (s->repro_args) {
+    snprintf(buf, size, "build/lcecheck repro %s %s", s->repro_args, case_id);
+    return;
+  }
+  char name[1100];
+  lce_shell_quote(s->name, name, sizeof name);
+  snprintf(buf, size, "build/lcecheck repro --subject %s %s", name, case_id);
+}

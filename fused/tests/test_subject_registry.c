@@ -79,7 +79,7 @@ static void test_supports(void) {
   list[5].c.reduction = LCE_RED_NONE, list[6].c.prior_grad = 1;
 
   char why[128];
-  lce_subject bf16_only = {"test/bf16-only", "fused-host", "bf16 only", LCE_CAP_BF16, NULL, NULL, NULL, NULL, NULL};
+  lce_subject bf16_only = {"test/bf16-only", "fused-host", "bf16 only", LCE_CAP_BF16, NULL, NULL, NULL, NULL, NULL, NULL};
   EXPECT(lce_subject_supports(&bf16_only, &plain, why, sizeof why) == 1, "plain bf16 case refused: %s", why);
   EXPECT(why[0] == '\0', "a supported case has a reason: %s", why);
   for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
@@ -92,7 +92,7 @@ static void test_supports(void) {
     with.caps |= list[i].cap;
     EXPECT(lce_subject_supports(&with, &list[i].c, why, sizeof why) == 1, "case needing %s refused: %s",
            list[i].word, why);
-    lce_subject all_but = {"test/all-but", "fused-host", "all but one", LCE_CAP_ALL_SEMANTICS & ~list[i].cap, NULL, NULL, NULL, NULL, NULL};
+    lce_subject all_but = {"test/all-but", "fused-host", "all but one", LCE_CAP_ALL_SEMANTICS & ~list[i].cap, NULL, NULL, NULL, NULL, NULL, NULL};
     EXPECT(lce_subject_supports(&all_but, &list[i].c, why, sizeof why) == 0,
            "subject without the capability for %s accepted", list[i].word);
   }
@@ -104,8 +104,38 @@ static void test_supports(void) {
   EXPECT(lce_subject_supports(host, &plain, NULL, 0) == 1, "why may be NULL");
 }
 
+/* The repro line pastes as printed: a name with spaces or quotes becomes one shell word, a plain one
+ * stays as it is, and a subject's own repro options (the exchange door's) replace --subject NAME. */
+static void test_repro_line(void) {
+  static const char *const cases[][2] = {
+      {"fused-host", "fused-host"},
+      {"mutant/bf16-dhidden-accum", "mutant/bf16-dhidden-accum"},
+      {"plugin:build/examples/libexample.so#seed-bug", "plugin:build/examples/libexample.so#seed-bug"},
+      {"exec:python3 run.py --bug x", "'exec:python3 run.py --bug x'"},
+      {"it's", "'it'\\''s'"},
+      {"", "''"},
+      {"#x", "'#x'"},
+      {"a$b", "'a$b'"},
+  };
+  char buf[256];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lce_shell_quote(cases[i][0], buf, sizeof buf);
+    EXPECT(strcmp(buf, cases[i][1]) == 0, "quote(%s) = %s, expected %s", cases[i][0], buf, cases[i][1]);
+  }
+  lce_shell_quote("a b", buf, 3); /* truncated, terminated */
+  EXPECT(strcmp(buf, "'a") == 0, "quote into 3 bytes = %s", buf);
+  lce_subject s = {"exec:runner --bug x", "fused-host", "", LCE_CAP_BF16, NULL, NULL, NULL, NULL, NULL, NULL};
+  lce_subject_repro_line(&s, "ID", buf, sizeof buf);
+  EXPECT(strcmp(buf, "build/lcecheck repro --subject 'exec:runner --bug x' ID") == 0, "exec repro: %s", buf);
+  s.repro_args = "--dir 'a b' --subject-name k --golden-class fused-host";
+  lce_subject_repro_line(&s, "ID", buf, sizeof buf);
+  EXPECT(strcmp(buf, "build/lcecheck repro --dir 'a b' --subject-name k --golden-class fused-host ID") == 0,
+         "exchange repro: %s", buf);
+}
+
 int main(void) {
   test_lookup();
   test_supports();
+  test_repro_line();
   return lce_test_finish("test_subject_registry");
 }
