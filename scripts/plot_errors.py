@@ -3,8 +3,10 @@
 against the GEMM reduction length, each with the golden bound drawn over it, and the field's kernels at a
 production shape.
 
-    scripts/plot_errors.py collect [--lcecheck build/lcecheck] [--oracle fast] [--data DIR]
-        runs the sweeps below with `lcecheck check --json` (bounds included) and writes DIR/sweeps.json
+    scripts/plot_errors.py collect [--lcecheck build/lcecheck] [--oracle fast] [--data DIR] [--check]
+        runs the sweeps below with `lcecheck check --json` (bounds included) and writes DIR/sweeps.json;
+        --check writes nothing and compares the run with DIR/sweeps.json instead (exit 1 naming every value
+        that differs: the committed figures' data, or a golden bound drawn in them, is stale)
     scripts/plot_errors.py render [--data DIR] [--out DIR] [--only NAME,...] [--json]
         PNGs from committed data: chunks.png, reduction.png (DIR/sweeps.json), external.png
         (conformance/external-production.json), external-262144.png (conformance/external-production-262144.json:
@@ -92,8 +94,17 @@ def collect(args):
         out["sweeps"].setdefault(name, []).append(rec)
         left = (time.time() - t0) / i * (len(runs) - i)
         print(f"[{i}/{len(runs)}] {name} {s} {x}: {rec['status']} (about {left:.0f} s left)", file=sys.stderr, flush=True)
-    os.makedirs(args.data, exist_ok=True)
     path = os.path.join(args.data, "sweeps.json")
+    if args.check:
+        diffs = list(differences(load(path), out))
+        for d in diffs[:20]:
+            print(f"differs: {d}", file=sys.stderr)
+        if diffs:
+            raise RuntimeError(f"{os.path.relpath(path)}: {len(diffs)} values differ from a fresh collect "
+                               f"(rerun `scripts/plot_errors.py collect` and `render --only chunks,reduction`)")
+        print(f"{os.path.relpath(path)} matches a fresh collect ({len(runs)} runs in {time.time() - t0:.0f} s)")
+        return 0
+    os.makedirs(args.data, exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(out, f, indent=1)
@@ -101,6 +112,23 @@ def collect(args):
     os.replace(tmp, path)
     print(f"wrote {os.path.relpath(path)} ({len(runs)} runs in {time.time() - t0:.0f} s)")
     return 0
+
+
+def differences(old, new, where=""):
+    """Every place where two JSON values differ, as 'path: old -> new' (a run named by its sweep,
+    subject and x rather than its index)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in sorted(set(old) | set(new)):
+            if k not in old or k not in new:
+                yield f"{where}/{k}: {'absent' if k not in old else old[k]!r} -> {'absent' if k not in new else new[k]!r}"
+            else:
+                yield from differences(old[k], new[k], f"{where}/{k}")
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for o, n in zip(old, new):
+            name = f"{o.get('subject')} {o.get('x')}" if isinstance(o, dict) and "subject" in o else str(old.index(o))
+            yield from differences(o, n, f"{where}[{name}]")
+    elif old != new:
+        yield f"{where}: {old!r} -> {new!r}"
 
 
 def load(path):
@@ -468,6 +496,7 @@ def main(argv=None):
     c.add_argument("--lcecheck", default=os.path.join(ROOT, "build", "lcecheck"))
     c.add_argument("--oracle", default="fast", choices=("fast", "mpfr"))
     c.add_argument("--data", default=DATA)
+    c.add_argument("--check", action="store_true", help="compare with DATA/sweeps.json instead of writing it")
     r = sub.add_parser("render", help="PNGs from the committed data")
     r.add_argument("--data", default=DATA)
     r.add_argument("--out", default=OUT)
