@@ -423,7 +423,9 @@ void cli_json_case(FILE *f, const lce_case_result *r, int with_bounds) {
     fprintf(f, ",\"no_mags\":%s", ov->metrics.no_mags ? "true" : "false"); /* true: the reference kept no magnitudes */
     if (with_bounds) {
       json_metric_map(f, "bound", ov->bound);
-      json_metric_map(f, "budget_pct", ov->budget_pct);
+      double pct[LCE_METRIC_COUNT]; /* no bound (an undefined or unbounded metric): no budget, null */
+      for (int m = 0; m < LCE_METRIC_COUNT; m++) pct[m] = isnan(ov->bound[m]) ? NAN : ov->budget_pct[m];
+      json_metric_map(f, "budget_pct", pct);
       if (ov->metrics.no_mags) { /* the metrics whose bound needs the magnitudes the reference did not keep */
         fputs(",\"unbounded\":[", f);
         for (int m = 0, k = 0; m < LCE_METRIC_COUNT; m++)
