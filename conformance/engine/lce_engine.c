@@ -33,6 +33,7 @@ typedef struct engine_state {
   const lce_reference_tier *tier;
   int device_missing, tier_missing;
   char nodev[256], notier[256];
+  lce_status *unprepared; /* [nsubjects]: why subject k's prepare() failed (code LCE_OK: it did not) */
 } engine_state;
 
 /* One case in flight: the subjects' results and outputs, and who ran. The loop keeps one per thread
@@ -118,6 +119,7 @@ static int plan_case(const engine_state *es, case_slot *sl, size_t i, char *id, 
     snprintf(r->id, sizeof r->id, "%s", id);
     lce_subject_repro_line(cfg->subjects[k], id, r->repro, sizeof r->repro);
     if (!valid) result_error(r, &st);
+    else if (es->unprepared[k].code != LCE_OK) result_error(r, &es->unprepared[k]); /* its runner never ran */
     else any |= sl->ran[k] = can_run(es, cfg->subjects[k], c, r);
   }
   return any;
@@ -187,7 +189,8 @@ static void release_case(const engine_state *es, case_slot *sl) {
 }
 
 /* A subject with prepare() is told, once, every case it will run: the ones it supports, when the
- * device and the reference it needs exist. */
+ * device and the reference it needs exist. When prepare fails (an exec: runner that exits non-zero),
+ * every case of that subject is an error carrying its status (plan_case), and the others run on. */
 static lce_code prepare_subject(engine_state *es, size_t k, lce_status *st) {
   const lce_engine_config *cfg = es->cfg;
   const lce_subject *s = cfg->subjects[k];
@@ -293,7 +296,7 @@ lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void
   for (size_t k = 0; k < cfg->nsubjects; k++)
     LCE_CHECK(st, cfg->subjects[k] != NULL && (cfg->subjects[k]->run != NULL || cfg->subjects[k]->run_ctx != NULL),
               LCE_EINVAL, "lce_engine_run: subject %zu has no run function", k);
-  engine_state es = {cfg, cfg->tier ? cfg->tier : lce_reference_tier_default(), 0, 0, "", ""};
+  engine_state es = {cfg, cfg->tier ? cfg->tier : lce_reference_tier_default(), 0, 0, "", "", NULL};
   es.device_missing = !lce_device_query(NULL, es.nodev, sizeof es.nodev);
   es.tier_missing = !es.tier->available(es.notier, sizeof es.notier);
   const size_t ns = cfg->nsubjects ? cfg->nsubjects : 1;
@@ -303,7 +306,10 @@ lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void
   lce_code rc = slots && slots_alloc(slots, nslots, ns) == LCE_OK
                     ? LCE_OK
                     : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "engine: out of memory");
-  for (size_t k = 0; rc == LCE_OK && k < cfg->nsubjects; k++) rc = prepare_subject(&es, k, st);
+  es.unprepared = calloc(ns, sizeof *es.unprepared); /* all LCE_OK (0) */
+  if (rc == LCE_OK && es.unprepared == NULL) rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "engine: out of memory");
+  for (size_t k = 0; rc == LCE_OK && k < cfg->nsubjects; k++)
+    if (prepare_subject(&es, k, &es.unprepared[k]) == LCE_ENOMEM) rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "%s", es.unprepared[k].msg);
   if (rc == LCE_OK && cfg->prefetch > 0 && cfg->generate)
     rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "lce_engine_run: prefetch generates with lce_case_generate only");
   if (rc == LCE_OK && cfg->prefetch > 0) rc = lce_prefetch_start(&pf, cfg->cases, cfg->ncases, cfg->prefetch, st);
@@ -335,5 +341,6 @@ lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void
   lce_prefetch_stop(pf);
   for (int t = 0; slots && t < nslots; t++) free(slots[t].out), free(slots[t].ran), free(slots[t].res);
   free(slots);
+  free(es.unprepared);
   return rc;
 }

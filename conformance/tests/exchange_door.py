@@ -112,7 +112,11 @@ def exec_subject(args):
     if not j["summary"]["ok"] or j["cases"][0]["status"] != "pass":
         raise Failed(f"check --json with exec: {j['summary']}")
     run([args.lcecheck, "check", "--subject", "exec:false", "--case", CASE], 1, "exited with status 1",
-        stream="stderr")
+        "LCE_KEEP_EXCHANGE=1 keeps the directory", "error 1")
+    j = run([args.lcecheck, "check", "--subject", "exec:false", "--case", CASE, "--json"], 1, json_object=True)
+    if j["cases"][0]["status"] != "error" or j["summary"]["error"] != 1 or "exited with status 1" not in \
+            j["cases"][0]["message"]:
+        raise Failed(f"a runner that fails: every case an error, got {j['cases']} {j['summary']}")
     j = run([args.lcecheck, "check", "--subject", "exec:true", "--case", CASE, "--json"], 1, json_object=True)
     if j["cases"][0]["status"] != "error" or "the runner wrote nothing" not in j["cases"][0]["message"]:
         raise Failed(f"a runner that writes nothing: {j['cases'][0]}")

@@ -137,7 +137,12 @@ static lce_code prepare_exec(void *ctx, const lce_case *cases, size_t n, lce_sta
   x->temporary = 1;
   fprintf(stderr, "lcecheck: exec: exporting %zu case%s to %s\n", n, n == 1 ? "" : "s", x->dir);
   LCE_TRY(lce_exchange_export(x->dir, cases, n, NULL, stderr, st));
-  LCE_TRY(run_command(x->cmd, x->dir, st));
+  if (run_command(x->cmd, x->dir, st) != LCE_OK) { /* the directory goes at close: say how to keep it */
+    const char *keep = getenv("LCE_KEEP_EXCHANGE");
+    if (!(keep && strcmp(keep, "1") == 0))
+      snprintf(st->msg + strlen(st->msg), sizeof st->msg - strlen(st->msg), " (LCE_KEEP_EXCHANGE=1 keeps the directory)");
+    return st->code;
+  }
   return lce_exchange_open(x->dir, &x->export, st);
 }
 
