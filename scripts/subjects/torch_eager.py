@@ -47,6 +47,7 @@ class TorchEager(common.LossFunctionAdapter):
     supported = common.Supported(smoothing=("pytorch", "megatron"), z_loss=True, softcap=True, class_weights=True)
 
     def prepare(self, args):
+        common.torch_module()  # no torch: the runner's "cannot load the library", exit 2
         self.fn = flce_torch
 
     def version(self, args):

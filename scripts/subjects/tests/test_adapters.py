@@ -2,6 +2,7 @@
 declared option set skips what its library cannot express, with the reason in out/skip.txt, and an
 export whose cases are all skipped runs to exit 0 without importing torch. run_all.sh runs the
 reference runners over an export."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -135,6 +136,18 @@ class SkipRuleTest(unittest.TestCase):
                                capture_output=True, text=True)
             self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
             self.assertIn(f"TransformerEngine not found at {os.path.abspath(empty)}", p.stderr)
+
+
+    @unittest.skipIf(importlib.util.find_spec("torch") is not None, "torch is installed here")
+    def test_no_torch_is_a_clear_error(self):
+        # Cases every torch adapter could run, and no torch: exit 2 saying so, not a traceback's exit 1.
+        with export([dict()]) as d:
+            for script in ("torch_eager.py", "torch_compile.py", "liger.py", "cce.py"):
+                with self.subTest(script):
+                    p = subprocess.run([sys.executable, os.path.join(SUBJECTS, script), d], capture_output=True,
+                                       text=True)
+                    self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                    self.assertIn("cannot load the library: ModuleNotFoundError: No module named", p.stderr)
 
 
 class RunAllTest(unittest.TestCase):
