@@ -111,6 +111,11 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
     else if (stage < 5 && parse_int_token(k, "sc", &val) && val >= 1 && val <= 1000000) c.softcap = (int32_t)val, stage = 5;
     else if (stage < 6 && strcmp(k, "cw") == 0) c.class_weights = 1, stage = 6;
     else if (stage < 7 && strcmp(k, "tf32") == 0) c.gemm = LCE_GEMM_TF32, stage = 7;
+    else if ((strcmp(k, "prior") == 0 || strcmp(k, "fresh") == 0) && t + 2 < nt - 1 &&
+             parse_number_token(tok[t + 2], "s", 0, &c.seed)) /* the closing three, then more */
+      return lce_fail(st, LCE_EPARSE, __FILE__, __LINE__,
+                      "case id '%s': unexpected token '%s' after the seed '%s' (an id ends with prior|fresh, the "
+                      "value distribution and s<seed>)", id, tok[t + 3], tok[t + 2]);
     else
       return lce_fail(st, LCE_EPARSE, __FILE__, __LINE__,
                       "case id '%s': unexpected token '%s' (optional tokens, in this order: ii<index> tc<tokens> "
@@ -120,9 +125,13 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
   LCE_CHECK(st, strcmp(tok[t], "prior") == 0 || strcmp(tok[t], "fresh") == 0, LCE_EPARSE,
             "case id '%s': expected prior|fresh, got '%s'", id, tok[t]);
   c.prior_grad = strcmp(tok[t++], "prior") == 0;
-  LCE_CHECK(st, lce_dist_parse(tok[t], &c.dist), LCE_EPARSE,
-            "case id '%s': unknown value distribution '%s' (mixed|normal|peaked|flat|confident|negative)", id,
-            tok[t]);
+  if (!lce_dist_parse(tok[t], &c.dist)) {
+    char names[256] = "";
+    for (int d = 0; d < LCE_DIST_COUNT; d++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", d ? "|" : "", lce_dist_name((lce_dist)d));
+    return lce_fail(st, LCE_EPARSE, __FILE__, __LINE__, "case id '%s': unknown value distribution '%s' (%s)", id,
+                    tok[t], names);
+  }
   t++;
   LCE_CHECK(st, parse_number_token(tok[t], "s", 0, &c.seed), LCE_EPARSE,
             "case id '%s': expected s<seed> (unsigned 64-bit), got '%s'", id, tok[t]);

@@ -51,6 +51,10 @@ static void test_ids(void) {
       {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1x", "expected s<seed>"},
       {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s18446744073709551616", "expected s<seed>"},
       {"bf16..tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1", "empty token"},
+      {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.mixed.s1.extra", "unexpected token 'extra' after the seed 's1'"},
+      {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.tc8.prior.mixed.s1.s2.x", "token 's2' after the seed 's1'"},
+      {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.ls5.tc8.prior.mixed.s1", "unexpected token 'tc8' (optional"},
+      {"bf16.untied.tp2.n16.h32.v300.vp384.vc8.mean.ign25.prior.weird.s1", "'weird' (mixed|normal|peaked|flat|confident|negative|hard|poison|big|ties|tmax|tmin|zero|subnormal)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     lce_case c;
