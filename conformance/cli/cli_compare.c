@@ -101,6 +101,9 @@ static int parse_compare_args(compare_args *a) {
   const char *outputs = cli_opt("--predict-outputs"), *precisions = cli_opt("--predict-precisions");
   if (subjects == NULL) return cli_fail(CLI_USAGE, "--subjects A,B[,C...] is required");
   if (factor && cli_opt_real("--predict-factor", 1.0, 1, &a->predict_factor) != CLI_PASS) return CLI_USAGE;
+  if (!factor && (outputs || precisions)) /* they restrict a check that would not run */
+    return cli_fail(CLI_USAGE, "%s restricts --predict-factor's check: give --predict-factor F too",
+                    outputs ? "--predict-outputs" : "--predict-precisions");
   if (outputs && cli_outputs("--predict-outputs", outputs, &a->predict_outputs) != CLI_PASS) return CLI_USAGE;
   if (precisions &&
       cli_name_mask("--predict-precisions", precisions, "dtype", precision_index, &a->predict_precisions) != CLI_PASS)

@@ -9,8 +9,9 @@ unary signs, sqrt of one argument); evaluating one gives a float or a ToolError 
 of D, and raises no audit event (no import, exec, compile, open, ...: nothing but arithmetic runs).
 An include outside D (a path with '/') is not followed: the input is skipped (/dev/stdin would wait).
 
-  fuzz_parse_policy.py replay PATH...        every file (directories: their files), no atheris needed;
-                                             exit 2 when no input was found
+  fuzz_parse_policy.py replay [PATH...]      every file (directories: their files; default the seed corpus
+                                             fuzz/corpus/parse_policy), no atheris needed; exit 2 when no
+                                             input was found
   fuzz_parse_policy.py [fuzz] [libFuzzer flags] corpus...   atheris (scripts/requirements.txt)
 The `fuzz` word is optional because libFuzzer starts its own children (-fork, -jobs, -merge=1) with
 its own flags only, as OSS-Fuzz and ClusterFuzzLite start every target. Those children run a launcher
@@ -169,7 +170,9 @@ def main():
         atheris.Fuzz()  # never returns: libFuzzer exits the process
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("replay", help="run the inputs without atheris").add_argument("paths", nargs="+")
+    sub.add_parser("replay", help="run the inputs without atheris").add_argument(
+        "paths", nargs="*", default=[os.path.join(REPO, "fuzz", "corpus", "parse_policy")],
+        help="files or directories (default: the seed corpus fuzz/corpus/parse_policy)")
     args = p.parse_args()
     import lcecheck_golden_files
     gf = lcecheck_golden_files

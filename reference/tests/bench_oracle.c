@@ -419,10 +419,12 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--tier1") == 0) tier1 = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--block-rows") == 0 && atoll(argv[i + 1]) > 0) block_rows = atoll(argv[++i]);
-    else {
-      fprintf(stderr, "usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | none] [--threads T,T,...]\n"
-                      "       bench_oracle --tier1 CASE_ID [--threads T,T,...] [--block-rows R]\n");
-      return 2;
+    else { /* --help: the usage on stdout, exit 0; anything else: on stderr, exit 2 */
+      const int help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+      fprintf(help ? stdout : stderr,
+              "usage: bench_oracle [--json] [--n N] [--h H] [--v V] [--matrices M,M | none] [--threads T,T,...]\n"
+              "       bench_oracle --tier1 CASE_ID [--threads T,T,...] [--block-rows R]\n");
+      return help ? 0 : 2;
     }
   }
   if (tier1) return tier1_only(tier1, threads, block_rows);
