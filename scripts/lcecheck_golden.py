@@ -370,7 +370,8 @@ def regenerate(args, run_mutants=True):
         candidate = os.path.join(tmpdir, f"{cls}.golden")
         with open(candidate, "w", encoding="utf-8") as f:
             f.write(text)
-        log(f"candidate written to {candidate}; checking the mutants of class {cls}")
+        checks = mutant_runs is not None or run_mutants  # reproduce compares the text only
+        log(f"candidate written to {candidate}" + (f"; checking the mutants of class {cls}" if checks else ""))
         if mutant_runs is not None and (any(r.get("golden_class") == cls for r in mutant_runs) or not args.allow_no_mutants):
             report["mutants"] = check_mutant_runs(cls, mutant_runs, new)
             if not report["mutants"]:

@@ -197,12 +197,15 @@ int cli_converge(void) {
                runs[k].value[LCE_CONV_RELERR_HEAD], runs[k].res.seconds);
       if (have_golden && nruns && !runs[0].judged)
         printf("(%s holds bounds for its recorded run only; this configuration is measured, not judged)\n", g.path);
+      char qname[1100], qgolden[1100]; /* pasted as printed: quoted where the shell needs it */
+      lce_shell_quote(s->name, qname, sizeof qname);
+      lce_shell_quote(g.path, qgolden, sizeof qgolden);
       for (int k = 0; k < nruns; k++) /* a failed run, rerun alone (STYLE.md rule 9) */
         if (runs[k].judged && !runs[k].pass)
-          printf("repro: lcecheck converge --subject %s --embeddings %s --seed %llu --shape %lldx%lldx%lld --vocab-chunk "
-                 "%lld --steps %d --every %d --lr %.17g --oracle %s --golden %s\n", s->name,
+          printf("repro: build/lcecheck converge --subject %s --embeddings %s --seed %llu --shape %lldx%lldx%lld "
+                 "--vocab-chunk %lld --steps %d --every %d --lr %.17g --oracle %s --golden %s\n", qname,
                  runs[k].tied ? "tied" : "untied", (unsigned long long)cfg.seed, (long long)c.n, (long long)c.h,
-                 (long long)c.v, (long long)c.vocab_chunk, cfg.steps, cfg.eval_every, cfg.lr, cfg.tier->name, g.path);
+                 (long long)c.v, (long long)c.vocab_chunk, cfg.steps, cfg.eval_every, cfg.lr, cfg.tier->name, qgolden);
     }
     rc = all_pass ? CLI_PASS : CLI_FAIL;
   }

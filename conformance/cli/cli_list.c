@@ -53,10 +53,16 @@ int cli_list(void) {
     printf("]}\n");
     return CLI_PASS;
   }
-  printf("subjects (%zu):\n", ns);
+  printf("subjects (%zu; name, golden class, what it lacks of the full semantics, GPU: needs one):\n", ns);
   for (size_t i = 0; i < ns; i++) {
     const lce_subject *s = lce_subject_at(i);
-    printf("  %-34s %s\n", s->name, s->description);
+    char what[256];
+    snprintf(what, sizeof what, "%s", s->golden_class);
+    for (size_t c = 0; c < ncaps; c++)
+      if ((CAPS[c].bit & LCE_CAP_ALL_SEMANTICS) && !(s->caps & CAPS[c].bit))
+        snprintf(what + strlen(what), sizeof what - strlen(what), " no-%s", CAPS[c].name);
+    if (s->caps & LCE_CAP_NEEDS_GPU) snprintf(what + strlen(what), sizeof what - strlen(what), " GPU");
+    printf("  %-34s %-20s %s\n", s->name, what, s->description);
   }
   printf("matrices (%zu):\n", nm);
   for (size_t i = 0; i < nm; i++) printf("  %-34s %s\n", lce_matrix_at(i)->name, lce_matrix_at(i)->description);
