@@ -99,7 +99,8 @@ static void write_report(FILE *f, const lce_fuzz_session *s, const lce_case_resu
   fprintf(f, "subject: %s (golden %s)\n", s->subject->name, s->golden.path);
   fprintf(f, "summary: %s\n", detail);
   if (!r->error && !r->skipped && !r->verdict.pass) print_failing_outputs(f, &r->verdict);
-  fprintf(f, "repro: %s\n", r->repro);
+  if (r->repro[0]) fprintf(f, "repro: %s\n", r->repro);
+  else fprintf(f, "repro: none (the input maps to no case: replay the .input with the harness)\n");
   if (s->input_values)
     fprintf(f, "values: %zu tensor elements come from the input, not from the case id: replay the .input with "
                "fuzz_replay_subject\n", s->input_values);

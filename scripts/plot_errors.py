@@ -116,7 +116,8 @@ def collect(args):
 
 def differences(old, new, where=""):
     """Every place where two JSON values differ, as 'path: old -> new' (a run named by its sweep,
-    subject and x rather than its index)."""
+    subject and x rather than its index); numbers within 1e-6 of each other, relatively, are the same
+    (another libm's last-bit exp moves a printed digit, never a bound by that much)."""
     if isinstance(old, dict) and isinstance(new, dict):
         for k in sorted(set(old) | set(new)):
             if k not in old or k not in new:
@@ -124,9 +125,12 @@ def differences(old, new, where=""):
             else:
                 yield from differences(old[k], new[k], f"{where}/{k}")
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for o, n in zip(old, new):
-            name = f"{o.get('subject')} {o.get('x')}" if isinstance(o, dict) and "subject" in o else str(old.index(o))
+        for i, (o, n) in enumerate(zip(old, new)):
+            name = f"{o.get('subject')} {o.get('x')}" if isinstance(o, dict) and "subject" in o else str(i)
             yield from differences(o, n, f"{where}[{name}]")
+    elif (isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool)
+          and not isinstance(new, bool) and abs(old - new) <= 1e-6 * max(abs(old), abs(new))):
+        return
     elif old != new:
         yield f"{where}: {old!r} -> {new!r}"
 

@@ -114,8 +114,17 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
   cs.a = a;
   cs.results = calloc(n ? n : 1, sizeof *cs.results);
   lce_case_result *results = cs.results;
+  /* What a failing case's repro line needs besides the subject: the oracle and the golden when they are
+   * not what repro would take by default (an exec: subject's class comes from $LCE_EXEC_GOLDEN_CLASS). */
+  char repro_options[1400] = "", quoted[1100];
+  if (a->oracle) snprintf(repro_options, sizeof repro_options, "--oracle %s", a->oracle);
+  if (!measure_only && (a->golden || strncmp(s->name, "exec:", 5) == 0) &&
+      lce_shell_quote(golden_path, quoted, sizeof quoted) < sizeof quoted)
+    snprintf(repro_options + strlen(repro_options), sizeof repro_options - strlen(repro_options), "%s--golden %s",
+             repro_options[0] ? " " : "", quoted);
   const lce_engine_config cfg = {.cases = cases, .ncases = n, .subjects = &s, .goldens = &g, .nsubjects = 1,
-                                 .tier = tier, .device_compare = a->on_device, .outputs = a->outputs};
+                                 .tier = tier, .device_compare = a->on_device, .outputs = a->outputs,
+                                 .repro_options = repro_options[0] ? repro_options : NULL};
   lce_status est;
   lce_status_clear(&est);
   if (results && lce_engine_run(&cfg, check_case_done, &cs, &est) != LCE_OK) {

@@ -60,9 +60,11 @@ int cli_export(void) {
     printf("%-6s %7s %7s %14s\n", "dtype", "cases", "untied", "input bytes");
     for (int d = 0; d < LCE_DTYPE_COUNT; d++)
       if (count[d]) printf("%-6s %7zu %7zu %14lld\n", lce_dtype_name((lce_dtype)d), count[d], untied[d], (long long)bytes[d]);
+    char qdir[1100];
+    if (lce_shell_quote(a.dir, qdir, sizeof qdir) >= sizeof qdir) snprintf(qdir, sizeof qdir, "D");
     printf("%-6s %7zu %7s %14lld\n\nnext: run the kernel over %s (scripts/subjects/EXCHANGE.md), then\n"
-           "  lcecheck judge --dir %s --subject-name NAME --golden-class CLASS\n",
-           "all", n, "", (long long)total, a.dir, a.dir);
+           "  build/lcecheck judge --dir %s --subject-name NAME --golden-class CLASS\n",
+           "all", n, "", (long long)total, a.dir, qdir);
   }
   free(cases);
   return CLI_PASS;

@@ -117,10 +117,12 @@ static int plan_case(const engine_state *es, case_slot *sl, size_t i, char *id, 
     lce_case_result *r = &sl->res[k];
     r->c = *c;
     snprintf(r->id, sizeof r->id, "%s", id);
-    lce_subject_repro_line(cfg->subjects[k], id, r->repro, sizeof r->repro);
+    lce_subject_repro_line(cfg->subjects[k], cfg->repro_options, id, r->repro, sizeof r->repro);
     if (!valid) result_error(r, &st);
-    else if (es->unprepared[k].code != LCE_OK) result_error(r, &es->unprepared[k]); /* its runner never ran */
-    else any |= sl->ran[k] = can_run(es, cfg->subjects[k], c, r);
+    else if (can_run(es, cfg->subjects[k], c, r)) { /* a case it skips stays a skip */
+      if (es->unprepared[k].code != LCE_OK) result_error(r, &es->unprepared[k]); /* its runner never ran */
+      else any |= sl->ran[k] = 1;
+    }
   }
   return any;
 }
@@ -308,8 +310,13 @@ lce_code lce_engine_run(const lce_engine_config *cfg, lce_engine_sink sink, void
                     : lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "engine: out of memory");
   es.unprepared = calloc(ns, sizeof *es.unprepared); /* all LCE_OK (0) */
   if (rc == LCE_OK && es.unprepared == NULL) rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "engine: out of memory");
-  for (size_t k = 0; rc == LCE_OK && k < cfg->nsubjects; k++)
-    if (prepare_subject(&es, k, &es.unprepared[k]) == LCE_ENOMEM) rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "%s", es.unprepared[k].msg);
+  for (size_t k = 0; rc == LCE_OK && k < cfg->nsubjects; k++) {
+    const lce_code prc = prepare_subject(&es, k, &es.unprepared[k]);
+    if (prc == LCE_ENOMEM) rc = lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "%s", es.unprepared[k].msg);
+    else if (prc != LCE_OK && es.unprepared[k].code == LCE_OK) /* a failure that set no status is one still */
+      lce_fail(&es.unprepared[k], prc, __FILE__, __LINE__, "%s: prepare failed (%s)", cfg->subjects[k]->name,
+               lce_code_name(prc));
+  }
   if (rc == LCE_OK && cfg->prefetch > 0 && cfg->generate)
     rc = lce_fail(st, LCE_EINVAL, __FILE__, __LINE__, "lce_engine_run: prefetch generates with lce_case_generate only");
   if (rc == LCE_OK && cfg->prefetch > 0) rc = lce_prefetch_start(&pf, cfg->cases, cfg->ncases, cfg->prefetch, st);

@@ -47,6 +47,9 @@ typedef struct lce_engine_config {
   int serial_cases;   /* 1: one case at a time even where small cases could run side by side on the
                        * threads (lce_engine.c; the same results either way) */
   unsigned outputs;   /* a bit per lce_output_id to judge (0: every output that applies) */
+  /* The verb's options that change a verdict, as `lcecheck repro` takes them, shell-quoted (e.g.
+   * "--oracle fp64-gpu --golden 'my golden'"): each result's repro line carries them. NULL: none. */
+  const char *repro_options;
   /* The tensors of a case: NULL, lce_case_generate (the case id alone determines them); otherwise
    * this, called with generate_ctx (a fuzz harness drawing values from its input). Not with prefetch. */
   lce_code (*generate)(void *ctx, const lce_case *c, lce_tensors *out, lce_status *st);

@@ -69,17 +69,26 @@ void lce_exec_subject_close(lce_subject *s) {
 lce_subject *lce_exchange_subject_open(const char *dir, const char *name, const char *golden_class, lce_status *st) {
   exchange_subject *x = make(name, golden_class, st);
   if (x == NULL) return NULL;
-  char qdir[1100], qname[1100], qclass[300];
-  lce_shell_quote(dir, qdir, sizeof qdir);
-  lce_shell_quote(name, qname, sizeof qname);
-  lce_shell_quote(golden_class, qclass, sizeof qclass);
-  const size_t n = strlen(qdir) + strlen(qname) + strlen(qclass) + 48;
-  if ((x->repro_args = malloc(n)) == NULL) {
+  /* repro's options for this subject: the directory absolute, so that the line works from the repository
+   * root that its build/lcecheck assumes */
+  char *abs = realpath(dir, NULL);
+  const char *parts[3] = {abs ? abs : dir, name, golden_class};
+  size_t n = 48;
+  for (int i = 0; i < 3; i++) n += lce_shell_quote(parts[i], NULL, 0);
+  if ((x->repro_args = malloc(n)) != NULL) {
+    char *q[3] = {malloc(n), malloc(n), malloc(n)};
+    for (int i = 0; i < 3; i++)
+      if (q[i]) lce_shell_quote(parts[i], q[i], n);
+    if (q[0] && q[1] && q[2]) snprintf(x->repro_args, n, "--dir %s --subject-name %s --golden-class %s", q[0], q[1], q[2]);
+    else free(x->repro_args), x->repro_args = NULL;
+    for (int i = 0; i < 3; i++) free(q[i]);
+  }
+  free(abs);
+  if (x->repro_args == NULL) {
     lce_exec_subject_close(&x->subject);
     lce_fail(st, LCE_ENOMEM, __FILE__, __LINE__, "out of memory making subject %s", name);
     return NULL;
   }
-  snprintf(x->repro_args, n, "--dir %s --subject-name %s --golden-class %s", qdir, qname, qclass);
   x->subject.repro_args = x->repro_args;
   if (lce_exchange_open(dir, &x->export, st) != LCE_OK) {
     lce_exec_subject_close(&x->subject);
@@ -90,13 +99,13 @@ lce_subject *lce_exchange_subject_open(const char *dir, const char *name, const 
 
 /* ---- exec:CMD --------------------------------------------------------------------------------- */
 
-/* `cmd 'dir'` through /bin/sh -c, its stdout sent to stderr; LCE_OK only for exit status 0. */
+/* `cmd <dir quoted>` through /bin/sh -c, its stdout sent to stderr; LCE_OK only for exit status 0. */
 static lce_code run_command(const char *cmd, const char *dir, lce_status *st) {
-  LCE_CHECK(st, strchr(dir, '\'') == NULL, LCE_EINVAL, "exec: the directory %s has a quote in its name", dir);
-  size_t n = strlen(cmd) + strlen(dir) + 4;
+  size_t n = strlen(cmd) + lce_shell_quote(dir, NULL, 0) + 2;
   char *line = malloc(n);
   LCE_ALLOC_CHECK(st, line);
-  snprintf(line, n, "%s '%s'", cmd, dir);
+  const size_t c = (size_t)snprintf(line, n, "%s ", cmd);
+  lce_shell_quote(dir, line + c, n - c);
   fprintf(stderr, "lcecheck: exec: /bin/sh -c \"%s\"\n", line);
   fflush(stdout);
   fflush(stderr);

@@ -80,12 +80,14 @@ const lce_subject *lce_subject_resolve(const char *spec, lce_status *st);
 const lce_subject *lce_subject_resolve_exchange(const char *dir, const char *name, const char *golden_class,
                                                 lce_status *st);
 /* The one-line command that reruns case case_id for subject s: build/lcecheck repro, s's options
- * (repro_args, else --subject NAME), the id; shell-quoted, so that it can be pasted as printed (an
- * exec: command has spaces). */
-void lce_subject_repro_line(const lce_subject *s, const char *case_id, char *buf, size_t size);
+ * (repro_args, else --subject NAME), the verb's own options that change the verdict (options: e.g.
+ * "--oracle fp64-gpu", already quoted; NULL for none), the id; shell-quoted, so that it can be pasted
+ * as printed (an exec: command has spaces). A line that does not fit size says so instead of being cut. */
+void lce_subject_repro_line(const lce_subject *s, const char *options, const char *case_id, char *buf, size_t size);
 /* s as one POSIX shell word: unchanged when every character is safe unquoted, else in single quotes
- * (a quote inside written '\''). buf receives as much as fits. */
-void lce_shell_quote(const char *s, char *buf, size_t size);
+ * (a quote inside written '\''). Returns the length of the whole word, as snprintf does: buf holds it
+ * when that is below size. */
+size_t lce_shell_quote(const char *s, char *buf, size_t size);
 /* K of subject s for output o of case c (s->inner, or lce_inner_unchunked). */
 int64_t lce_subject_inner(const lce_subject *s, const lce_case *c, lce_output_id o);
 /* 1 when the subject can run case c; otherwise 0 and why (e.g. "no fp32 support"). */

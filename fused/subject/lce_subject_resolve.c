@@ -76,15 +76,15 @@ const lce_subject *lce_subject_resolve_exchange(const char *dir, const char *nam
 
 /* ---- the way back: a subject to the command that makes it again ----------------------------- */
 
-void lce_shell_quote(const char *s, char *buf, size_t size) {
-  if (size == 0) return;
+size_t lce_shell_quote(const char *s, char *buf, size_t size) {
   const char *safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:,=+@%#";
-  if (*s != '\0' && strspn(s, safe) == strlen(s) && *s != '#') { /* '#' first would start a comment */
+  /* '#' first would start a comment, '=' first is zsh's EQUALS expansion */
+  if (*s != '\0' && strspn(s, safe) == strlen(s) && *s != '#' && *s != '=') {
     snprintf(buf, size, "%s", s);
-    return;
+    return strlen(s);
   }
   size_t o = 0;
-#define PUT(ch) (o + 1 < size ? (void)(buf[o++] = (ch)) : (void)0)
+#define PUT(ch) (o + 1 < size ? (void)(buf[o] = (ch)) : (void)0, o++)
   PUT('\'');
   for (; *s; s++) {
     if (*s == '\'') { /* close, an escaped quote, reopen */
@@ -96,15 +96,22 @@ void lce_shell_quote(const char *s, char *buf, size_t size) {
   }
   PUT('\'');
 #undef PUT
-  buf[o] = '\0';
+  if (size) buf[o < size ? o : size - 1] = '\0';
+  return o;
 }
 
-void lce_subject_repro_line(const lce_subject *s, const char *case_id, char *buf, size_t size) {
-  if (s->repro_args) {
-    snprintf(buf, size, "build/lcecheck repro %s %s", s->repro_args, case_id);
-    return;
-  }
+void lce_subject_repro_line(const lce_subject *s, const char *options, const char *case_id, char *buf, size_t size) {
   char name[1100];
-  lce_shell_quote(s->name, name, sizeof name);
-  snprintf(buf, size, "build/lcecheck repro --subject %s %s", name, case_id);
+  const char *subject = s->repro_args;
+  if (subject == NULL) {
+    snprintf(name, sizeof name, "--subject ");
+    if (lce_shell_quote(s->name, name + 10, sizeof name - 10) >= sizeof name - 10) name[0] = '\0';
+    subject = name;
+  }
+  const int n = subject[0] ? snprintf(buf, size, "build/lcecheck repro %s%s%s %s", subject, options ? " " : "",
+                                      options ? options : "", case_id)
+                           : -1;
+  if (n < 0 || (size_t)n >= size) /* never a cut line: it would rerun something else */
+    snprintf(buf, size, "(the repro command is longer than %zu characters: lcecheck repro with this subject, the same "
+             "options and case %s)", size - 1, case_id);
 }

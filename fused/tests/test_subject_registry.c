@@ -116,21 +116,27 @@ static void test_repro_line(void) {
       {"", "''"},
       {"#x", "'#x'"},
       {"a$b", "'a$b'"},
+      {"=x", "'=x'"},
+      {"a=b", "a=b"},
   };
   char buf[256];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    lce_shell_quote(cases[i][0], buf, sizeof buf);
+    const size_t n = lce_shell_quote(cases[i][0], buf, sizeof buf);
     EXPECT(strcmp(buf, cases[i][1]) == 0, "quote(%s) = %s, expected %s", cases[i][0], buf, cases[i][1]);
+    EXPECT(n == strlen(cases[i][1]) && lce_shell_quote(cases[i][0], NULL, 0) == n, "quote(%s) says %zu", cases[i][0], n);
   }
-  lce_shell_quote("a b", buf, 3); /* truncated, terminated */
-  EXPECT(strcmp(buf, "'a") == 0, "quote into 3 bytes = %s", buf);
+  EXPECT(lce_shell_quote("a b", buf, 3) == 5 && strlen(buf) == 2, "quote into 3 bytes: %s", buf); /* 5: cut */
   lce_subject s = {"exec:runner --bug x", "fused-host", "", LCE_CAP_BF16, NULL, NULL, NULL, NULL, NULL, NULL};
-  lce_subject_repro_line(&s, "ID", buf, sizeof buf);
+  lce_subject_repro_line(&s, NULL, "ID", buf, sizeof buf);
   EXPECT(strcmp(buf, "build/lcecheck repro --subject 'exec:runner --bug x' ID") == 0, "exec repro: %s", buf);
+  lce_subject_repro_line(&s, "--oracle mpfr", "ID", buf, sizeof buf);
+  EXPECT(strcmp(buf, "build/lcecheck repro --subject 'exec:runner --bug x' --oracle mpfr ID") == 0, "options: %s", buf);
   s.repro_args = "--dir 'a b' --subject-name k --golden-class fused-host";
-  lce_subject_repro_line(&s, "ID", buf, sizeof buf);
+  lce_subject_repro_line(&s, NULL, "ID", buf, sizeof buf);
   EXPECT(strcmp(buf, "build/lcecheck repro --dir 'a b' --subject-name k --golden-class fused-host ID") == 0,
          "exchange repro: %s", buf);
+  lce_subject_repro_line(&s, NULL, "ID", buf, 40); /* too long: said, never cut */
+  EXPECT(strncmp(buf, "(the repro command is longer", 28) == 0, "a repro line cut: %s", buf);
 }
 
 int main(void) {

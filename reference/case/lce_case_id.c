@@ -111,8 +111,8 @@ lce_code lce_case_parse(const char *id, lce_case *out, lce_status *st) {
     else if (stage < 5 && parse_int_token(k, "sc", &val) && val >= 1 && val <= 1000000) c.softcap = (int32_t)val, stage = 5;
     else if (stage < 6 && strcmp(k, "cw") == 0) c.class_weights = 1, stage = 6;
     else if (stage < 7 && strcmp(k, "tf32") == 0) c.gemm = LCE_GEMM_TF32, stage = 7;
-    else if ((strcmp(k, "prior") == 0 || strcmp(k, "fresh") == 0) && t + 2 < nt - 1 &&
-             parse_number_token(tok[t + 2], "s", 0, &c.seed)) /* the closing three, then more */
+    else if ((strcmp(k, "prior") == 0 || strcmp(k, "fresh") == 0) &&
+             parse_number_token(tok[t + 2], "s", 0, &c.seed)) /* the closing three, then more (t < nt - 3) */
       return lce_fail(st, LCE_EPARSE, __FILE__, __LINE__,
                       "case id '%s': unexpected token '%s' after the seed '%s' (an id ends with prior|fresh, the "
                       "value distribution and s<seed>)", id, tok[t + 3], tok[t + 2]);
