@@ -232,7 +232,7 @@ def external_figure(plt, rows_file, shape, bias_scale, case_part=None):
                            label="bound" if out == "dh" else None)
         ax.set_yticks(list(y), names, fontsize=8)
         ax.set_xscale("log" if absolute else "linear")
-        ax.set_title(("|bias|" if key == "bias" and absolute else key) + f" at {shape} (bf16, mean, 5% ignored)",
+        ax.set_title(("|bias|" if key == "bias" and absolute else key) + f" at {shape}\n(bf16, mean, 5% ignored)",
                      fontsize=9)
         for i, r in enumerate(rows):
             ax.text(ax.get_xlim()[1], i, " " + r["status"].upper(), va="center", fontsize=7,
