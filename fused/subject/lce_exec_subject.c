@@ -47,15 +47,20 @@ static exchange_subject *make(const char *name, const char *golden_class, lce_st
   return x;
 }
 
+/* 1 when $LCE_KEEP_EXCHANGE=1: exec:'s temporary directory is kept at close (its path printed). */
+static int keep_exchange(void) {
+  const char *keep = getenv("LCE_KEEP_EXCHANGE");
+  return keep && strcmp(keep, "1") == 0;
+}
+
 void lce_exec_subject_close(lce_subject *s) {
   if (s == NULL) return;
   exchange_subject *x = (exchange_subject *)s;
   lce_exchange_close(&x->export);
   if (x->temporary && x->dir) {
-    const char *keep = getenv("LCE_KEEP_EXCHANGE");
     lce_status st;
     lce_status_clear(&st);
-    if (keep && strcmp(keep, "1") == 0) fprintf(stderr, "lcecheck: exec: exchange directory kept: %s\n", x->dir);
+    if (keep_exchange()) fprintf(stderr, "lcecheck: exec: exchange directory kept: %s\n", x->dir);
     else if (lce_exchange_remove_tree(x->dir, &st) != LCE_OK) fprintf(stderr, "lcecheck: exec: %s\n", st.msg);
   }
   free(x->name);
@@ -147,8 +152,7 @@ static lce_code prepare_exec(void *ctx, const lce_case *cases, size_t n, lce_sta
   fprintf(stderr, "lcecheck: exec: exporting %zu case%s to %s\n", n, n == 1 ? "" : "s", x->dir);
   LCE_TRY(lce_exchange_export(x->dir, cases, n, NULL, stderr, st));
   if (run_command(x->cmd, x->dir, st) != LCE_OK) { /* the directory goes at close: say how to keep it */
-    const char *keep = getenv("LCE_KEEP_EXCHANGE");
-    if (!(keep && strcmp(keep, "1") == 0))
+    if (!keep_exchange())
       snprintf(st->msg + strlen(st->msg), sizeof st->msg - strlen(st->msg), " (LCE_KEEP_EXCHANGE=1 keeps the directory)");
     return st->code;
   }
