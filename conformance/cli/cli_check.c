@@ -9,6 +9,7 @@
 #include "cli_common.h"
 #include "lce_device.h"
 #include "lce_engine.h"
+#include "lce_exec_subject.h"
 
 typedef struct tally {
   cli_counts n;
@@ -118,7 +119,7 @@ int cli_check_report(const cli_args *a, const char *verb, const lce_subject *s, 
    * not what repro would take by default (an exec: subject's class comes from $LCE_EXEC_GOLDEN_CLASS). */
   char repro_options[1400] = "", quoted[1100];
   if (a->oracle) snprintf(repro_options, sizeof repro_options, "--oracle %s", a->oracle);
-  if (!measure_only && (a->golden || strncmp(s->name, "exec:", 5) == 0) &&
+  if (!measure_only && (a->golden || strncmp(s->name, LCE_EXEC_PREFIX, strlen(LCE_EXEC_PREFIX)) == 0) &&
       lce_shell_quote(golden_path, quoted, sizeof quoted) < sizeof quoted)
     snprintf(repro_options + strlen(repro_options), sizeof repro_options - strlen(repro_options), "%s--golden %s",
              repro_options[0] ? " " : "", quoted);

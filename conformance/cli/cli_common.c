@@ -265,7 +265,7 @@ const lce_subject *cli_subject(const cli_args *a) {
       return NULL;
     }
     if (a->dir == NULL || a->subject_name == NULL || a->golden_class == NULL) {
-      cli_fail(CLI_USAGE, "--dir D, --subject-name NAME and --golden-class C are required");
+      cli_fail(CLI_USAGE, CLI_EXCHANGE_REQUIRED);
       return NULL;
     }
     const lce_subject *s = lce_subject_resolve_exchange(a->dir, a->subject_name, a->golden_class, &st);

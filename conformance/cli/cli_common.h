@@ -111,6 +111,8 @@ int cli_parse_args(cli_args *a);
  * (judge, repro) the exchange door's subject over D; when unknown or malformed, cli_fail(CLI_USAGE)
  * naming the problem and NULL (the subjects are the resolver's: lce_subject_resolve). */
 const lce_subject *cli_subject(const cli_args *a);
+/* The exchange door's three options, all required together (judge, and repro with --dir). */
+#define CLI_EXCHANGE_REQUIRED "--dir D, --subject-name NAME and --golden-class C are required"
 
 /* Loads a->golden or the default golden of the subject's class into g; path_used receives the path.
  * On failure cli_fail(CLI_USAGE) with the parse error (file:line). */

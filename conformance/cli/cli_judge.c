@@ -15,7 +15,7 @@ int cli_judge(void) {
   int rc = cli_parse_args(&a);
   if (rc != CLI_PASS) return rc;
   if (a.dir == NULL || a.subject_name == NULL || a.golden_class == NULL)
-    return cli_fail(CLI_USAGE, "--dir D, --subject-name NAME and --golden-class C are required");
+    return cli_fail(CLI_USAGE, CLI_EXCHANGE_REQUIRED); /* cli_subject would take fused-host without them */
   const lce_subject *s = cli_subject(&a);
   if (s == NULL) return CLI_USAGE;
   lce_golden g;

@@ -77,17 +77,14 @@ lce_subject *lce_exchange_subject_open(const char *dir, const char *name, const 
   /* repro's options for this subject: the directory absolute, so that the line works from the repository
    * root that its build/lcecheck assumes */
   char *abs = realpath(dir, NULL);
-  const char *parts[3] = {abs ? abs : dir, name, golden_class};
-  size_t n = 48;
-  for (int i = 0; i < 3; i++) n += lce_shell_quote(parts[i], NULL, 0);
-  if ((x->repro_args = malloc(n)) != NULL) {
-    char *q[3] = {malloc(n), malloc(n), malloc(n)};
-    for (int i = 0; i < 3; i++)
-      if (q[i]) lce_shell_quote(parts[i], q[i], n);
-    if (q[0] && q[1] && q[2]) snprintf(x->repro_args, n, "--dir %s --subject-name %s --golden-class %s", q[0], q[1], q[2]);
-    else free(x->repro_args), x->repro_args = NULL;
-    for (int i = 0; i < 3; i++) free(q[i]);
-  }
+  const char *flags[3] = {"--dir", "--subject-name", "--golden-class"}, *values[3] = {abs ? abs : dir, name, golden_class};
+  size_t n = 1;
+  for (int i = 0; i < 3; i++) n += strlen(flags[i]) + 2 + lce_shell_quote(values[i], NULL, 0);
+  if ((x->repro_args = malloc(n)) != NULL)
+    for (size_t i = 0, o = 0; i < 3; i++) { /* "--dir D --subject-name N --golden-class C", each value one word */
+      o += (size_t)snprintf(x->repro_args + o, n - o, "%s%s ", i ? " " : "", flags[i]);
+      o += lce_shell_quote(values[i], x->repro_args + o, n - o);
+    }
   free(abs);
   if (x->repro_args == NULL) {
     lce_exec_subject_close(&x->subject);
